@@ -1,0 +1,170 @@
+//! Build graph for weft.
+//!
+//!   ./zigw build test       unit and conformance tests, once per loop backend
+//!   ./zigw build demo       the seed scenario, std.Io.Threaded vs weft, side by side
+//!   ./zigw build bench      every program in bench/, ReleaseFast, one result line each
+//!   ./zigw build examples   builds examples/ so the public API stays honest
+//!   ./zigw build test-std   the standard library's own std.testing.io tests on weft
+const std = @import("std");
+const std_tests = @import("build/std_tests.zig");
+
+pub fn build(b: *std.Build) void {
+    const target = b.standardTargetOptions(.{});
+    const optimize = b.standardOptimizeOption(.{});
+
+    const weft = b.addModule("weft", .{
+        .root_source_file = b.path("src/root.zig"),
+        .target = target,
+        .optimize = optimize,
+    });
+
+    addTests(b, target, optimize);
+    addDemo(b, target);
+    addExamples(b, target, optimize);
+    addBenchmarks(b, target);
+    std_tests.add(b, target, optimize);
+    _ = weft;
+}
+
+fn weftModule(
+    b: *std.Build,
+    target: std.Build.ResolvedTarget,
+    optimize: std.builtin.OptimizeMode,
+) *std.Build.Module {
+    return b.createModule(.{
+        .root_source_file = b.path("src/root.zig"),
+        .target = target,
+        .optimize = optimize,
+    });
+}
+
+/// The unit tests run once per loop backend: both must pass the whole suite.
+fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.builtin.OptimizeMode) void {
+    const test_step = b.step("test", "Run weft's tests on the io_uring and the epoll backend");
+    const filters = b.option([]const []const u8, "test-filter", "Only run tests matching") orelse &.{};
+
+    const module = b.createModule(.{
+        .root_source_file = b.path("src/root.zig"),
+        .target = target,
+        .optimize = optimize,
+    });
+    // The README's std.Io status table is checked against the real VTable by a test.
+    module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
+    const tests = b.addTest(.{ .root_module = module, .filters = filters });
+
+    for ([_][]const u8{ "io_uring", "epoll" }) |backend| {
+        const run = b.addRunArtifact(tests);
+        run.setEnvironmentVariable("WEFT_BACKEND", backend);
+        run.setName(b.fmt("test ({s})", .{backend}));
+        test_step.dependOn(&run.step);
+    }
+}
+
+/// The child-process, peak-RSS and timing harness shared by examples/demo.zig and bench/*.zig.
+/// A module because a relative `@import` cannot leave the importing program's own folder.
+fn harnessModule(
+    b: *std.Build,
+    target: std.Build.ResolvedTarget,
+    optimize: std.builtin.OptimizeMode,
+) *std.Build.Module {
+    return b.createModule(.{
+        .root_source_file = b.path("bench/support/harness.zig"),
+        .target = target,
+        .optimize = optimize,
+    });
+}
+
+fn addDemo(b: *std.Build, target: std.Build.ResolvedTarget) void {
+    const exe = b.addExecutable(.{
+        .name = "weft-demo",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("examples/demo.zig"),
+            .target = target,
+            .optimize = .ReleaseFast,
+            .imports = &.{
+                .{ .name = "weft", .module = weftModule(b, target, .ReleaseFast) },
+                .{ .name = "harness", .module = harnessModule(b, target, .ReleaseFast) },
+            },
+        }),
+    });
+    b.installArtifact(exe);
+    const run = b.addRunArtifact(exe);
+    if (b.args) |args| run.addArgs(args);
+    const step = b.step("demo", "Seed scenario: N tasks x sleep(1 s), std.Io.Threaded vs weft");
+    step.dependOn(&run.step);
+}
+
+fn addExamples(
+    b: *std.Build,
+    target: std.Build.ResolvedTarget,
+    optimize: std.builtin.OptimizeMode,
+) void {
+    const step = b.step("examples", "Build every program in examples/");
+    const names = listZigFiles(b, "examples");
+    for (names) |name| {
+        const exe = b.addExecutable(.{
+            .name = b.fmt("example-{s}", .{name}),
+            .root_module = b.createModule(.{
+                .root_source_file = b.path(b.fmt("examples/{s}.zig", .{name})),
+                .target = target,
+                .optimize = optimize,
+                .imports = &.{
+                    .{ .name = "weft", .module = weftModule(b, target, optimize) },
+                    .{ .name = "harness", .module = harnessModule(b, target, optimize) },
+                },
+            }),
+        });
+        step.dependOn(&b.addInstallArtifact(exe, .{}).step);
+    }
+}
+
+/// Every `bench/*.zig` is a program printing one result line; they run one after another so
+/// that no two benchmarks share the two cores.
+fn addBenchmarks(b: *std.Build, target: std.Build.ResolvedTarget) void {
+    const step = b.step("bench", "Run every benchmark in bench/ (ReleaseFast)");
+    const weft = weftModule(b, target, .ReleaseFast);
+    const harness = harnessModule(b, target, .ReleaseFast);
+    var previous: ?*std.Build.Step = null;
+    for (listZigFiles(b, "bench")) |name| {
+        const exe = b.addExecutable(.{
+            .name = b.fmt("bench-{s}", .{name}),
+            .root_module = b.createModule(.{
+                .root_source_file = b.path(b.fmt("bench/{s}.zig", .{name})),
+                .target = target,
+                .optimize = .ReleaseFast,
+                .imports = &.{
+                    .{ .name = "weft", .module = weft },
+                    .{ .name = "harness", .module = harness },
+                },
+            }),
+        });
+        b.installArtifact(exe);
+        const run = b.addRunArtifact(exe);
+        run.has_side_effects = true;
+        if (b.args) |args| run.addArgs(args);
+        if (previous) |p| run.step.dependOn(p);
+        previous = &run.step;
+        step.dependOn(&run.step);
+    }
+}
+
+/// Names (without `.zig`) of the Zig files directly inside `sub_path`, sorted.
+fn listZigFiles(b: *std.Build, sub_path: []const u8) []const []const u8 {
+    const io = b.graph.io;
+    var dir = b.build_root.handle.openDir(io, sub_path, .{ .iterate = true }) catch
+        return &.{};
+    defer dir.close(io);
+    var names: std.ArrayList([]const u8) = .empty;
+    var it = dir.iterate();
+    while (it.next(io) catch null) |entry| {
+        if (entry.kind != .file) continue;
+        if (!std.mem.endsWith(u8, entry.name, ".zig")) continue;
+        names.append(b.allocator, b.dupe(entry.name[0 .. entry.name.len - 4])) catch @panic("OOM");
+    }
+    std.mem.sort([]const u8, names.items, {}, struct {
+        fn lessThan(_: void, a: []const u8, c: []const u8) bool {
+            return std.mem.lessThan(u8, a, c);
+        }
+    }.lessThan);
+    return names.items;
+}

@@ -1,0 +1,206 @@
+//! A weft runtime: executors, their loops and fiber stacks, and the `std.Io` they implement.
+//!
+//! `Runtime.init` adopts the calling thread as the first executor and as its main task: code
+//! after `init` may call any blocking `std.Io` function directly, and other tasks run whenever
+//! that code blocks (sleep, await, a contended Mutex, ...). This is how `main` runs on weft.
+//!
+//! ```
+//! var rt = try weft.Runtime.init(gpa, .{});
+//! defer rt.deinit();
+//! const io = rt.io();
+//! ```
+//!
+//! `Runtime` is a small handle; copies refer to the same runtime. Thread-safety: `io()` may be
+//! used from any thread, including threads weft did not create (they block on kernel futexes
+//! where a task would park). `init` and `deinit` belong to the adopting thread.
+const Runtime = @This();
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Io = std.Io;
+const config = @import("config.zig");
+const Executor = @import("sched/Executor.zig");
+const Task = @import("sched/Task.zig");
+const Loop = @import("loop/Loop.zig");
+const stack_mod = @import("fiber/stack.zig");
+const vtable_mod = @import("std_io/vtable.zig");
+const task_io = @import("std_io/task.zig");
+
+state: *State,
+
+pub const Options = struct {
+    /// Executor threads. One for now: the multi-threaded scheduler is its own milestone.
+    executors: usize = 1,
+    /// The loop backend; `.auto` honours the `WEFT_BACKEND` environment variable
+    /// (`io_uring` or `epoll`), else takes io_uring and falls back to epoll.
+    backend: Loop.Choice = .auto,
+    /// Virtual size of each fiber stack, guard page included (committed only when touched).
+    stack_size_bytes: usize = config.stack_size_bytes_default,
+    /// `.page` (default): an overflow faults. `.none`: canary check only (see fiber/stack.zig).
+    stack_guard: stack_mod.Guard = .page,
+    /// Live tasks at most; past it `concurrent` returns `error.ConcurrencyUnavailable` and
+    /// `async` runs inline.
+    tasks_max: usize = 1 << 22,
+};
+
+pub const InitError = error{
+    /// `Options` asked for something weft does not do (more than one executor, a stack
+    /// below `config.stack_size_bytes_min`, `WEFT_BACKEND` naming no backend).
+    InvalidOptions,
+} || Executor.InitError;
+
+/// What the VTable's `userdata` points at.
+pub const State = struct {
+    gpa: std.mem.Allocator,
+    options: Options,
+    executor: Executor,
+    /// The reference implementation, whose syscall paths the delegated entries run.
+    threaded: Io.Threaded,
+    tasks_live: std.atomic.Value(usize) = .init(0),
+    hooks: Executor.Hooks = .{ .run = &runTask },
+
+    pub fn io(state: *State) Io {
+        return .{ .userdata = state, .vtable = &vtable_mod.vtable };
+    }
+
+    /// Allocates a task (not yet started, no stack yet). Fails when `tasks_max` is reached or
+    /// memory is short; callers then run the function inline or report ConcurrencyUnavailable.
+    pub fn createTask(
+        state: *State,
+        kind: Task.Kind,
+        context: []const u8,
+        context_alignment: std.mem.Alignment,
+        result_len: usize,
+        result_alignment: std.mem.Alignment,
+    ) error{ConcurrencyUnavailable}!*Task {
+        if (state.tasks_live.fetchAdd(1, .monotonic) >= state.options.tasks_max) {
+            _ = state.tasks_live.fetchSub(1, .monotonic);
+            return error.ConcurrencyUnavailable;
+        }
+        errdefer _ = state.tasks_live.fetchSub(1, .monotonic);
+        // Worst-case padding for alignments above the allocation's own.
+        const slack = context_alignment.toByteUnits() + result_alignment.toByteUnits();
+        const len = @sizeOf(Task) + context.len + result_len + slack;
+        const allocation = state.gpa.alignedAlloc(u8, .fromByteUnits(Task.allocation_align), len) catch
+            return error.ConcurrencyUnavailable;
+        const base = @intFromPtr(allocation.ptr);
+        const context_address = context_alignment.forward(base + @sizeOf(Task));
+        const result_address = result_alignment.forward(context_address + context.len);
+        assert(result_address + result_len <= base + len);
+        const task: *Task = @ptrCast(allocation.ptr);
+        task.* = .{
+            .executor = &state.executor,
+            .kind = kind,
+            .allocation = allocation,
+            .context_offset = @intCast(context_address - base),
+            .result_offset = @intCast(result_address - base),
+            .result_len = @intCast(result_len),
+        };
+        @memcpy(allocation[task.context_offset..][0..context.len], context);
+        return task;
+    }
+
+    /// `createTask` for `concurrent`: on the executor's own thread the stack is taken now, so
+    /// a kernel limit is reported here instead of delaying the task.
+    pub fn createTaskConcurrent(
+        state: *State,
+        kind: Task.Kind,
+        context: []const u8,
+        context_alignment: std.mem.Alignment,
+        result_len: usize,
+        result_alignment: std.mem.Alignment,
+    ) error{ConcurrencyUnavailable}!*Task {
+        const task = try state.createTask(kind, context, context_alignment, result_len, result_alignment);
+        if (Executor.ofThread() == &state.executor) {
+            state.executor.reserveStack(task) catch {
+                state.destroyTask(task);
+                return error.ConcurrencyUnavailable;
+            };
+        }
+        return task;
+    }
+
+    pub fn destroyTask(state: *State, task: *Task) void {
+        assert(task.stack == null);
+        assert(task.timer_index == null);
+        const allocation = task.allocation;
+        state.gpa.free(allocation);
+        _ = state.tasks_live.fetchSub(1, .monotonic);
+    }
+
+    pub fn schedule(state: *State, task: *Task) void {
+        state.executor.makeReady(task);
+    }
+};
+
+/// Runs on the task's own stack: the task's function, then its end.
+fn runTask(hooks_context: *anyopaque, task: *Task) void {
+    const state: *State = @ptrCast(@alignCast(hooks_context));
+    switch (task.start) {
+        .future => |start| start(task.contextPointer(), task.resultBytes().ptr),
+        .group => |start| start(task.contextPointer()),
+        .none => unreachable, // every spawned task has a function
+    }
+    const executor = task.executor;
+    const stack = task.stack.?;
+    task.stack = null;
+    assert(task.timer_index == null);
+    switch (task.kind) {
+        .future => task_io.finishFuture(task),
+        .group_member => {
+            task_io.finishGroupMember(task);
+            state.destroyTask(task);
+        },
+        .main => unreachable,
+    }
+    executor.exit(stack);
+}
+
+pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
+    if (options.executors != 1) return error.InvalidOptions;
+    if (options.stack_size_bytes < config.stack_size_bytes_min) return error.InvalidOptions;
+    if (options.stack_size_bytes % std.heap.page_size_min != 0) return error.InvalidOptions;
+    const loop_choice = try chooseBackend(options);
+    const state = try gpa.create(State);
+    errdefer gpa.destroy(state);
+    state.* = .{
+        .gpa = gpa,
+        .options = options,
+        .executor = undefined,
+        .threaded = .init(gpa, .{}),
+    };
+    errdefer state.threaded.deinit();
+    try state.executor.init(gpa, .{
+        .loop = loop_choice,
+        .stack_size_bytes = options.stack_size_bytes,
+        .stack_guard = options.stack_guard,
+    }, &state.hooks, state);
+    return .{ .state = state };
+}
+
+fn chooseBackend(options: Options) error{InvalidOptions}!Loop.Choice {
+    if (options.backend != .auto) return options.backend;
+    var buffer: [16]u8 = undefined;
+    const value = @import("os/linux.zig").getEnv("WEFT_BACKEND", &buffer) orelse return .auto;
+    return std.meta.stringToEnum(Loop.Choice, value) orelse error.InvalidOptions;
+}
+
+/// Waits for every task still queued or running, then releases everything. Every future must
+/// have been awaited and every group awaited or canceled: a task left behind is a leak that
+/// the allocator reports.
+pub fn deinit(rt: Runtime) void {
+    const state = rt.state;
+    const gpa = state.gpa;
+    state.executor.deinit();
+    state.threaded.deinit();
+    gpa.destroy(state);
+}
+
+pub fn io(rt: Runtime) Io {
+    return rt.state.io();
+}
+
+/// The loop backend the runtime's executor uses.
+pub fn backend(rt: Runtime) Loop.Kind {
+    return rt.state.executor.loop.kind();
+}

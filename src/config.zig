@@ -1,0 +1,61 @@
+//! Every limit and default of weft, each with the reason for its value.
+//!
+//! Names carry their unit or limit last (`_bytes`, `_ns`, `_max`). Relations between the values
+//! are asserted at comptime at the bottom, so that changing one cannot silently break another.
+const std = @import("std");
+const assert = std.debug.assert;
+
+/// Default virtual size of a fiber stack, guard page included. Pages are only committed when
+/// touched, so a sleeping task costs about one page whatever this is; the size bounds how deep a
+/// task may recurse. Debug builds of std (http, tls) need well over 64 KiB.
+pub const stack_size_bytes_default = 256 * 1024;
+
+/// Smallest stack accepted: the guard page, the task's start frame and a few frames.
+pub const stack_size_bytes_min = 16 * 1024;
+
+/// Stacks per slab mapping: 1,000,000 fibers need 1e6 / 256 = 3,907 mappings, far below the
+/// kernel's default `vm.max_map_count` of 65,530.
+pub const slab_stacks = 256;
+
+/// Mappings left to the rest of the process (heap, libraries, thread stacks, rings) when weft
+/// derives its live-fiber ceiling from `vm.max_map_count` in guarded mode.
+pub const map_count_reserve = 4096;
+
+/// Free stacks a pool keeps mapped for reuse; beyond this a released guarded stack is unmapped,
+/// so that a burst of fibers does not pin its peak memory forever.
+pub const stack_pool_free_max = 4096;
+
+/// Written at the lowest word of every unguarded stack and checked on every switch away from it.
+pub const stack_canary: u64 = 0x5745_4654_5354_4b21; // "WEFTSTK!"
+
+/// Submission queue entries per io_uring. Each executor submits a handful of operations per
+/// loop iteration; 256 keeps the rings (and their locked memory) small while batching well.
+pub const ring_entries = 256;
+
+/// Completions reaped per poll before their callbacks run (bounds the reap loop).
+pub const reap_batch_max = 256;
+
+/// Buckets of the futex wait table: waiters on unrelated addresses rarely share a lock.
+pub const futex_buckets = 256;
+
+/// Fibers dispatched between two non-blocking polls of the loop and the timer heap, so that a
+/// stream of always-ready fibers cannot starve I/O completions and timers.
+pub const dispatches_per_poll = 61;
+
+/// `checkCancel` calls between two yields: a CPU loop that checks for cancelation lets the
+/// other fibers of its executor run without paying for a switch on every check.
+pub const check_cancel_calls_per_yield = 64;
+
+/// Executors a runtime may own (one io_uring and one OS thread each).
+pub const executors_max = 256;
+
+comptime {
+    assert(std.math.isPowerOfTwo(ring_entries));
+    assert(reap_batch_max >= 8);
+    assert(std.math.isPowerOfTwo(futex_buckets));
+    assert(stack_size_bytes_default % std.heap.page_size_min == 0);
+    assert(stack_size_bytes_min % std.heap.page_size_min == 0);
+    assert(stack_size_bytes_min <= stack_size_bytes_default);
+    assert(dispatches_per_poll > 0 and check_cancel_calls_per_yield > 0);
+    assert(map_count_reserve < 65530);
+}

@@ -1,0 +1,68 @@
+//! Intrusive containers: the element carries its own links, so pushing never allocates.
+const std = @import("std");
+const assert = std.debug.assert;
+
+/// A FIFO queue linked through `T.next: ?*T`. Not thread-safe.
+pub fn Queue(comptime T: type) type {
+    return struct {
+        const Self = @This();
+
+        head: ?*T = null,
+        tail: ?*T = null,
+        count: usize = 0,
+
+        pub fn isEmpty(queue: *const Self) bool {
+            assert((queue.head == null) == (queue.count == 0));
+            return queue.head == null;
+        }
+
+        pub fn push(queue: *Self, element: *T) void {
+            assert(element.next == null);
+            if (queue.tail) |tail| {
+                tail.next = element;
+            } else {
+                queue.head = element;
+            }
+            queue.tail = element;
+            queue.count += 1;
+        }
+
+        pub fn pop(queue: *Self) ?*T {
+            const head = queue.head orelse return null;
+            queue.head = head.next;
+            if (queue.head == null) queue.tail = null;
+            head.next = null;
+            assert(queue.count > 0);
+            queue.count -= 1;
+            return head;
+        }
+
+        /// Moves every element of `other` to the back of `queue`, in order.
+        pub fn pushAll(queue: *Self, other: *Self) void {
+            const other_head = other.head orelse return;
+            if (queue.tail) |tail| {
+                tail.next = other_head;
+            } else {
+                queue.head = other_head;
+            }
+            queue.tail = other.tail;
+            queue.count += other.count;
+            other.* = .{};
+        }
+    };
+}
+
+test "Queue: FIFO order, pushAll keeps order" {
+    const Node = struct { value: u32, next: ?*@This() = null };
+    var nodes: [6]Node = undefined;
+    for (&nodes, 0..) |*node, i| node.* = .{ .value = @intCast(i) };
+    var a: Queue(Node) = .{};
+    var b: Queue(Node) = .{};
+    for (nodes[0..3]) |*node| a.push(node);
+    for (nodes[3..]) |*node| b.push(node);
+    a.pushAll(&b);
+    try std.testing.expect(b.isEmpty());
+    for (0..6) |i| try std.testing.expectEqual(@as(u32, @intCast(i)), a.pop().?.value);
+    try std.testing.expect(a.pop() == null);
+    try std.testing.expect(a.isEmpty());
+}

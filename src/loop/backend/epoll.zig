@@ -1,0 +1,189 @@
+//! The epoll backend: readiness, then the syscall. Used where io_uring is missing or
+//! forbidden (seccomp, old kernels), or when forced with `WEFT_BACKEND=epoll`.
+//!
+//! Each operation registers a `dup` of its descriptor (EPOLLONESHOT), because epoll keys its
+//! interest set by descriptor: two fibers waiting on one fd (a reader and a writer) would
+//! otherwise overwrite each other's registration. A descriptor epoll cannot watch (a regular
+//! file: EPERM) is always ready, so its operation runs at once, as Linux would run it anyway.
+const EpollBackend = @This();
+
+const std = @import("std");
+const linux = std.os.linux;
+const posix = std.posix;
+const assert = std.debug.assert;
+const config = @import("../../config.zig");
+const os = @import("../../os/linux.zig");
+const Completion = @import("../Completion.zig");
+
+epoll_fd: os.fd_t,
+wake_fd: os.fd_t,
+in_flight: usize = 0,
+/// Operations that finished without waiting, reported at the next poll.
+ready: Completion.Queue = .{},
+events: [config.reap_batch_max]linux.epoll_event = undefined,
+
+pub const InitError = error{ SystemResources, ProcessFdQuotaExceeded, SystemFdQuotaExceeded } ||
+    os.UnexpectedError;
+
+pub fn init(backend: *EpollBackend) InitError!void {
+    const rc = linux.epoll_create1(linux.EPOLL.CLOEXEC);
+    const epoll_fd: os.fd_t = switch (os.errno(rc)) {
+        .SUCCESS => @intCast(rc),
+        .MFILE => return error.ProcessFdQuotaExceeded,
+        .NFILE => return error.SystemFdQuotaExceeded,
+        .NOMEM => return error.SystemResources,
+        else => |e| return os.unexpectedErrno(e),
+    };
+    errdefer os.closeFd(epoll_fd);
+    const wake_fd = try os.eventFd();
+    errdefer os.closeFd(wake_fd);
+    var event: linux.epoll_event = .{ .events = linux.EPOLL.IN, .data = .{ .ptr = 0 } };
+    switch (os.errno(linux.epoll_ctl(epoll_fd, linux.EPOLL.CTL_ADD, wake_fd, &event))) {
+        .SUCCESS => {},
+        .NOMEM, .NOSPC => return error.SystemResources,
+        else => |e| return os.unexpectedErrno(e),
+    }
+    backend.* = .{ .epoll_fd = epoll_fd, .wake_fd = wake_fd };
+}
+
+pub fn deinit(backend: *EpollBackend) void {
+    assert(backend.in_flight == 0);
+    os.closeFd(backend.epoll_fd);
+    os.closeFd(backend.wake_fd);
+    backend.* = undefined;
+}
+
+fn interest(op: Completion.Op) u32 {
+    return switch (op) {
+        .read => linux.EPOLL.IN | linux.EPOLL.RDHUP,
+        .write => linux.EPOLL.OUT,
+        .poll => |p| p.events,
+    };
+}
+
+pub fn submit(backend: *EpollBackend, completion: *Completion) void {
+    assert(completion.epoll_fd == -1);
+    backend.in_flight += 1;
+    const fd = switch (completion.op) {
+        inline else => |op| op.fd,
+    };
+    const dup_rc = linux.dup(fd);
+    if (os.errno(dup_rc) != .SUCCESS) return backend.finish(completion, -@as(i32, @intFromEnum(os.errno(dup_rc))));
+    const watched: os.fd_t = @intCast(dup_rc);
+    var event: linux.epoll_event = .{
+        .events = interest(completion.op) | linux.EPOLL.ONESHOT,
+        .data = .{ .ptr = @intFromPtr(completion) },
+    };
+    switch (os.errno(linux.epoll_ctl(backend.epoll_fd, linux.EPOLL.CTL_ADD, watched, &event))) {
+        .SUCCESS => completion.epoll_fd = watched,
+        .PERM => {
+            // Not pollable (regular file, directory): always ready.
+            os.closeFd(watched);
+            backend.perform(completion);
+        },
+        else => |e| {
+            os.closeFd(watched);
+            backend.finish(completion, -@as(i32, @intFromEnum(e)));
+        },
+    }
+}
+
+pub fn cancel(backend: *EpollBackend, completion: *Completion) void {
+    assert(completion.state == .submitted);
+    // Already finished and waiting in `ready`: the result stands.
+    if (completion.epoll_fd == -1) return;
+    backend.unregister(completion);
+    backend.finish(completion, -@as(i32, @intFromEnum(linux.E.CANCELED)));
+}
+
+fn unregister(backend: *EpollBackend, completion: *Completion) void {
+    assert(completion.epoll_fd != -1);
+    _ = linux.epoll_ctl(backend.epoll_fd, linux.EPOLL.CTL_DEL, completion.epoll_fd, null);
+    os.closeFd(completion.epoll_fd);
+    completion.epoll_fd = -1;
+}
+
+fn finish(backend: *EpollBackend, completion: *Completion, result: i32) void {
+    completion.result = result;
+    backend.ready.push(completion);
+}
+
+/// Runs the syscall of a ready operation.
+fn perform(backend: *EpollBackend, completion: *Completion) void {
+    const rc: usize = switch (completion.op) {
+        .read => |op| if (op.offset) |offset|
+            linux.preadv(op.fd, op.iovecs.ptr, op.iovecs.len, @intCast(offset))
+        else
+            linux.readv(op.fd, op.iovecs.ptr, op.iovecs.len),
+        .write => |op| if (op.offset) |offset|
+            linux.pwritev(op.fd, op.iovecs.ptr, op.iovecs.len, @intCast(offset))
+        else
+            linux.writev(op.fd, op.iovecs.ptr, op.iovecs.len),
+        .poll => unreachable, // a poll is finished by its readiness event alone
+    };
+    const result: i32 = switch (os.errno(rc)) {
+        .SUCCESS => @intCast(rc),
+        else => |e| -@as(i32, @intFromEnum(e)),
+    };
+    backend.finish(completion, result);
+}
+
+pub fn poll(backend: *EpollBackend, timeout_ns: ?u64, reaped: *Completion.Queue) bool {
+    var woken = false;
+    const wait_ns: ?u64 = if (backend.ready.isEmpty()) timeout_ns else 0;
+    const count = backend.wait(wait_ns);
+    for (backend.events[0..count]) |event| {
+        if (event.data.ptr == 0) {
+            woken = true;
+            _ = os.eventFdDrain(backend.wake_fd);
+            continue;
+        }
+        const completion: *Completion = @ptrFromInt(event.data.ptr);
+        backend.unregister(completion);
+        switch (completion.op) {
+            .poll => backend.finish(completion, @intCast(event.events)),
+            .read, .write => backend.perform(completion),
+        }
+    }
+    while (backend.ready.pop()) |completion| {
+        assert(backend.in_flight > 0);
+        backend.in_flight -= 1;
+        reaped.push(completion);
+    }
+    return woken;
+}
+
+fn wait(backend: *EpollBackend, timeout_ns: ?u64) usize {
+    var ts: linux.timespec = undefined;
+    if (timeout_ns) |ns| ts = os.timespecFromNs(ns);
+    // epoll_pwait2 (5.11+) takes nanoseconds; plain epoll_wait would round sleeps to ms.
+    const rc = linux.syscall6(
+        .epoll_pwait2,
+        @as(usize, @bitCast(@as(isize, backend.epoll_fd))),
+        @intFromPtr(&backend.events),
+        backend.events.len,
+        if (timeout_ns != null) @intFromPtr(&ts) else 0,
+        0,
+        linux.NSIG / 8,
+    );
+    switch (os.errno(rc)) {
+        .SUCCESS => return rc,
+        .INTR => return 0,
+        .NOSYS => {},
+        else => |e| std.debug.panic("weft: epoll_pwait2 failed: {t}", .{e}),
+    }
+    const timeout_ms: i32 = if (timeout_ns) |ns|
+        @intCast(@min(std.math.divCeil(u64, ns, std.time.ns_per_ms) catch unreachable, std.math.maxInt(i32)))
+    else
+        -1;
+    const fallback_rc = linux.epoll_wait(backend.epoll_fd, &backend.events, backend.events.len, timeout_ms);
+    return switch (os.errno(fallback_rc)) {
+        .SUCCESS => fallback_rc,
+        .INTR => 0,
+        else => |e| std.debug.panic("weft: epoll_wait failed: {t}", .{e}),
+    };
+}
+
+pub fn wake(backend: *EpollBackend) void {
+    os.eventFdSignal(backend.wake_fd);
+}

@@ -1,0 +1,166 @@
+//! The io_uring backend: one ring per executor thread.
+//!
+//! Ring flags, in order of preference (each falls back to the next on EINVAL):
+//! - `SINGLE_ISSUER | DEFER_TASKRUN` (6.1+): only the executor thread submits, and the kernel
+//!   runs completion work only when that thread asks for events, so completions never
+//!   interrupt a running fiber and arrive in batches.
+//! - `SINGLE_ISSUER | COOP_TASKRUN` (5.19+): the same without deferral.
+//! - none.
+//! SQPOLL is rejected: a kernel thread spinning per ring would take one of our two cores.
+//! Waiting with a timeout uses `IORING_ENTER_EXT_ARG` (5.11+), so no timeout SQE is needed; a
+//! kernel without it gets the epoll backend instead.
+const IoUringBackend = @This();
+
+const std = @import("std");
+const linux = std.os.linux;
+const assert = std.debug.assert;
+const config = @import("../../config.zig");
+const os = @import("../../os/linux.zig");
+const Completion = @import("../Completion.zig");
+
+ring: linux.IoUring,
+/// Operations submitted and not yet completed, the wake-up read excluded.
+in_flight: usize = 0,
+wake_fd: os.fd_t,
+wake_buffer: u64 = 0,
+cqes: [config.reap_batch_max]linux.io_uring_cqe = undefined,
+
+/// `user_data` of the eventfd read that wakes the ring up from other threads.
+const wake_user_data: u64 = 1;
+/// `user_data` of cancel requests, whose own completions carry nothing to report.
+const cancel_user_data: u64 = 0;
+
+pub const InitError = error{ Unsupported, SystemResources } || os.EventFdError;
+
+pub fn init(backend: *IoUringBackend) InitError!void {
+    const flag_choices = [_]u32{
+        linux.IORING_SETUP_SINGLE_ISSUER | linux.IORING_SETUP_DEFER_TASKRUN,
+        linux.IORING_SETUP_SINGLE_ISSUER | linux.IORING_SETUP_COOP_TASKRUN,
+        0,
+    };
+    const ring = for (flag_choices) |flags| {
+        break linux.IoUring.init(config.ring_entries, flags) catch |err| switch (err) {
+            error.ArgumentsInvalid => continue,
+            error.SystemResources => return error.SystemResources,
+            error.ProcessFdQuotaExceeded => return error.ProcessFdQuotaExceeded,
+            error.SystemFdQuotaExceeded => return error.SystemFdQuotaExceeded,
+            else => return error.Unsupported,
+        };
+    } else return error.Unsupported;
+    errdefer {
+        var r = ring;
+        r.deinit();
+    }
+    if (ring.features & linux.IORING_FEAT_EXT_ARG == 0) return error.Unsupported;
+    const wake_fd = try os.eventFd();
+    backend.* = .{ .ring = ring, .wake_fd = wake_fd };
+    backend.armWake();
+}
+
+pub fn deinit(backend: *IoUringBackend) void {
+    backend.ring.deinit();
+    os.closeFd(backend.wake_fd);
+    backend.* = undefined;
+}
+
+fn getSqe(backend: *IoUringBackend) *linux.io_uring_sqe {
+    return backend.ring.get_sqe() catch {
+        // The submission queue is full: hand it to the kernel and take a fresh entry.
+        backend.enter(0, false);
+        return backend.ring.get_sqe() catch unreachable; // the queue was just emptied
+    };
+}
+
+fn armWake(backend: *IoUringBackend) void {
+    const sqe = backend.getSqe();
+    sqe.prep_read(backend.wake_fd, std.mem.asBytes(&backend.wake_buffer), 0);
+    sqe.user_data = wake_user_data;
+}
+
+pub fn submit(backend: *IoUringBackend, completion: *Completion) void {
+    const sqe = backend.getSqe();
+    switch (completion.op) {
+        .read => |op| sqe.prep_readv(op.fd, op.iovecs, op.offset orelse std.math.maxInt(u64)),
+        .write => |op| sqe.prep_writev(op.fd, op.iovecs, op.offset orelse std.math.maxInt(u64)),
+        .poll => |op| sqe.prep_poll_add(op.fd, op.events),
+    }
+    sqe.user_data = @intFromPtr(completion);
+    backend.in_flight += 1;
+}
+
+pub fn cancel(backend: *IoUringBackend, completion: *Completion) void {
+    assert(completion.state == .submitted);
+    const sqe = backend.getSqe();
+    sqe.prep_cancel(@intFromPtr(completion), 0);
+    sqe.user_data = cancel_user_data;
+}
+
+/// Submits what is queued and reaps completions into `reaped`; waits up to `timeout_ns` for at
+/// least one (null: without limit, 0: not at all). Returns whether the wake-up fd fired.
+pub fn poll(backend: *IoUringBackend, timeout_ns: ?u64, reaped: *Completion.Queue) bool {
+    backend.enter(timeout_ns, timeout_ns != 0);
+    var woken = false;
+    // Bounded: at most two batches per poll; what is left stays in the ring for the next one.
+    for (0..2) |_| {
+        const count = backend.ring.copy_cqes(&backend.cqes, 0) catch 0;
+        for (backend.cqes[0..count]) |cqe| {
+            switch (cqe.user_data) {
+                cancel_user_data => {},
+                wake_user_data => {
+                    woken = true;
+                    backend.armWake();
+                },
+                else => {
+                    const completion: *Completion = @ptrFromInt(cqe.user_data);
+                    assert(completion.state == .submitted);
+                    assert(backend.in_flight > 0);
+                    backend.in_flight -= 1;
+                    completion.result = cqe.res;
+                    reaped.push(completion);
+                },
+            }
+        }
+        if (count < backend.cqes.len) break;
+    }
+    return woken;
+}
+
+fn enter(backend: *IoUringBackend, timeout_ns: ?u64, wait: bool) void {
+    const to_submit = backend.ring.flush_sq();
+    var flags: u32 = linux.IORING_ENTER_GETEVENTS;
+    var ts: linux.kernel_timespec = undefined;
+    var arg: linux.io_uring_getevents_arg = .{ .sigmask = 0, .sigmask_sz = 0, .pad = 0, .ts = 0 };
+    if (wait) {
+        if (timeout_ns) |ns| {
+            ts = .{ .sec = @intCast(ns / std.time.ns_per_s), .nsec = @intCast(ns % std.time.ns_per_s) };
+            arg.ts = @intFromPtr(&ts);
+        }
+        flags |= linux.IORING_ENTER_EXT_ARG;
+    }
+    // With EXT_ARG the last two arguments are the getevents argument and its size, which
+    // std's wrapper (built for a sigset) does not pass.
+    const rc = linux.syscall6(
+        .io_uring_enter,
+        @as(usize, @intCast(backend.ring.fd)),
+        to_submit,
+        if (wait) 1 else 0,
+        flags,
+        if (wait) @intFromPtr(&arg) else 0,
+        if (wait) @sizeOf(linux.io_uring_getevents_arg) else 0,
+    );
+    switch (os.errno(rc)) {
+        // ETIME: the timeout passed; INTR: a signal; both just end this wait.
+        .SUCCESS, .TIME, .INTR => {},
+        // The kernel is short of memory for requests or the CQ is overcommitted: the
+        // completions already posted are reaped by the caller, which makes room.
+        .AGAIN, .BUSY => {},
+        .BADF, .BADFD, .FAULT, .INVAL, .NXIO, .OPNOTSUPP, .EXIST => |e| {
+            std.debug.panic("weft: io_uring_enter failed: {t}", .{e});
+        },
+        else => |e| std.debug.panic("weft: io_uring_enter failed: {t}", .{e}),
+    }
+}
+
+pub fn wake(backend: *IoUringBackend) void {
+    os.eventFdSignal(backend.wake_fd);
+}

@@ -1,0 +1,224 @@
+//! The syscalls weft makes, and their errno triage. Knows nothing of tasks or fibers.
+//!
+//! Each wrapper switches exhaustively over the errno values the call documents: retry on
+//! `INTR` where the call is restartable, a named error where the caller can act on it, and
+//! `unexpectedErrno` for the rest.
+const std = @import("std");
+const builtin = @import("builtin");
+const linux = std.os.linux;
+const assert = std.debug.assert;
+
+pub const fd_t = linux.fd_t;
+pub const E = linux.E;
+pub const errno = linux.errno;
+
+pub const UnexpectedError = error{Unexpected};
+
+pub fn unexpectedErrno(err: E) UnexpectedError {
+    if (builtin.mode == .Debug) {
+        std.log.scoped(.weft).err("unexpected errno: {t}", .{err});
+    }
+    return error.Unexpected;
+}
+
+pub const MapError = error{
+    /// The kernel refused a new mapping: out of memory, or the process reached
+    /// `vm.max_map_count` mappings.
+    SystemResources,
+} || UnexpectedError;
+
+/// Maps `len` bytes of private anonymous memory, committed lazily page by page.
+/// `grows_down` gives a `MAP_GROWSDOWN` stack mapping: the kernel keeps a guard gap below it
+/// (`stack_guard_gap`, 1 MiB by default) that no other mapping may take, so an overflow faults
+/// instead of running into a neighbour — at the cost of one mapping per stack, no more.
+pub fn mapAnonymous(len: usize, grows_down: bool) MapError![*]align(std.heap.page_size_min) u8 {
+    assert(len > 0);
+    assert(len % std.heap.page_size_min == 0);
+    const rc = linux.mmap(null, len, .{ .READ = true, .WRITE = true }, .{
+        .TYPE = .PRIVATE,
+        .ANONYMOUS = true,
+        .NORESERVE = true,
+        .GROWSDOWN = grows_down,
+    }, -1, 0);
+    return switch (errno(rc)) {
+        .SUCCESS => @ptrFromInt(rc),
+        .NOMEM, .AGAIN => error.SystemResources,
+        .INVAL, .BADF, .ACCES, .PERM, .NODEV, .OVERFLOW, .TXTBSY => |e| unexpectedErrno(e),
+        else => |e| unexpectedErrno(e),
+    };
+}
+
+pub fn unmap(memory: []align(std.heap.page_size_min) u8) void {
+    switch (errno(linux.munmap(memory.ptr, memory.len))) {
+        .SUCCESS => {},
+        // munmap only fails for a range we never mapped: a bug in the caller.
+        .INVAL => unreachable,
+        else => {},
+    }
+}
+
+/// Reads `/proc/sys/vm/max_map_count`, or returns null when it cannot be read.
+pub fn maxMapCount() ?u64 {
+    const fd_rc = linux.open("/proc/sys/vm/max_map_count", .{ .CLOEXEC = true }, 0);
+    if (errno(fd_rc) != .SUCCESS) return null;
+    const fd: fd_t = @intCast(fd_rc);
+    defer closeFd(fd);
+    var buffer: [32]u8 = undefined;
+    const n_rc = linux.read(fd, &buffer, buffer.len);
+    if (errno(n_rc) != .SUCCESS) return null;
+    const text = std.mem.trim(u8, buffer[0..n_rc], " \n");
+    return std.fmt.parseInt(u64, text, 10) catch null;
+}
+
+pub fn closeFd(fd: fd_t) void {
+    // close is not retried on EINTR on Linux: the descriptor is released either way.
+    _ = linux.close(fd);
+}
+
+pub const EventFdError = error{ ProcessFdQuotaExceeded, SystemFdQuotaExceeded, SystemResources } ||
+    UnexpectedError;
+
+pub fn eventFd() EventFdError!fd_t {
+    const rc = linux.eventfd(0, linux.EFD.CLOEXEC | linux.EFD.NONBLOCK);
+    return switch (errno(rc)) {
+        .SUCCESS => @intCast(rc),
+        .MFILE => error.ProcessFdQuotaExceeded,
+        .NFILE => error.SystemFdQuotaExceeded,
+        .NOMEM, .NODEV => error.SystemResources,
+        else => |e| unexpectedErrno(e),
+    };
+}
+
+/// Adds one to an eventfd counter. Never blocks: the counter saturating (EAGAIN) means a
+/// wake-up is already pending, which is all a waker wants.
+pub fn eventFdSignal(fd: fd_t) void {
+    const one: u64 = 1;
+    while (true) {
+        const rc = linux.write(fd, std.mem.asBytes(&one), @sizeOf(u64));
+        switch (errno(rc)) {
+            .SUCCESS, .AGAIN => return,
+            .INTR => continue,
+            else => return,
+        }
+    }
+}
+
+/// Resets an eventfd counter to zero; returns whether it was signalled.
+pub fn eventFdDrain(fd: fd_t) bool {
+    var value: u64 = 0;
+    while (true) {
+        const rc = linux.read(fd, std.mem.asBytes(&value), @sizeOf(u64));
+        switch (errno(rc)) {
+            .SUCCESS => return true,
+            .AGAIN => return false,
+            .INTR => continue,
+            else => return false,
+        }
+    }
+}
+
+/// Blocks the calling OS thread while `ptr.* == expected`, up to `timeout_ns` (null: forever).
+/// Returns on a wake, a timeout, a signal or a value mismatch alike: callers recheck.
+pub fn futexWait(ptr: *const std.atomic.Value(u32), expected: u32, timeout_ns: ?u64) void {
+    var ts: linux.timespec = undefined;
+    if (timeout_ns) |ns| ts = timespecFromNs(ns);
+    const rc = linux.futex_4arg(
+        &ptr.raw,
+        .{ .cmd = .WAIT, .private = true },
+        expected,
+        if (timeout_ns != null) &ts else null,
+    );
+    switch (errno(rc)) {
+        .SUCCESS, .AGAIN, .INTR, .TIMEDOUT => {},
+        // A bad address or invalid timeout is a bug in weft.
+        .FAULT, .INVAL => unreachable,
+        else => {},
+    }
+}
+
+pub fn futexWake(ptr: *const std.atomic.Value(u32), waiters_max: u32) void {
+    const rc = linux.futex_3arg(&ptr.raw, .{ .cmd = .WAKE, .private = true }, waiters_max);
+    switch (errno(rc)) {
+        .SUCCESS => {},
+        .FAULT, .INVAL => unreachable,
+        else => {},
+    }
+}
+
+pub fn timespecFromNs(ns: u64) linux.timespec {
+    return .{
+        .sec = @intCast(ns / std.time.ns_per_s),
+        .nsec = @intCast(ns % std.time.ns_per_s),
+    };
+}
+
+/// Nanoseconds on `clock`, or null when the kernel does not have that clock.
+pub fn clockNs(clock: linux.clockid_t) ?u64 {
+    var ts: linux.timespec = undefined;
+    return switch (errno(linux.clock_gettime(clock, &ts))) {
+        .SUCCESS => @as(u64, @intCast(ts.sec)) * std.time.ns_per_s + @as(u64, @intCast(ts.nsec)),
+        else => null,
+    };
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of every timer inside weft.
+pub fn monotonicNs() u64 {
+    return clockNs(.MONOTONIC) orelse unreachable; // CLOCK_MONOTONIC always exists on Linux.
+}
+
+/// Blocks the calling OS thread for `ns` nanoseconds of CLOCK_MONOTONIC, resuming after signals.
+pub fn sleepThread(ns: u64) void {
+    const deadline_ns = monotonicNs() + ns;
+    while (true) {
+        const now_ns = monotonicNs();
+        if (now_ns >= deadline_ns) return;
+        const ts = timespecFromNs(deadline_ns - now_ns);
+        _ = linux.clock_nanosleep(.MONOTONIC, .{ .ABSTIME = false }, &ts, null);
+    }
+}
+
+pub const GetRandomError = error{EntropyUnavailable};
+
+/// Fills `buffer` from the kernel's CSPRNG. Blocks only before the kernel's pool is seeded.
+pub fn getRandom(buffer: []u8) GetRandomError!void {
+    var filled: usize = 0;
+    while (filled < buffer.len) {
+        const rc = linux.getrandom(buffer[filled..].ptr, buffer.len - filled, 0);
+        switch (errno(rc)) {
+            .SUCCESS => filled += rc,
+            .INTR, .AGAIN => continue,
+            .NOSYS, .FAULT, .INVAL => return error.EntropyUnavailable,
+            else => return error.EntropyUnavailable,
+        }
+    }
+}
+
+pub fn currentTid() linux.pid_t {
+    return linux.gettid();
+}
+
+/// The value of environment variable `name`, read from `/proc/self/environ` into `buffer`
+/// (std 0.16 keeps no global environment; weft reads it once, at runtime init).
+pub fn getEnv(name: []const u8, buffer: []u8) ?[]const u8 {
+    const fd_rc = linux.open("/proc/self/environ", .{ .CLOEXEC = true }, 0);
+    if (errno(fd_rc) != .SUCCESS) return null;
+    const fd: fd_t = @intCast(fd_rc);
+    defer closeFd(fd);
+    var block: [64 * 1024]u8 = undefined;
+    var len: usize = 0;
+    while (len < block.len) {
+        const rc = linux.read(fd, block[len..].ptr, block.len - len);
+        if (errno(rc) != .SUCCESS or rc == 0) break;
+        len += rc;
+    }
+    var entries = std.mem.splitScalar(u8, block[0..len], 0);
+    while (entries.next()) |entry| {
+        if (entry.len <= name.len or entry[name.len] != '=') continue;
+        if (!std.mem.eql(u8, entry[0..name.len], name)) continue;
+        const value = entry[name.len + 1 ..];
+        if (value.len > buffer.len) return null;
+        @memcpy(buffer[0..value.len], value);
+        return buffer[0..value.len];
+    }
+    return null;
+}

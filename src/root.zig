@@ -1,0 +1,27 @@
+//! weft: an async I/O runtime that implements `std.Io` on stackful fibers and io_uring.
+//!
+//! ```
+//! var rt = try weft.Runtime.init(gpa, .{});
+//! defer rt.deinit();
+//! const io = rt.io(); // pass it to any code written against std.Io
+//! ```
+//!
+//! Layers, each depending only on those before it: `os` (syscalls) → `loop` (completion loop,
+//! io_uring or epoll) → `fiber` (stacks, context switch) → `sched` (tasks, executor, futex,
+//! timers) → `std_io` (the VTable) → `Runtime`.
+const std = @import("std");
+
+pub const Runtime = @import("Runtime.zig");
+pub const config = @import("config.zig");
+
+test {
+    std.testing.refAllDecls(@This());
+    _ = @import("os/Mutex.zig");
+    _ = @import("intrusive.zig");
+    _ = @import("loop/Loop.zig");
+    _ = @import("fiber/stack.zig");
+    _ = @import("fiber/context.zig");
+    _ = @import("sched/TimerHeap.zig");
+    _ = @import("sched/futex.zig");
+    _ = @import("testing/runtime_test.zig");
+}

@@ -1,0 +1,158 @@
+//! A task: one fiber plus what `std.Io` needs around it (its result, its group, its
+//! cancelation state, its place in a timer heap and in a futex queue).
+//!
+//! ## Wait state (`wait_state`), the park/wake protocol
+//!
+//!   running ──prepareWait──▶ waiting | waiting_cancelable ──wake / cancel──▶ notified
+//!      ▲                                  │ abandonWait (nobody woke it yet)      │
+//!      └──────────────────────────────────┴────────── resumed by its executor ◀───┘
+//!
+//! - Only the task itself moves `running → waiting*` and `notified → running`; the task
+//!   publishes `waiting*` *before* it registers in any wait queue, so a wake that comes before
+//!   the task has switched away is never lost: the waker moves it to `notified` and queues it,
+//!   and the task, when it parks, is resumed at once.
+//! - Wakers (any thread) move `waiting* → notified` with a CAS; exactly one wins and queues the
+//!   task on its executor. A wake that finds `running` or `notified` is dropped; every wait
+//!   loops on its own condition, so a dropped or stale wake costs at most a recheck.
+//! - A cancel request only wakes `waiting_cancelable`: a task that blocks cancelation (or waits
+//!   uncancelably) is never woken by one.
+//!
+//! ## Cancel state (`cancel_state`)
+//!
+//!   none ──request──▶ requested ──delivered at a cancelation point──▶ acknowledged
+//!                        ▲                                                  │
+//!                        └────────────── recancel / another request ◀───────┘
+//!
+//! A task is pinned to its executor: only that executor's thread resumes it.
+const Task = @This();
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Io = std.Io;
+const fiber_context = @import("../fiber/context.zig");
+const Stack = @import("../fiber/stack.zig").Stack;
+const Executor = @import("Executor.zig");
+const Waiter = @import("Waiter.zig").Waiter;
+const futex = @import("futex.zig");
+
+context: fiber_context.Context = undefined,
+executor: *Executor,
+/// Null until the task first runs (stacks are taken lazily, so queued tasks cost no stack).
+stack: ?Stack = null,
+/// Link in a run queue.
+next: ?*Task = null,
+wait_state: std.atomic.Value(WaitState) = .init(.running),
+cancel_state: std.atomic.Value(CancelState) = .init(.none),
+/// Owned by the task itself.
+cancel_protection: Io.CancelProtection = .unblocked,
+/// `checkCancel` calls since the task last yielded.
+check_cancel_calls: u32 = 0,
+kind: Kind,
+
+/// What to run, and where its bytes live (all inside `allocation`).
+start: Start = .none,
+context_offset: u32 = 0,
+result_offset: u32 = 0,
+result_len: u32 = 0,
+allocation: []align(allocation_align) u8 = &.{},
+
+/// Future tasks: 0 while running, then `awaiter_finished`, or the encoded `Waiter` of whoever
+/// awaits. The finishing task swaps in `awaiter_finished`: its last touch of this memory.
+awaiter: std.atomic.Value(usize) = .init(0),
+
+/// Group members: the group and the links of its member list (guarded by the group's lock).
+group: ?*anyopaque = null,
+group_prev: ?*Task = null,
+group_next: ?*Task = null,
+
+/// Timer: the deadline (CLOCK_MONOTONIC ns) and the position in the executor's heap.
+timer_deadline_ns: u64 = 0,
+timer_index: ?u32 = null,
+timer_fired: bool = false,
+
+/// The node this task occupies in a futex queue while it waits on one.
+futex_node: futex.Node = undefined,
+
+pub const allocation_align = 64;
+pub const awaiter_finished: usize = 2;
+
+pub const WaitState = enum(u8) { running, waiting, waiting_cancelable, notified };
+pub const CancelState = enum(u8) { none, requested, acknowledged };
+pub const Kind = enum(u8) { main, future, group_member };
+
+pub const Start = union(enum) {
+    none,
+    future: *const fn (context: *const anyopaque, result: *anyopaque) void,
+    group: *const fn (context: *const anyopaque) void,
+};
+
+pub fn contextPointer(task: *Task) *const anyopaque {
+    return @ptrCast(task.allocation[task.context_offset..].ptr);
+}
+
+pub fn resultBytes(task: *Task) []u8 {
+    return task.allocation[task.result_offset..][0..task.result_len];
+}
+
+/// Announces that the task is about to park. Must precede registering in any wait queue.
+pub fn prepareWait(task: *Task, cancelable: bool) void {
+    assert(task.wait_state.load(.monotonic) == .running);
+    const can_cancel = cancelable and task.cancel_protection == .unblocked;
+    // seq_cst pairs with `requestCancel`: either the requester sees `waiting_cancelable`
+    // and wakes us, or we see its request here and wake ourselves.
+    task.wait_state.store(if (can_cancel) .waiting_cancelable else .waiting, .seq_cst);
+    if (can_cancel and task.cancel_state.load(.seq_cst) == .requested) task.wake();
+}
+
+/// Withdraws a `prepareWait` that turned out unnecessary (the condition was already met).
+pub fn abandonWait(task: *Task) void {
+    const state = task.wait_state.load(.monotonic);
+    assert(state != .running);
+    if (state != .notified) {
+        if (task.wait_state.cmpxchgStrong(state, .running, .acquire, .monotonic) == null) return;
+    }
+    // Someone queued us in the meantime: park once to take ourselves off the run queue.
+    task.executor.park(task);
+}
+
+/// Thread-safe: makes a waiting task runnable; see the protocol at the top of the file.
+pub fn wake(task: *Task) void {
+    var state = task.wait_state.load(.acquire);
+    while (true) switch (state) {
+        .running, .notified => return,
+        .waiting, .waiting_cancelable => {
+            state = task.wait_state.cmpxchgWeak(state, .notified, .acq_rel, .acquire) orelse {
+                task.executor.makeReady(task);
+                return;
+            };
+        },
+    };
+}
+
+/// Thread-safe: requests cancelation; wakes the task if it waits cancelably.
+pub fn requestCancel(task: *Task) void {
+    task.cancel_state.store(.requested, .seq_cst);
+    if (task.wait_state.cmpxchgStrong(.waiting_cancelable, .notified, .seq_cst, .monotonic) == null) {
+        task.executor.makeReady(task);
+    }
+}
+
+/// The cancelation point: delivers a pending request, exactly once.
+pub fn checkCancel(task: *Task) Io.Cancelable!void {
+    if (task.cancel_protection == .blocked) return;
+    if (task.cancel_state.load(.acquire) != .requested) return;
+    if (task.cancel_state.cmpxchgStrong(.requested, .acknowledged, .acq_rel, .monotonic) == null) {
+        return error.Canceled;
+    }
+}
+
+/// Whether a request is pending and would be delivered at a cancelation point now.
+pub fn cancelPending(task: *const Task) bool {
+    return task.cancel_protection == .unblocked and
+        task.cancel_state.load(.acquire) == .requested;
+}
+
+pub fn recancel(task: *Task) void {
+    const previous = task.cancel_state.swap(.requested, .monotonic);
+    assert(previous == .acknowledged); // recancel without a delivered cancelation
+}

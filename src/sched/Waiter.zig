@@ -1,0 +1,66 @@
+//! Who is blocked on something: a fiber (parked on its executor) or an OS thread that weft did
+//! not create (blocked on a kernel futex). Every wait queue in weft stores one of these, so
+//! std code that calls the Io from plain `std.Thread`s works, and wakes reach both kinds.
+const std = @import("std");
+const assert = std.debug.assert;
+const os = @import("../os/linux.zig");
+const Task = @import("Task.zig");
+
+pub const Waiter = union(enum) {
+    task: *Task,
+    thread: *ThreadWaiter,
+
+    /// Makes the waiter runnable. Thread-safe. A wake that finds the waiter no longer waiting
+    /// is dropped: waits recheck their condition, so a lost duplicate is harmless.
+    pub fn wake(waiter: Waiter) void {
+        switch (waiter) {
+            .task => |task| task.wake(),
+            .thread => |thread| thread.wake(),
+        }
+    }
+
+    /// Packs a waiter into one word (the low bit tags threads; both types are 8-aligned).
+    pub fn encode(waiter: Waiter) usize {
+        return switch (waiter) {
+            .task => |task| @intFromPtr(task),
+            .thread => |thread| @intFromPtr(thread) | 1,
+        };
+    }
+
+    pub fn decode(word: usize) Waiter {
+        assert(word > sentinel_max);
+        return if (word & 1 == 0) .{ .task = @ptrFromInt(word) } else .{
+            .thread = @ptrFromInt(word & ~@as(usize, 1)),
+        };
+    }
+
+    /// Encoded words at or below this value are sentinels, never waiters.
+    pub const sentinel_max = 7;
+};
+
+/// A blocked OS thread: one word on the thread's own stack, waited on with the kernel futex.
+pub const ThreadWaiter = struct {
+    word: std.atomic.Value(u32) = .init(0),
+
+    /// Blocks until woken or until `deadline_ns` (CLOCK_MONOTONIC, null: none) passes.
+    /// Returns whether it was woken.
+    pub fn wait(thread: *ThreadWaiter, deadline_ns: ?u64) bool {
+        while (thread.word.load(.acquire) == 0) {
+            if (deadline_ns) |deadline| {
+                const now = os.monotonicNs();
+                if (now >= deadline) return false;
+                os.futexWait(&thread.word, 0, deadline - now);
+            } else {
+                os.futexWait(&thread.word, 0, null);
+            }
+        }
+        return true;
+    }
+
+    pub fn wake(thread: *ThreadWaiter) void {
+        // Release: whatever the waker did before waking is visible to the woken thread.
+        thread.word.store(1, .release);
+        // The waiter's stack stays mapped while it may still sleep, so the address is valid.
+        os.futexWake(&thread.word, 1);
+    }
+};
