@@ -24,4 +24,5 @@ test {
     _ = @import("sched/TimerHeap.zig");
     _ = @import("sched/futex.zig");
     _ = @import("testing/runtime_test.zig");
+    _ = @import("testing/readme_test.zig");
 }

@@ -139,7 +139,7 @@ fn drainInject(executor: *Executor) bool {
 pub fn park(executor: *Executor, task: *Task) void {
     assert(executor.current == task);
     const next = executor.findNext();
-    if (next != task) executor.switchTo(&task.context, next);
+    if (next != task) executor.switchTo(&task.context, task.stack, next);
     assert(executor.current == task);
     if (task.wait_state.load(.acquire) == .notified) task.wait_state.store(.running, .monotonic);
 }
@@ -155,12 +155,13 @@ pub fn exit(executor: *Executor, stack: stack_mod.Stack) noreturn {
     assert(executor.zombie_stack == null);
     executor.zombie_stack = stack;
     const next = executor.findNext();
-    executor.switchTo(&executor.dead_context, next);
+    // The finished task's memory may be freed already: only its stack is touched from here.
+    executor.switchTo(&executor.dead_context, stack, next);
     unreachable; // nothing resumes a finished task
 }
 
-fn switchTo(executor: *Executor, old: *context.Context, next: *Task) void {
-    if (executor.current.stack) |stack| stack_mod.checkCanary(stack, executor.stacks.guard);
+fn switchTo(executor: *Executor, old: *context.Context, old_stack: ?stack_mod.Stack, next: *Task) void {
+    if (old_stack) |stack| stack_mod.checkCanary(stack, executor.stacks.guard);
     executor.current = next;
     context.switchTo(old, &next.context);
     // Resumed: we run again on this executor (tasks are pinned).

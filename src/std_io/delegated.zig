@@ -121,18 +121,19 @@ fn call(comptime name: []const u8, userdata: ?*anyopaque, args: anytype) ReturnT
 
     const Job = struct {
         args: @TypeOf(args),
+        function: @TypeOf(function),
         result: R = undefined,
         userdata: ?*anyopaque,
         task: *@import("../sched/Task.zig"),
 
         fn run(job: *@This()) void {
-            job.result = @call(.auto, function, .{job.userdata} ++ job.args);
+            job.result = @call(.auto, job.function, .{job.userdata} ++ job.args);
             // The task waits uncancelably and nothing else wakes it, so this wake is the one
             // that resumes it, and the job's memory (on the task's stack) outlives it.
             job.task.wake();
         }
     };
-    var job: Job = .{ .args = args, .userdata = threaded_io.userdata, .task = task };
+    var job: Job = .{ .args = args, .function = function, .userdata = threaded_io.userdata, .task = task };
     task.prepareWait(false);
     var future = threaded_io.concurrent(Job.run, .{&job}) catch {
         // No worker thread could be started: make the call here, blocking this executor.

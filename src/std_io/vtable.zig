@@ -33,6 +33,7 @@ const native = .{
 };
 
 pub fn status(comptime name: []const u8) Status {
+    @setEvalBranchQuota(20_000);
     inline for (native) |pair| {
         if (comptime std.mem.eql(u8, pair[0], name)) return .native;
     }
@@ -40,6 +41,7 @@ pub fn status(comptime name: []const u8) Status {
 }
 
 pub const vtable: Io.VTable = blk: {
+    @setEvalBranchQuota(20_000);
     var result: Io.VTable = undefined;
     for (@typeInfo(Io.VTable).@"struct".fields) |field| {
         @field(result, field.name) = for (native) |pair| {

@@ -1,1 +1,404 @@
+//! Behaviour of the std.Io task core on weft, written against std.Io only.
+const std = @import("std");
+const Io = std.Io;
+const testing = std.testing;
+const Runtime = @import("../Runtime.zig");
 
+fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    try body(rt.io());
+}
+
+fn square(x: u64) u64 {
+    return x * x;
+}
+
+test "Runtime: async/await returns results; await is idempotent at the user level" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var a = io.async(square, .{7});
+            var b = io.async(square, .{9});
+            try testing.expectEqual(@as(u64, 81), b.await(io));
+            try testing.expectEqual(@as(u64, 49), a.await(io));
+            try testing.expectEqual(@as(u64, 49), a.await(io));
+        }
+    }.body);
+}
+
+const Aligned = struct { value: u64 align(64) };
+fn makeAligned(v: u64) Aligned {
+    return .{ .value = v };
+}
+
+test "Runtime: 64-byte-aligned results" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var f = try io.concurrent(makeAligned, .{5});
+            const r = f.await(io);
+            try testing.expectEqual(@as(u64, 5), r.value);
+        }
+    }.body);
+}
+
+fn sleeper(io: Io, ns: u64) Io.Cancelable!void {
+    try io.sleep(.fromNanoseconds(ns), .awake);
+}
+
+test "Runtime: cancel a sleeping task promptly; delivered exactly once" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const start = Io.Clock.awake.now(io);
+            var f = try io.concurrent(sleeper, .{ io, 10 * std.time.ns_per_s });
+            try io.sleep(.fromMilliseconds(5), .awake);
+            try testing.expectError(error.Canceled, f.cancel(io));
+            const elapsed = start.durationTo(Io.Clock.awake.now(io));
+            try testing.expect(elapsed.nanoseconds < std.time.ns_per_s);
+        }
+    }.body);
+}
+
+fn twoPoints(io: Io) error{ Canceled, SecondFailed }!void {
+    io.sleep(.fromSeconds(10), .awake) catch |err| switch (err) {
+        error.Canceled => {
+            // Delivered once: the next point succeeds.
+            io.sleep(.fromMilliseconds(1), .awake) catch return error.SecondFailed;
+            return error.Canceled;
+        },
+    };
+}
+
+test "Runtime: cancelation is delivered exactly once" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var f = try io.concurrent(twoPoints, .{io});
+            try io.sleep(.fromMilliseconds(2), .awake);
+            try testing.expectError(error.Canceled, f.cancel(io));
+        }
+    }.body);
+}
+
+test "Runtime: cancel before start and after completion" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var before = io.async(sleeper, .{ io, std.time.ns_per_s });
+            try testing.expectError(error.Canceled, before.cancel(io));
+            var after = io.async(square, .{3});
+            try io.sleep(.fromMilliseconds(1), .awake);
+            try testing.expectEqual(@as(u64, 9), after.cancel(io));
+        }
+    }.body);
+}
+
+fn rendezvous(io: Io, queue: *Io.Queue(u32)) Io.QueueClosedError!void {
+    queue.putOne(io, 42) catch |err| switch (err) {
+        error.Canceled => return,
+        error.Closed => return error.Closed,
+    };
+}
+
+test "Runtime: concurrent is really concurrent (zero-capacity queue rendezvous)" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var queue: Io.Queue(u32) = .init(&.{});
+            var f = try io.concurrent(rendezvous, .{ io, &queue });
+            try testing.expectEqual(@as(u32, 42), try queue.getOne(io));
+            try f.await(io);
+        }
+    }.body);
+}
+
+fn member(io: Io, counter: *std.atomic.Value(u32)) Io.Cancelable!void {
+    try io.sleep(.fromMilliseconds(1), .awake);
+    _ = counter.fetchAdd(1, .monotonic);
+}
+
+fn stubborn(io: Io, counter: *std.atomic.Value(u32)) Io.Cancelable!void {
+    io.sleep(.fromSeconds(10), .awake) catch |err| {
+        _ = counter.fetchAdd(1, .monotonic);
+        return err;
+    };
+}
+
+test "Runtime: group await, token null afterwards" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var counter: std.atomic.Value(u32) = .init(0);
+            var group: Io.Group = .init;
+            for (0..100) |_| group.async(io, member, .{ io, &counter });
+            for (0..100) |_| try group.concurrent(io, member, .{ io, &counter });
+            try group.await(io);
+            try testing.expectEqual(@as(u32, 200), counter.load(.monotonic));
+            try testing.expect(group.token.load(.monotonic) == null);
+        }
+    }.body);
+}
+
+test "Runtime: group cancel swallows members' Canceled" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var counter: std.atomic.Value(u32) = .init(0);
+            var group: Io.Group = .init;
+            for (0..50) |_| try group.concurrent(io, stubborn, .{ io, &counter });
+            try io.sleep(.fromMilliseconds(2), .awake);
+            group.cancel(io);
+            try testing.expectEqual(@as(u32, 50), counter.load(.monotonic));
+            try testing.expect(group.token.load(.monotonic) == null);
+        }
+    }.body);
+}
+
+fn groupAwaiter(io: Io, counter: *std.atomic.Value(u32)) Io.Cancelable!void {
+    var group: Io.Group = .init;
+    for (0..10) |_| group.concurrent(io, stubborn, .{ io, counter }) catch unreachable;
+    try group.await(io);
+}
+
+test "Runtime: a canceled group awaiter cancels members and gets Canceled" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var counter: std.atomic.Value(u32) = .init(0);
+            var f = try io.concurrent(groupAwaiter, .{ io, &counter });
+            try io.sleep(.fromMilliseconds(2), .awake);
+            try testing.expectError(error.Canceled, f.cancel(io));
+            try testing.expectEqual(@as(u32, 10), counter.load(.monotonic));
+        }
+    }.body);
+}
+
+fn protectedSleep(io: Io) error{ Canceled, WasInterrupted }!void {
+    const previous = io.swapCancelProtection(.blocked);
+    io.sleep(.fromMilliseconds(5), .awake) catch return error.WasInterrupted;
+    if (io.swapCancelProtection(previous) != .blocked) return error.WasInterrupted;
+    try io.checkCancel();
+}
+
+test "Runtime: swapCancelProtection defers a request to the first point after" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var f = try io.concurrent(protectedSleep, .{io});
+            try io.sleep(.fromMilliseconds(1), .awake);
+            try testing.expectError(error.Canceled, f.cancel(io));
+        }
+    }.body);
+}
+
+fn recanceler(io: Io) error{ Canceled, NotRearmed }!void {
+    io.sleep(.fromSeconds(10), .awake) catch {
+        io.recancel();
+        io.checkCancel() catch return error.Canceled;
+        return error.NotRearmed;
+    };
+}
+
+test "Runtime: recancel re-arms the request" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var f = try io.concurrent(recanceler, .{io});
+            try io.sleep(.fromMilliseconds(1), .awake);
+            try testing.expectError(error.Canceled, f.cancel(io));
+        }
+    }.body);
+}
+
+fn spinner(io: Io, stop: *std.atomic.Value(bool)) Io.Cancelable!void {
+    while (!stop.load(.acquire)) try io.checkCancel();
+}
+
+fn stopper(io: Io, stop: *std.atomic.Value(bool)) Io.Cancelable!void {
+    try io.sleep(.fromMilliseconds(1), .awake);
+    stop.store(true, .release);
+}
+
+test "Runtime: checkCancel in a CPU loop does not starve other fibers" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var stop: std.atomic.Value(bool) = .init(false);
+            var spin = try io.concurrent(spinner, .{ io, &stop });
+            var other = try io.concurrent(stopper, .{ io, &stop });
+            try other.await(io);
+            try spin.await(io);
+        }
+    }.body);
+}
+
+test "Runtime: futex mismatch returns at once, timeout returns normally" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var word: u32 = 3;
+            try io.futexWait(u32, &word, 4);
+            const start = Io.Clock.awake.now(io);
+            try io.futexWaitTimeout(u32, &word, 3, .{ .duration = .{
+                .raw = .fromMilliseconds(2),
+                .clock = .awake,
+            } });
+            try testing.expect(start.durationTo(Io.Clock.awake.now(io)).nanoseconds >= 2 * std.time.ns_per_ms);
+        }
+    }.body);
+}
+
+fn foreignWaker(io: Io, event: *Io.Event) void {
+    std.Io.Threaded.global_single_threaded.io().sleep(.fromMilliseconds(2), .awake) catch {};
+    event.set(io);
+}
+
+fn foreignWaiter(io: Io, event: *Io.Event, done: *std.atomic.Value(bool)) void {
+    event.waitUncancelable(io);
+    done.store(true, .release);
+}
+
+test "Runtime: futex wake from a foreign std.Thread, and wait on one" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var event: Io.Event = .unset;
+            const waker = try std.Thread.spawn(.{}, foreignWaker, .{ io, &event });
+            try event.wait(io);
+            waker.join();
+
+            var second: Io.Event = .unset;
+            var done: std.atomic.Value(bool) = .init(false);
+            const waiter = try std.Thread.spawn(.{}, foreignWaiter, .{ io, &second, &done });
+            try io.sleep(.fromMilliseconds(2), .awake);
+            second.set(io);
+            waiter.join();
+            try testing.expect(done.load(.acquire));
+        }
+    }.body);
+}
+
+fn locker(io: Io, mutex: *Io.Mutex, total: *u64) Io.Cancelable!void {
+    for (0..1000) |i| {
+        try mutex.lock(io);
+        defer mutex.unlock(io);
+        const value = total.*;
+        if (i % 100 == 0) try io.sleep(.fromNanoseconds(1), .awake);
+        total.* = value + 1;
+    }
+}
+
+test "Runtime: std Mutex under contention" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var mutex: Io.Mutex = .init;
+            var total: u64 = 0;
+            var group: Io.Group = .init;
+            for (0..8) |_| try group.concurrent(io, locker, .{ io, &mutex, &total });
+            try group.await(io);
+            try testing.expectEqual(@as(u64, 8000), total);
+        }
+    }.body);
+}
+
+fn producer(io: Io, queue: *Io.Queue(u32), base: u32) Io.Cancelable!void {
+    for (0..500) |i| queue.putOne(io, base + @as(u32, @intCast(i))) catch |err| switch (err) {
+        error.Canceled => return error.Canceled,
+        error.Closed => unreachable,
+    };
+}
+
+test "Runtime: std Queue with several producers loses nothing" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var buffer: [4]u32 = undefined;
+            var queue: Io.Queue(u32) = .init(&buffer);
+            var group: Io.Group = .init;
+            for (0..4) |p| try group.concurrent(io, producer, .{ io, &queue, @as(u32, @intCast(p)) * 1000 });
+            var sum: u64 = 0;
+            for (0..2000) |_| sum += try queue.getOne(io);
+            try group.await(io);
+            var expected: u64 = 0;
+            for (0..4) |p| for (0..500) |i| {
+                expected += p * 1000 + i;
+            };
+            try testing.expectEqual(expected, sum);
+        }
+    }.body);
+}
+
+test "Runtime: timers fire in deadline order" {
+    try withRuntime(struct {
+        fn order(io: Io, delay_ms: u32, log: *std.ArrayList(u32), mutex: *Io.Mutex) Io.Cancelable!void {
+            try io.sleep(.fromMilliseconds(delay_ms), .awake);
+            try mutex.lock(io);
+            defer mutex.unlock(io);
+            log.appendAssumeCapacity(delay_ms);
+        }
+        fn body(io: Io) !void {
+            var storage: [5]u32 = undefined;
+            var log: std.ArrayList(u32) = .initBuffer(&storage);
+            var mutex: Io.Mutex = .init;
+            var group: Io.Group = .init;
+            for ([_]u32{ 9, 3, 7, 1, 5 }) |ms| try group.concurrent(io, order, .{ io, ms, &log, &mutex });
+            try group.await(io);
+            try testing.expectEqualSlices(u32, &.{ 1, 3, 5, 7, 9 }, log.items);
+        }
+    }.body);
+}
+
+test "Runtime: sleeping past a deadline on the real clock" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const start = Io.Clock.awake.now(io);
+            const deadline = Io.Clock.real.now(io).addDuration(.fromMilliseconds(3));
+            try (Io.Clock.Timestamp{ .raw = deadline, .clock = .real }).wait(io);
+            try testing.expect(start.durationTo(Io.Clock.awake.now(io)).nanoseconds >= 2 * std.time.ns_per_ms);
+            try (Io.Timeout{ .none = {} }).sleep(io); // 0.16: returns at once
+        }
+    }.body);
+}
+
+test "Runtime: tasks_max gives ConcurrencyUnavailable, not a crash" {
+    var rt = try Runtime.init(testing.allocator, .{ .tasks_max = 2 });
+    defer rt.deinit();
+    const io = rt.io();
+    var a = try io.concurrent(square, .{1});
+    var b = try io.concurrent(square, .{2});
+    try testing.expectError(error.ConcurrencyUnavailable, io.concurrent(square, .{3}));
+    // async falls back to running inline.
+    var c = io.async(square, .{4});
+    try testing.expectEqual(@as(u64, 16), c.await(io));
+    _ = a.await(io);
+    _ = b.await(io);
+}
+
+test "Runtime: a stack the kernel cannot map gives ConcurrencyUnavailable" {
+    // 256 stacks of 1 TiB exceed the address space: mapping the slab fails.
+    var rt = try Runtime.init(testing.allocator, .{ .stack_size_bytes = 1 << 40 });
+    defer rt.deinit();
+    try testing.expectError(error.ConcurrencyUnavailable, rt.io().concurrent(square, .{3}));
+}
+
+test "Runtime: random and randomSecure fill buffers; clocks advance" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var a: [32]u8 = @splat(0);
+            var b: [32]u8 = @splat(0);
+            io.random(&a);
+            try io.randomSecure(&b);
+            try testing.expect(!std.mem.eql(u8, &a, &b));
+            const t0 = Io.Clock.awake.now(io);
+            try io.sleep(.fromMilliseconds(1), .awake);
+            try testing.expect(Io.Clock.awake.now(io).nanoseconds > t0.nanoseconds);
+            _ = try Io.Clock.awake.resolution(io);
+        }
+    }.body);
+}
+
+test "Runtime: delegated file entries work from a fiber" {
+    try withRuntime(struct {
+        fn writer(io: Io, dir: Io.Dir) !void {
+            const file = try dir.createFile(io, "weft-delegated.txt", .{});
+            defer file.close(io);
+            try file.writeStreamingAll(io, "hello weft");
+        }
+        fn body(io: Io) !void {
+            var tmp = testing.tmpDir(.{});
+            defer tmp.cleanup();
+            var f = try io.concurrent(writer, .{ io, tmp.dir });
+            try f.await(io);
+            var buffer: [32]u8 = undefined;
+            const contents = try tmp.dir.readFile(io, "weft-delegated.txt", &buffer);
+            try testing.expectEqualStrings("hello weft", contents);
+        }
+    }.body);
+}

@@ -1,0 +1,29 @@
+//! Keeps the README's std.Io status table true: one row per VTable entry, in VTable order,
+//! with the status weft really has.
+const std = @import("std");
+const vtable = @import("../std_io/vtable.zig");
+
+test "README: std.Io status table matches the VTable" {
+    @setEvalBranchQuota(100_000);
+    const readme = @embedFile("README.md");
+    const fields = @typeInfo(std.Io.VTable).@"struct".fields;
+    var rows: usize = 0;
+    var lines = std.mem.splitScalar(u8, readme, '\n');
+    var field_index: usize = 0;
+    while (lines.next()) |line| {
+        if (!std.mem.startsWith(u8, line, "| `")) continue;
+        try std.testing.expect(field_index < fields.len);
+        var buffer: [128]u8 = undefined;
+        inline for (fields, 0..) |field, i| {
+            if (i == field_index) {
+                const expected = try std.fmt.bufPrint(&buffer, "| `{s}` | {t} |", .{
+                    field.name, vtable.status(field.name),
+                });
+                try std.testing.expectEqualStrings(expected, line);
+            }
+        }
+        field_index += 1;
+        rows += 1;
+    }
+    try std.testing.expectEqual(fields.len, rows);
+}
