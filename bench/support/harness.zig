@@ -39,7 +39,7 @@ pub fn Backend(comptime weft: type) type {
         weft: weft.Runtime,
 
         const Self = @This();
-        pub const StackMode = @FieldType(weft.Runtime.Options, "stack_mode");
+        pub const StackMode = @FieldType(weft.Runtime.Options, "stack_guard");
 
         /// Builds the runtime named by `runtime=`. For weft, `executors=` and `stack=` (unless
         /// `default`) override the defaults of `weft.Runtime.Options`. Threaded always runs with
@@ -55,7 +55,7 @@ pub fn Backend(comptime weft: type) type {
                     // `stack=default` is accepted so that result lines always name the mode.
                     const stack = config.get("stack") orelse "default";
                     if (!std.mem.eql(u8, stack, "default")) {
-                        options.stack_mode = try config.enumValue(StackMode, "stack");
+                        options.stack_guard = try config.enumValue(StackMode, "stack");
                     }
                     return .{ .weft = try weft.Runtime.init(gpa, options) };
                 },
