@@ -3,9 +3,9 @@
 //! spawn to the end of the await (ideal: 1 s), the spawning part of it, the spawns refused with
 //! `error.ConcurrencyUnavailable`, and the peak RSS of the process.
 //!
-//! N = 10,000 and 100,000 with weft's default stacks, 1,000,000 with `stack=dense` (a million
-//! guarded stacks would need a million kernel mappings; vm.max_map_count is 65,530). Each N runs
-//! in its own child process so that each peak RSS is that N's alone (wait4's ru_maxrss).
+//! N = 10,000 and 100,000 with weft's default stacks; 1,000,000 with `stack=dense` (stacks without
+//! guard pages, canary-checked) and again with the default stacks. Each measurement runs in its
+//! own child process so that each peak RSS is that N's alone (wait4's ru_maxrss).
 //!
 //! Usage: bench-sleep [--io threaded|weft|both] (default weft). On std.Io.Threaded, 100,000 is
 //! bounded at 10 s and 1,000,000 is skipped: MISSION.md measured it at more than 60 s.
@@ -14,6 +14,16 @@ const weft = @import("weft");
 const harness = @import("harness");
 
 const bench_name = "sleep";
+
+const Case = struct { tasks: u64, stack: []const u8 };
+/// 1M also runs on weft's default stacks: whether the default reaches a million (or fails with a
+/// clear error) is itself part of the bar in MISSION.md.
+const cases = [_]Case{
+    .{ .tasks = 10_000, .stack = "default" },
+    .{ .tasks = 100_000, .stack = "default" },
+    .{ .tasks = 1_000_000, .stack = "dense" },
+    .{ .tasks = 1_000_000, .stack = "default" },
+};
 /// weft's bar is 1M sleepers in 3 s; 15 s leaves room for a slow run while keeping a hang short.
 const weft_timeout_ns: u64 = 15 * std.time.ns_per_s;
 /// Keeps the Threaded run of this program under 15 s (10k takes about 4 s there).
@@ -35,17 +45,18 @@ pub fn main(init: std.process.Init) !void {
     };
 
     for (try harness.ioKinds(args, &.{.weft})) |kind| {
-        for ([_]u64{ 10_000, 100_000, 1_000_000 }) |tasks| {
-            const dense = tasks == 1_000_000;
+        for (cases) |case| {
             var config: std.ArrayList([]const u8) = .empty;
             try config.append(arena, try session.word("runtime", kind));
-            if (kind == .weft) {
-                try config.append(arena, try session.word("stack", if (dense) "dense" else "default"));
-            }
-            try config.append(arena, try session.word("tasks", tasks));
-            if (kind == .threaded and dense) {
-                try session.skip(bench_name, config.items, "Threaded_needs_over_60_s_per_MISSION.md");
-                continue;
+            if (kind == .weft) try config.append(arena, try session.word("stack", case.stack));
+            try config.append(arena, try session.word("tasks", case.tasks));
+            if (kind == .threaded) {
+                // Threaded has no stack modes: run each N once, and not at all past 100k.
+                if (!std.mem.eql(u8, case.stack, "default")) continue;
+                if (case.tasks > 100_000) {
+                    try session.skip(bench_name, config.items, "needs_over_60_s_per_MISSION.md");
+                    continue;
+                }
             }
             const timeout_ns = if (kind == .weft) weft_timeout_ns else threaded_timeout_ns;
             _ = try session.report(bench_name, config.items, timeout_ns);

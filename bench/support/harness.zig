@@ -39,7 +39,6 @@ pub fn Backend(comptime weft: type) type {
         weft: weft.Runtime,
 
         const Self = @This();
-        pub const StackMode = @FieldType(weft.Runtime.Options, "stack_guard");
 
         /// Builds the runtime named by `runtime=`. For weft, `executors=` and `stack=` (unless
         /// `default`) override the defaults of `weft.Runtime.Options`. Threaded always runs with
@@ -54,11 +53,31 @@ pub fn Backend(comptime weft: type) type {
                     }
                     // `stack=default` is accepted so that result lines always name the mode.
                     const stack = config.get("stack") orelse "default";
-                    if (!std.mem.eql(u8, stack, "default")) {
-                        options.stack_guard = try config.enumValue(StackMode, "stack");
-                    }
+                    if (!std.mem.eql(u8, stack, "default")) try applyStack(&options, stack);
                     return .{ .weft = try weft.Runtime.init(gpa, options) };
                 },
+            }
+        }
+
+        /// `stack=guarded|dense`: guarded = every stack has a guard page (an overflow faults),
+        /// dense = no guard page, a canary checked on every switch. Written against either
+        /// spelling of the option (`stack_mode`, or the older `stack_guard = .page | .none`)
+        /// so that the programs keep building while weft's options settle.
+        fn applyStack(options: *weft.Runtime.Options, stack: []const u8) Config.Error!void {
+            const Options = weft.Runtime.Options;
+            if (@hasField(Options, "stack_mode")) {
+                const Mode = @FieldType(Options, "stack_mode");
+                options.stack_mode = std.meta.stringToEnum(Mode, stack) orelse
+                    return error.ConfigInvalid;
+            } else if (@hasField(Options, "stack_guard")) {
+                options.stack_guard = if (std.mem.eql(u8, stack, "guarded"))
+                    .page
+                else if (std.mem.eql(u8, stack, "dense"))
+                    .none
+                else
+                    return error.ConfigInvalid;
+            } else {
+                return error.ConfigInvalid;
             }
         }
 
@@ -228,16 +247,20 @@ pub const Session = struct {
 
     /// `key=value` built in the session's arena, for assembling configs.
     pub fn word(session: *Session, key: []const u8, value: anytype) ![]const u8 {
+        const arena = session.arena;
         return switch (@typeInfo(@TypeOf(value))) {
-            .int, .comptime_int => std.fmt.allocPrint(session.arena, "{s}={d}", .{ key, value }),
-            .@"enum", .enum_literal => std.fmt.allocPrint(session.arena, "{s}={t}", .{ key, value }),
-            else => std.fmt.allocPrint(session.arena, "{s}={s}", .{ key, value }),
+            .int, .comptime_int => std.fmt.allocPrint(arena, "{s}={d}", .{ key, value }),
+            .@"enum", .enum_literal => std.fmt.allocPrint(arena, "{s}={t}", .{ key, value }),
+            else => std.fmt.allocPrint(arena, "{s}={s}", .{ key, value }),
         };
     }
 };
 
 /// The runtimes selected by `--io threaded|weft|both` (default: `default`).
-pub fn ioKinds(args: []const []const u8, default: []const IoKind) error{InvalidArgs}![]const IoKind {
+pub fn ioKinds(
+    args: []const []const u8,
+    default: []const IoKind,
+) error{InvalidArgs}![]const IoKind {
     const text = flagValue(args, "--io") orelse return default;
     if (std.mem.eql(u8, text, "both")) return &.{ .threaded, .weft };
     if (std.mem.eql(u8, text, "threaded")) return &.{.threaded};

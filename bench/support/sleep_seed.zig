@@ -41,7 +41,11 @@ pub fn run(io: Io, tasks: u64) Io.Cancelable!Result {
     const spawned_ns = harness.monotonicNs();
     try group.await(io);
     const end_ns = harness.monotonicNs();
-    return .{ .wall_ns = end_ns - start_ns, .spawn_ns = spawned_ns - start_ns, .unavailable = unavailable };
+    return .{
+        .wall_ns = end_ns - start_ns,
+        .spawn_ns = spawned_ns - start_ns,
+        .unavailable = unavailable,
+    };
 }
 
 /// `harness.childMain` entry: reads `tasks=` from the config.
