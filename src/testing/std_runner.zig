@@ -58,7 +58,12 @@ const TestIo = switch (options.test_io) {
         runtime: weft.Runtime,
 
         fn init(gpa: std.mem.Allocator, _: std.process.Init.Minimal) !@This() {
-            return .{ .runtime = try weft.Runtime.init(gpa, .{}) };
+            // Default options: the loop backend follows WEFT_BACKEND, set by the build step.
+            const runtime = try weft.Runtime.init(gpa, .{});
+            io_name = switch (runtime.backend()) {
+                inline else => |kind| "weft (" ++ @tagName(kind) ++ ")",
+            };
+            return .{ .runtime = runtime };
         }
         fn io(self: *@This()) Io {
             return self.runtime.io();
@@ -87,6 +92,9 @@ const TestIo = switch (options.test_io) {
 
 /// Lives in a global because `Io.Threaded` must not move once `io()` has been taken.
 var test_io_instance: TestIo = undefined;
+
+/// For the summary: which Io (and, on weft, which loop backend) the last test ran on.
+var io_name: []const u8 = @tagName(options.test_io);
 
 const Status = enum { pass, skip, fail };
 
@@ -133,10 +141,10 @@ pub fn main(init: std.process.Init.Minimal) void {
     const run_ms = run_start.durationTo(Io.Clock.awake.now(runner_io)).toMilliseconds();
 
     if (verbose) printIoCalls();
-    std.debug.print("std tests on {t}: {d} tests in {d} ms; {d} Io calls ({d} of {d} VTable " ++
+    std.debug.print("std tests on {s}: {d} tests in {d} ms; {d} Io calls ({d} of {d} VTable " ++
         "entries) through std.testing.io\n", .{
-        options.test_io, test_fns.len,      run_ms,
-        ioCallsTotal(),  ioEntriesCalled(), vtable_fields.len,
+        io_name,        test_fns.len,      run_ms,
+        ioCallsTotal(), ioEntriesCalled(), vtable_fields.len,
     });
     if (totals.leaked != 0) std.debug.print("{d} tests leaked memory\n", .{totals.leaked});
     if (totals.logged_errors != 0) {
