@@ -185,9 +185,9 @@ fn chooseBackend(options: Options) error{InvalidOptions}!Loop.Choice {
     return std.meta.stringToEnum(Loop.Choice, value) orelse error.InvalidOptions;
 }
 
-/// Waits for every task still queued or running, then releases everything. Every future must
-/// have been awaited and every group awaited or canceled: a task left behind is a leak that
-/// the allocator reports.
+/// Releases the executor, its loop and stacks, and the delegation pool. Every future must have
+/// been awaited and every group awaited or canceled before: `deinit` does not wait for tasks,
+/// and a task left behind is a leak that the allocator reports.
 pub fn deinit(rt: Runtime) void {
     const state = rt.state;
     const gpa = state.gpa;

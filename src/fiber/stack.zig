@@ -93,7 +93,7 @@ pub const Pool = struct {
     pub fn release(pool: *Pool, stack: Stack) void {
         assert(pool.live > 0);
         assert(stack.memory.len == pool.stack_size_bytes);
-        if (pool.guard == .none and !stack.canaryIntact()) overflowDetected(stack);
+        checkCanary(stack, pool.guard);
         pool.live -= 1;
         // Capacity for every stack of every slab was reserved in `grow`.
         pool.free.appendAssumeCapacity(stack);

@@ -7,15 +7,16 @@ const futex = @import("../sched/futex.zig");
 const Executor = @import("../sched/Executor.zig");
 
 /// Converts an `Io.Timeout` to a CLOCK_MONOTONIC deadline; null means no deadline.
+/// The clock is read only when there is a deadline: untimed futex waits (every contended
+/// Mutex and Condition) are a hot path.
 fn deadlineNs(timeout: Io.Timeout) ?u64 {
-    const now_ns = os.monotonicNs();
     return switch (timeout) {
         .none => null,
-        .duration => |d| addClamped(now_ns, d.raw.nanoseconds),
+        .duration => |d| addClamped(os.monotonicNs(), d.raw.nanoseconds),
         .deadline => |d| blk: {
             // A deadline on another clock becomes "the same distance from now" on ours.
             const clock_now: i96 = nowNs(d.clock);
-            break :blk addClamped(now_ns, d.raw.nanoseconds - clock_now);
+            break :blk addClamped(os.monotonicNs(), d.raw.nanoseconds - clock_now);
         },
     };
 }

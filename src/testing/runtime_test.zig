@@ -41,6 +41,14 @@ test "Runtime: 64-byte-aligned results" {
     }.body);
 }
 
+/// Starts `function(io)` concurrently, lets it reach its first wait, cancels it, and expects
+/// the cancelation to come back as its result.
+fn expectCanceledAfterStart(io: Io, comptime function: anytype) !void {
+    var future = try io.concurrent(function, .{io});
+    try io.sleep(.fromMilliseconds(2), .awake);
+    try testing.expectError(error.Canceled, future.cancel(io));
+}
+
 fn sleeper(io: Io, ns: u64) Io.Cancelable!void {
     try io.sleep(.fromNanoseconds(ns), .awake);
 }
@@ -71,9 +79,7 @@ fn twoPoints(io: Io) error{ Canceled, SecondFailed }!void {
 test "Runtime: cancelation is delivered exactly once" {
     try withRuntime(struct {
         fn body(io: Io) !void {
-            var f = try io.concurrent(twoPoints, .{io});
-            try io.sleep(.fromMilliseconds(2), .awake);
-            try testing.expectError(error.Canceled, f.cancel(io));
+            try expectCanceledAfterStart(io, twoPoints);
         }
     }.body);
 }
@@ -176,9 +182,7 @@ fn protectedSleep(io: Io) error{ Canceled, WasInterrupted }!void {
 test "Runtime: swapCancelProtection defers a request to the first point after" {
     try withRuntime(struct {
         fn body(io: Io) !void {
-            var f = try io.concurrent(protectedSleep, .{io});
-            try io.sleep(.fromMilliseconds(1), .awake);
-            try testing.expectError(error.Canceled, f.cancel(io));
+            try expectCanceledAfterStart(io, protectedSleep);
         }
     }.body);
 }
@@ -194,9 +198,7 @@ fn recanceler(io: Io) error{ Canceled, NotRearmed }!void {
 test "Runtime: recancel re-arms the request" {
     try withRuntime(struct {
         fn body(io: Io) !void {
-            var f = try io.concurrent(recanceler, .{io});
-            try io.sleep(.fromMilliseconds(1), .awake);
-            try testing.expectError(error.Canceled, f.cancel(io));
+            try expectCanceledAfterStart(io, recanceler);
         }
     }.body);
 }
