@@ -122,14 +122,20 @@ pub const State = struct {
 
     pub fn destroyTask(state: *State, task: *Task) void {
         assert(task.stack == null);
-        assert(task.timer_index == null);
+        assert(task.timer_place == .none);
         const allocation = task.allocation;
         state.gpa.free(allocation);
         _ = state.tasks_live.fetchSub(1, .monotonic);
     }
 
-    pub fn schedule(state: *State, task: *Task) void {
-        state.executor.makeReady(task);
+    /// Makes a new task runnable: on the executor's own thread it runs at once, before its
+    /// spawner continues (`Executor.runFirst`); from any other thread it is queued.
+    pub fn start(state: *State, task: *Task) void {
+        if (Executor.ofThread() == &state.executor) {
+            state.executor.runFirst(task);
+        } else {
+            state.executor.makeReady(task);
+        }
     }
 };
 
@@ -144,7 +150,7 @@ fn runTask(hooks_context: *anyopaque, task: *Task) void {
     const executor = task.executor;
     const stack = task.stack.?;
     task.stack = null;
-    assert(task.timer_index == null);
+    assert(task.timer_place == .none);
     switch (task.kind) {
         .future => task_io.finishFuture(task),
         .group_member => {

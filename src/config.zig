@@ -21,13 +21,6 @@ pub const slab_stacks = 256;
 /// derives its live-fiber ceiling from `vm.max_map_count` in guarded mode.
 pub const map_count_reserve = 4096;
 
-/// Free stacks a pool keeps mapped for reuse; beyond this a released guarded stack is unmapped,
-/// so that a burst of fibers does not pin its peak memory forever.
-pub const stack_pool_free_max = 4096;
-
-/// Written at the lowest word of every unguarded stack and checked on every switch away from it.
-pub const stack_canary: u64 = 0x5745_4654_5354_4b21; // "WEFTSTK!"
-
 /// Submission queue entries per io_uring. Each executor submits a handful of operations per
 /// loop iteration; 256 keeps the rings (and their locked memory) small while batching well.
 pub const ring_entries = 256;
@@ -45,6 +38,14 @@ pub const dispatches_per_poll = 61;
 /// `checkCancel` calls between two yields: a CPU loop that checks for cancelation lets the
 /// other fibers of its executor run without paying for a switch on every check.
 pub const check_cancel_calls_per_yield = 64;
+
+/// Granularity of an executor's timed sleep: when it blocks until the next deadline, it wakes
+/// at that deadline rounded up to a multiple of this, and fires every timer due by then. Timers
+/// due within one window share one wake-up instead of one syscall each (a million sleepers
+/// spread over a second would otherwise wake the loop every microsecond or two). 50 us is
+/// Linux's own default timer slack for a thread's sleeps; a sleep is never cut short, only late
+/// by less than this.
+pub const timer_slack_ns = 50 * std.time.ns_per_us;
 
 /// Executors a runtime may own (one io_uring and one OS thread each).
 pub const executors_max = 256;

@@ -27,6 +27,15 @@ pub fn Queue(comptime T: type) type {
             queue.count += 1;
         }
 
+        /// Puts `element` at the front: it is the next one popped.
+        pub fn pushFront(queue: *Self, element: *T) void {
+            assert(element.next == null);
+            element.next = queue.head;
+            queue.head = element;
+            if (queue.tail == null) queue.tail = element;
+            queue.count += 1;
+        }
+
         pub fn pop(queue: *Self) ?*T {
             const head = queue.head orelse return null;
             queue.head = head.next;

@@ -21,7 +21,7 @@ test {
     _ = @import("loop/Loop.zig");
     _ = @import("fiber/stack.zig");
     _ = @import("fiber/context.zig");
-    _ = @import("sched/TimerHeap.zig");
+    _ = @import("sched/Timers.zig");
     _ = @import("sched/futex.zig");
     _ = @import("testing/runtime_test.zig");
     _ = @import("testing/readme_test.zig");

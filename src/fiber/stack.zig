@@ -8,10 +8,22 @@
 //! weft maps `slab_stacks` stacks at once and installs the guard page of each with
 //! `madvise(MADV_GUARD_INSTALL)` (Linux 6.13+): a guard marker lives in the page table, so
 //! touching it faults, yet the slab stays one mapping. A million guarded stacks cost about
-//! 4,000 mappings. On older kernels the guard falls back to `mprotect(PROT_NONE)`, which splits
-//! the slab into two mappings per stack; that ceiling is reported once, with what to change.
-//! `.none` skips guards and relies on a canary word checked at every switch (documented
-//! trade-off: an overflow is detected after the fact, not prevented).
+//! 4,000 mappings. The guards of a new slab are installed with one `process_madvise` call where
+//! the kernel takes it (6.15+ with `PIDFD_SELF`), one `madvise` per stack otherwise. On kernels
+//! without guard markers the guard falls back to `mprotect(PROT_NONE)`, which splits the slab
+//! into two mappings per stack; that ceiling is reported once, with what to change.
+//!
+//! `.none` (dense) skips guards: a million fibers then cost one page fault each and no syscall.
+//! The trade-off, stated plainly: an overflow is not prevented. At every switch away from a
+//! fiber weft checks that its stack pointer is still above the lowest page of its stack and
+//! panics if not, which catches a fiber parked too deep; an overflow that unwinds before the
+//! next switch writes into the neighbouring stack unnoticed. (A canary word at the bottom of
+//! each stack was rejected: writing it commits a second page per fiber, doubling the memory
+//! and the page faults of a million sleepers.)
+//!
+//! Slabs are marked `MADV_NOHUGEPAGE`: with transparent huge pages set to `always`, the kernel
+//! would otherwise back the first touch of a 2 MiB range with a huge page shared by eight
+//! mostly-idle stacks, or stall in compaction trying to.
 const std = @import("std");
 const linux = std.os.linux;
 const assert = std.debug.assert;
@@ -24,7 +36,8 @@ const log = std.log.scoped(.weft);
 pub const Guard = enum {
     /// A guard page below every stack; an overflow faults. The default.
     page,
-    /// No guard page; a canary at the bottom of each stack is checked on every switch away.
+    /// No guard page; the stack pointer is checked against the stack's lowest page at every
+    /// switch away. Denser and cheaper to create; see the trade-off above.
     none,
 };
 
@@ -37,13 +50,10 @@ pub const Stack = struct {
         return @intFromPtr(stack.memory.ptr) + stack.memory.len;
     }
 
-    fn canary(stack: Stack) *u64 {
-        return @ptrCast(stack.memory.ptr);
-    }
-
-    /// For unguarded stacks: whether the lowest word still holds the canary.
-    pub fn canaryIntact(stack: Stack) bool {
-        return stack.canary().* == config.stack_canary;
+    /// Whether `address` (a stack pointer of the fiber on this stack) lies above the lowest
+    /// page, which a guarded stack gives to its guard and an unguarded one keeps as a margin.
+    pub fn contains(stack: Stack, address: usize) bool {
+        return address >= @intFromPtr(stack.memory.ptr) + page_size and address <= stack.top();
     }
 };
 
@@ -59,6 +69,8 @@ pub const Pool = struct {
     guard: Guard,
     /// Set when `MADV_GUARD_INSTALL` is unavailable and guards are `mprotect`ed instead.
     guard_splits_mappings: bool = false,
+    /// Set when `process_madvise` cannot install guards, so they go one `madvise` at a time.
+    guard_batch_unsupported: bool = false,
     free: std.ArrayList(Stack) = .empty,
     slabs: std.ArrayList([]align(page_size) u8) = .empty,
     /// Stacks handed out and not yet released.
@@ -93,7 +105,6 @@ pub const Pool = struct {
     pub fn release(pool: *Pool, stack: Stack) void {
         assert(pool.live > 0);
         assert(stack.memory.len == pool.stack_size_bytes);
-        checkCanary(stack, pool.guard);
         pool.live -= 1;
         // Capacity for every stack of every slab was reserved in `grow`.
         pool.free.appendAssumeCapacity(stack);
@@ -110,48 +121,63 @@ pub const Pool = struct {
             return error.SystemResources;
         };
         const slab = slab_ptr[0..slab_len];
-        var guarded: usize = 0;
         errdefer os.unmap(slab);
+        os.adviseNoHugePages(slab);
+        if (pool.guard == .page) pool.installGuards(slab) catch |err| {
+            pool.logExhaustion(err);
+            return error.SystemResources;
+        };
         // Hand out the lowest stacks last, so the slab is touched from its top first.
+        const free_before = pool.free.items.len;
         var index: usize = config.slab_stacks;
         while (index > 0) {
             index -= 1;
             const memory: []align(page_size) u8 = @alignCast(
                 slab[index * pool.stack_size_bytes ..][0..pool.stack_size_bytes],
             );
-            const stack: Stack = .{ .memory = memory };
-            pool.installGuard(stack) catch |err| {
-                pool.logExhaustion(err);
-                return error.SystemResources;
-            };
-            guarded += 1;
-            pool.free.appendAssumeCapacity(stack);
+            pool.free.appendAssumeCapacity(.{ .memory = memory });
         }
-        assert(guarded == config.slab_stacks);
+        assert(pool.free.items.len == free_before + config.slab_stacks);
         pool.slabs.appendAssumeCapacity(slab);
     }
 
-    fn installGuard(pool: *Pool, stack: Stack) (AcquireError || os.UnexpectedError)!void {
-        switch (pool.guard) {
-            .none => stack.canary().* = config.stack_canary,
-            .page => {
-                if (!pool.guard_splits_mappings) {
-                    const rc = linux.madvise(stack.memory.ptr, page_size, madv_guard_install);
-                    switch (os.errno(rc)) {
-                        .SUCCESS => return,
-                        // Kernel older than 6.13: fall back to a PROT_NONE page.
-                        .INVAL, .NOSYS => pool.guard_splits_mappings = true,
-                        .NOMEM, .AGAIN => return error.SystemResources,
-                        else => |e| return os.unexpectedErrno(e),
-                    }
-                }
-                const rc = linux.mprotect(stack.memory.ptr, page_size, .{});
-                switch (os.errno(rc)) {
-                    .SUCCESS => {},
-                    .NOMEM, .AGAIN => return error.SystemResources,
-                    else => |e| return os.unexpectedErrno(e),
-                }
-            },
+    /// Installs the guard page at the bottom of every stack of `slab`.
+    fn installGuards(pool: *Pool, slab: []align(page_size) u8) (AcquireError || os.UnexpectedError)!void {
+        assert(pool.guard == .page);
+        assert(slab.len == pool.stack_size_bytes * config.slab_stacks);
+        if (!pool.guard_splits_mappings and !pool.guard_batch_unsupported) {
+            var guards: [config.slab_stacks]os.IoVec = undefined;
+            for (&guards, 0..) |*guard, index| {
+                guard.* = .{ .base = slab.ptr + index * pool.stack_size_bytes, .len = page_size };
+            }
+            if (os.adviseGuardBatch(&guards)) |_| return else |err| switch (err) {
+                error.Unsupported => pool.guard_batch_unsupported = true,
+                error.SystemResources => return error.SystemResources,
+            }
+        }
+        var index: usize = 0;
+        while (index < config.slab_stacks) : (index += 1) {
+            try pool.installGuard(@alignCast(slab[index * pool.stack_size_bytes ..][0..page_size]));
+        }
+    }
+
+    fn installGuard(pool: *Pool, page: []align(page_size) u8) (AcquireError || os.UnexpectedError)!void {
+        assert(page.len == page_size);
+        if (!pool.guard_splits_mappings) {
+            const rc = linux.madvise(page.ptr, page_size, os.madv_guard_install);
+            switch (os.errno(rc)) {
+                .SUCCESS => return,
+                // Kernel older than 6.13: fall back to a PROT_NONE page.
+                .INVAL, .NOSYS => pool.guard_splits_mappings = true,
+                .NOMEM, .AGAIN => return error.SystemResources,
+                else => |e| return os.unexpectedErrno(e),
+            }
+        }
+        const rc = linux.mprotect(page.ptr, page_size, .{});
+        switch (os.errno(rc)) {
+            .SUCCESS => {},
+            .NOMEM, .AGAIN => return error.SystemResources,
+            else => |e| return os.unexpectedErrno(e),
         }
     }
 
@@ -174,20 +200,19 @@ pub const Pool = struct {
     }
 };
 
-/// `MADV_GUARD_INSTALL` from the Linux 6.13 uapi headers.
-const madv_guard_install = 102;
 
-fn overflowDetected(stack: Stack) noreturn {
+fn overflowDetected(stack: Stack, address: usize) noreturn {
     @branchHint(.cold);
-    std.debug.panic("weft: fiber stack overflow detected (stack at 0x{x}, {d} bytes, no guard " ++
-        "page): raise .stack_size_bytes or use .stack_guard = .page", .{
-        @intFromPtr(stack.memory.ptr), stack.memory.len,
+    std.debug.panic("weft: fiber stack overflow detected (stack pointer 0x{x}, stack at 0x{x}, " ++
+        "{d} bytes, no guard page): raise .stack_size_bytes or use .stack_guard = .page", .{
+        address, @intFromPtr(stack.memory.ptr), stack.memory.len,
     });
 }
 
-/// Panics when an unguarded stack's canary was overwritten. Called on every switch away.
-pub fn checkCanary(stack: Stack, guard: Guard) void {
-    if (guard == .none and !stack.canaryIntact()) overflowDetected(stack);
+/// For unguarded stacks: panics when `address`, the stack pointer of the fiber switching away,
+/// has reached the stack's lowest page. Called on every switch away from a fiber.
+pub inline fn checkDepth(stack: Stack, guard: Guard, address: usize) void {
+    if (guard == .none and !stack.contains(address)) overflowDetected(stack, address);
 }
 
 test "Pool: stacks are reused and one slab serves many stacks" {
@@ -208,10 +233,16 @@ test "Pool: stacks are reused and one slab serves many stacks" {
     try std.testing.expectEqual(@as(usize, 0), pool.live);
 }
 
-test "Pool: unguarded stacks carry a canary" {
+test "Pool: unguarded stacks commit no page until used; depth check bounds" {
     var pool: Pool = .init(std.testing.allocator, 16 * 1024, .none);
     defer pool.deinit();
     const a = try pool.acquire();
-    try std.testing.expect(a.canaryIntact());
+    // Creating a dense slab touches none of its pages.
+    var residency: [4]u8 = undefined;
+    try std.testing.expectEqual(@as(usize, 0), linux.mincore(a.memory.ptr, a.memory.len, &residency));
+    for (residency) |page| try std.testing.expectEqual(@as(u8, 0), page & 1);
+    try std.testing.expect(a.contains(a.top() - 64));
+    try std.testing.expect(a.contains(@intFromPtr(a.memory.ptr) + page_size));
+    try std.testing.expect(!a.contains(@intFromPtr(a.memory.ptr) + page_size - 8));
     pool.release(a);
 }

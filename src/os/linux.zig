@@ -48,6 +48,59 @@ pub fn mapAnonymous(len: usize, grows_down: bool) MapError![*]align(std.heap.pag
     };
 }
 
+/// Keeps transparent huge pages out of `memory` (fiber stacks touch one page in 64). Best
+/// effort: a kernel without THP rejects the advice, which is then moot.
+pub fn adviseNoHugePages(memory: []align(std.heap.page_size_min) u8) void {
+    _ = linux.madvise(memory.ptr, memory.len, linux.MADV.NOHUGEPAGE);
+}
+
+pub const IoVec = std.posix.iovec_const;
+
+/// `MADV_GUARD_INSTALL` (Linux 6.13 uapi).
+pub const madv_guard_install = 102;
+/// `PIDFD_SELF` (Linux 6.15 uapi): the calling process, without opening a pidfd.
+const pidfd_self: linux.fd_t = -10000;
+
+/// Installs guard markers on every range of `ranges` with one `process_madvise` call.
+/// `error.Unsupported`: this kernel cannot (no `PIDFD_SELF`, or guards not allowed through
+/// `process_madvise`); the caller installs them one `madvise` at a time.
+pub fn adviseGuardBatch(ranges: []const IoVec) error{ Unsupported, SystemResources }!void {
+    var done: usize = 0;
+    var bytes_wanted: usize = 0;
+    for (ranges) |range| bytes_wanted += range.len;
+    // The kernel may stop early (it returns the bytes advised); go on from where it stopped.
+    var skip_bytes: usize = 0;
+    while (done < ranges.len) {
+        const rc = linux.syscall5(
+            .process_madvise,
+            @bitCast(@as(isize, pidfd_self)),
+            @intFromPtr(ranges[done..].ptr),
+            ranges.len - done,
+            madv_guard_install,
+            0,
+        );
+        switch (errno(rc)) {
+            .SUCCESS => {},
+            .INVAL, .BADF, .NOSYS, .PERM, .SRCH, .OPNOTSUPP => {
+                // Nothing advised yet: the caller falls back cleanly. Part advised: installing
+                // a guard twice is harmless, so the fallback may redo the whole slab.
+                return error.Unsupported;
+            },
+            .NOMEM, .AGAIN => return error.SystemResources,
+            else => return error.Unsupported,
+        }
+        if (rc == 0) return error.Unsupported; // no progress: do not loop on it
+        skip_bytes += rc;
+        while (done < ranges.len and skip_bytes >= ranges[done].len) {
+            skip_bytes -= ranges[done].len;
+            bytes_wanted -= ranges[done].len;
+            done += 1;
+        }
+        assert(skip_bytes == 0); // guard ranges are whole pages, advised whole
+    }
+    assert(bytes_wanted == 0);
+}
+
 pub fn unmap(memory: []align(std.heap.page_size_min) u8) void {
     switch (errno(linux.munmap(memory.ptr, memory.len))) {
         .SUCCESS => {},

@@ -19,7 +19,7 @@ const Loop = @import("../loop/Loop.zig");
 const context = @import("../fiber/context.zig");
 const stack_mod = @import("../fiber/stack.zig");
 const Task = @import("Task.zig");
-const TimerHeap = @import("TimerHeap.zig");
+const Timers = @import("Timers.zig");
 
 const TaskQueue = @import("../intrusive.zig").Queue(Task);
 const log = std.log.scoped(.weft);
@@ -33,7 +33,7 @@ inject: TaskQueue = .{},
 inject_count: std.atomic.Value(usize) = .init(0),
 /// Tasks whose stack could not be mapped yet; they start when a stack is released.
 starved: TaskQueue = .{},
-timers: TimerHeap,
+timers: Timers,
 /// The task running on this executor right now.
 current: *Task,
 /// The thread that called `Runtime.init`, adopted as a task with the thread's own stack.
@@ -144,6 +144,25 @@ pub fn park(executor: *Executor, task: *Task) void {
     if (task.wait_state.load(.acquire) == .notified) task.wait_state.store(.running, .monotonic);
 }
 
+/// Runs `child`, a task that never ran, right now on this executor; the running task continues
+/// as soon as `child` blocks, yields or ends (it goes to the front of the run queue, not the
+/// back). Child first, because the child's task memory and stack are hot in the cache at the
+/// moment it is spawned: spawning a million short tasks then reuses one stack and one task
+/// allocation instead of touching a million of each, and a spawned sleeper starts its sleep
+/// when it is spawned rather than after the whole spawning loop. The alternative, queueing the
+/// child behind every ready task (Tokio, and Go outside its `runnext` slot), was measured
+/// slower here on both counts.
+pub fn runFirst(executor: *Executor, child: *Task) void {
+    assert(current_executor == executor);
+    assert(child.executor == executor);
+    const me = executor.current;
+    assert(me != child);
+    assert(me.wait_state.load(.monotonic) == .running);
+    executor.ready.pushFront(me);
+    executor.ready.pushFront(child);
+    executor.park(me);
+}
+
 /// Lets the other ready tasks run, then continues.
 pub fn yield(executor: *Executor, task: *Task) void {
     executor.ready.push(task);
@@ -161,7 +180,7 @@ pub fn exit(executor: *Executor, stack: stack_mod.Stack) noreturn {
 }
 
 fn switchTo(executor: *Executor, old: *context.Context, old_stack: ?stack_mod.Stack, next: *Task) void {
-    if (old_stack) |stack| stack_mod.checkCanary(stack, executor.stacks.guard);
+    if (old_stack) |stack| stack_mod.checkDepth(stack, executor.stacks.guard, @frameAddress());
     executor.current = next;
     context.switchTo(old, &next.context);
     // Resumed: we run again on this executor (tasks are pinned).
@@ -226,19 +245,23 @@ fn pollIo(executor: *Executor, block: bool) void {
         timeout_ns = null;
         if (executor.timers.peekDeadline()) |deadline_ns| {
             const now_ns = os.monotonicNs();
-            timeout_ns = if (deadline_ns > now_ns) deadline_ns - now_ns else 0;
+            const slack_ns = config.timer_slack_ns;
+            const wake_ns = (deadline_ns +| (slack_ns - 1)) / slack_ns * slack_ns;
+            assert(wake_ns >= deadline_ns or deadline_ns > std.math.maxInt(u64) - slack_ns);
+            timeout_ns = if (deadline_ns > now_ns) wake_ns - now_ns else 0;
         }
         // Announce the sleep, then look once more: a waker either sees `sleeping` or its
         // task is in `inject` by now (seq_cst on both sides).
         executor.loop.sleeping.store(true, .seq_cst);
         if (executor.inject_count.load(.seq_cst) > 0) timeout_ns = 0;
-    } else if (executor.loop.inFlight() == 0 and executor.timers.isEmpty()) {
-        // Nothing can complete: skip the syscall on the all-CPU path.
+    } else if (executor.loop.inFlight() == 0) {
+        // No operation can complete: skip the syscall on the all-CPU path; timers still fire.
+        if (!executor.timers.isEmpty()) _ = executor.timers.expire(os.monotonicNs());
         return;
     }
     _ = executor.loop.poll(timeout_ns);
     if (block) executor.loop.sleeping.store(false, .monotonic);
-    if (!executor.timers.isEmpty()) executor.timers.expire(os.monotonicNs());
+    if (!executor.timers.isEmpty()) _ = executor.timers.expire(os.monotonicNs());
 }
 
 /// Starts a timer for the running task; `Task.timer_fired` tells whether it went off.
@@ -249,5 +272,5 @@ pub fn startTimer(executor: *Executor, task: *Task, deadline_ns: u64) std.mem.Al
 }
 
 pub fn stopTimer(executor: *Executor, task: *Task) void {
-    if (task.timer_index != null) executor.timers.remove(task);
+    if (task.timer_place != .none) executor.timers.remove(task);
 }

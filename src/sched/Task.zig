@@ -34,6 +34,7 @@ const Stack = @import("../fiber/stack.zig").Stack;
 const Executor = @import("Executor.zig");
 const Waiter = @import("Waiter.zig").Waiter;
 const futex = @import("futex.zig");
+const Timers = @import("Timers.zig");
 
 context: fiber_context.Context = undefined,
 executor: *Executor,
@@ -65,9 +66,11 @@ group: ?*anyopaque = null,
 group_prev: ?*Task = null,
 group_next: ?*Task = null,
 
-/// Timer: the deadline (CLOCK_MONOTONIC ns) and the position in the executor's heap.
+/// Timer: the deadline (CLOCK_MONOTONIC ns) and where the executor's `Timers` keep it.
 timer_deadline_ns: u64 = 0,
-timer_index: ?u32 = null,
+timer_place: Timers.Place = .none,
+timer_prev: ?*Task = null,
+timer_next: ?*Task = null,
 timer_fired: bool = false,
 
 /// The node this task occupies in a futex queue while it waits on one.

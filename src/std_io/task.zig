@@ -33,7 +33,7 @@ pub fn async(
         return null;
     };
     task.start = .{ .future = start };
-    state.schedule(task);
+    state.start(task);
     return @ptrCast(task);
 }
 
@@ -48,7 +48,7 @@ pub fn concurrent(
     const state = stateOf(userdata);
     const task = try state.createTaskConcurrent(.future, context, context_alignment, result_len, result_alignment);
     task.start = .{ .future = start };
-    state.schedule(task);
+    state.start(task);
     return @ptrCast(task);
 }
 
@@ -163,7 +163,7 @@ pub fn groupAsync(
     };
     task.start = .{ .group = start };
     addMember(group_state, task);
-    state.schedule(task);
+    state.start(task);
 }
 
 pub fn groupConcurrent(
@@ -181,7 +181,7 @@ pub fn groupConcurrent(
     };
     task.start = .{ .group = start };
     addMember(group_state, task);
-    state.schedule(task);
+    state.start(task);
 }
 
 /// Ends a group member: leaves the member list and wakes the awaiter of an emptied group.
