@@ -17,6 +17,7 @@ pub const config = @import("config.zig");
 test {
     std.testing.refAllDecls(@This());
     _ = @import("os/Mutex.zig");
+    _ = @import("os/SpinLock.zig");
     _ = @import("intrusive.zig");
     _ = @import("loop/Loop.zig");
     _ = @import("fiber/stack.zig");

@@ -9,7 +9,7 @@ const assert = std.debug.assert;
 const Io = std.Io;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
-const Mutex = @import("../os/Mutex.zig");
+const SpinLock = @import("../os/SpinLock.zig");
 const Task = @import("Task.zig");
 const Executor = @import("Executor.zig");
 const waiter_mod = @import("Waiter.zig");
@@ -25,7 +25,9 @@ pub const Node = struct {
 };
 
 const Bucket = struct {
-    mutex: Mutex = .{},
+    /// A spin lock, not `os.Mutex`: held for a few list operations and a wake, taken twice per
+    /// fiber hand-off, and never across a switch (see os/SpinLock.zig).
+    mutex: SpinLock = .{},
     head: ?*Node = null,
     tail: ?*Node = null,
 
@@ -44,7 +46,8 @@ const Bucket = struct {
         if (node.next) |next| next.prev = node.prev else bucket.tail = node.prev;
         node.prev = null;
         node.next = null;
-        node.linked = false;
+        // Read without the lock by a waiting task after it resumes (see `waitTask`).
+        @atomicStore(bool, &node.linked, false, .release);
     }
 };
 
@@ -101,6 +104,11 @@ fn waitTask(
 
     while (true) {
         executor.park(task);
+        // Fast path: dequeued by `wake`, which cleared `linked` before waking us (its wake
+        // orders that store before our resumption). Checked without the bucket lock; if the
+        // waker has yet to call our `wake`, that call lands later as a stale wake, which every
+        // wait tolerates.
+        if (!@atomicLoad(bool, &node.linked, .acquire)) return;
         bucket.mutex.lock();
         if (!node.linked) {
             // Dequeued by `wake`: a real wake-up, even if a cancel request came too (it stays
