@@ -5,6 +5,7 @@
 //!   ./zigw build bench      every program in bench/, ReleaseFast, one result line each
 //!   ./zigw build examples   builds examples/ so the public API stays honest
 //!   ./zigw build test-std   the standard library's own std.testing.io tests on weft
+//!   ./zigw build cross      compiles tests and examples for aarch64 and riscv64 (no run)
 const std = @import("std");
 const std_tests = @import("build/std_tests.zig");
 
@@ -22,6 +23,7 @@ pub fn build(b: *std.Build) void {
     addDemo(b, target);
     addExamples(b, target, optimize);
     addBenchmarks(b, target);
+    addCrossCheck(b, optimize);
     std_tests.add(b, target, optimize);
     _ = weft;
 }
@@ -50,6 +52,7 @@ fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.built
     });
     // The README's std.Io status table is checked against the real VTable by a test.
     module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
+    module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
     const tests = b.addTest(.{ .root_module = module, .filters = filters });
 
     for ([_][]const u8{ "io_uring", "epoll" }) |backend| {
@@ -57,6 +60,31 @@ fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.built
         run.setEnvironmentVariable("WEFT_BACKEND", backend);
         run.setName(b.fmt("test ({s})", .{backend}));
         test_step.dependOn(&run.step);
+    }
+}
+
+/// Compiles (without running) the tests and the examples for the other architectures weft's
+/// fibers support, so that code for them cannot rot: x86_64 is what CI runs on.
+fn addCrossCheck(b: *std.Build, optimize: std.builtin.OptimizeMode) void {
+    const step = b.step("cross", "Compile tests and examples for aarch64-linux and riscv64-linux");
+    for ([_][]const u8{ "aarch64-linux", "riscv64-linux" }) |triple| {
+        const target = b.resolveTargetQuery(std.Target.Query.parse(.{ .arch_os_abi = triple }) catch
+            @panic("bad target triple"));
+        const module = weftModule(b, target, optimize);
+        module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
+        module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
+        const tests = b.addTest(.{ .root_module = module, .name = b.fmt("test-{s}", .{triple}) });
+        step.dependOn(&tests.step);
+        const hello = b.addExecutable(.{
+            .name = b.fmt("hello-{s}", .{triple}),
+            .root_module = b.createModule(.{
+                .root_source_file = b.path("examples/hello.zig"),
+                .target = target,
+                .optimize = optimize,
+                .imports = &.{.{ .name = "weft", .module = weftModule(b, target, optimize) }},
+            }),
+        });
+        step.dependOn(&hello.step);
     }
 }
 

@@ -25,5 +25,6 @@ test {
     _ = @import("sched/Timers.zig");
     _ = @import("sched/futex.zig");
     _ = @import("testing/runtime_test.zig");
+    _ = @import("testing/overflow_test.zig");
     _ = @import("testing/readme_test.zig");
 }

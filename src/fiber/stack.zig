@@ -116,7 +116,7 @@ pub const Pool = struct {
         pool.free.ensureTotalCapacity(pool.gpa, total) catch return error.SystemResources;
         pool.slabs.ensureUnusedCapacity(pool.gpa, 1) catch return error.SystemResources;
 
-        const slab_ptr = os.mapAnonymous(slab_len, false) catch |err| {
+        const slab_ptr = os.mapAnonymous(slab_len) catch |err| {
             pool.logExhaustion(err);
             return error.SystemResources;
         };

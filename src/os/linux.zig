@@ -27,19 +27,16 @@ pub const MapError = error{
     SystemResources,
 } || UnexpectedError;
 
-/// Maps `len` bytes of private anonymous memory, committed lazily page by page.
-/// `grows_down` gives a `MAP_GROWSDOWN` stack mapping: the kernel keeps a guard gap below it
-/// (`stack_guard_gap`, 1 MiB by default) that no other mapping may take, so an overflow faults
-/// instead of running into a neighbour — at the cost of one mapping per stack, no more.
-pub fn mapAnonymous(len: usize, grows_down: bool) MapError![*]align(std.heap.page_size_min) u8 {
+/// Maps `len` bytes of private anonymous memory, committed lazily page by page and without
+/// reserving swap for all of it (fiber stacks are mostly never touched).
+pub fn mapAnonymous(len: usize) MapError![*]align(std.heap.page_size_min) u8 {
     assert(len > 0);
     assert(len % std.heap.page_size_min == 0);
-    const rc = linux.mmap(null, len, .{ .READ = true, .WRITE = true }, .{
-        .TYPE = .PRIVATE,
-        .ANONYMOUS = true,
-        .NORESERVE = true,
-        .GROWSDOWN = grows_down,
-    }, -1, 0);
+    var flags: linux.MAP = .{ .TYPE = .PRIVATE, .ANONYMOUS = true };
+    // std's flag struct lacks NORESERVE on some architectures (riscv64); the kernel's
+    // overcommit heuristic then decides, which only matters for huge stack pools.
+    if (@hasField(linux.MAP, "NORESERVE")) flags.NORESERVE = true;
+    const rc = linux.mmap(null, len, .{ .READ = true, .WRITE = true }, flags, -1, 0);
     return switch (errno(rc)) {
         .SUCCESS => @ptrFromInt(rc),
         .NOMEM, .AGAIN => error.SystemResources,

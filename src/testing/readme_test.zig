@@ -1,5 +1,6 @@
-//! Keeps the README's std.Io status table true: one row per VTable entry, in VTable order,
-//! with the status weft really has.
+//! Keeps the README true: its std.Io status table has one row per VTable entry, in VTable
+//! order, with the status weft really has; its usage example is examples/hello.zig, which
+//! `./zigw build examples` compiles (and CI runs).
 const std = @import("std");
 const vtable = @import("../std_io/vtable.zig");
 
@@ -26,4 +27,11 @@ test "README: std.Io status table matches the VTable" {
         rows += 1;
     }
     try std.testing.expectEqual(fields.len, rows);
+}
+
+test "README: the usage example is examples/hello.zig, verbatim" {
+    const readme = @embedFile("README.md");
+    const example = @embedFile("hello.zig");
+    const block = "```zig\n" ++ example ++ "```\n";
+    try std.testing.expect(std.mem.indexOf(u8, readme, block) != null);
 }
