@@ -41,7 +41,9 @@ func main() {
 	}
 	runtime.GOMAXPROCS(*threads)
 
-	line := result.New("echo", *label).Config("client", "go").Config("client_threads", *threads).
+	// The client's own RSS is printed as client_peak_rss_kib; run.sh appends the server's
+	// peak_rss_kib, so that peak_rss_kib always belongs to the runtime under test.
+	line := result.New("echo", *label).RSSKey("client_peak_rss_kib").Config("client", "go").Config("client_threads", *threads).
 		Config("conns", *conns).Config("rounds", *rounds).Config("size", *size)
 	address := net.JoinHostPort(*host, fmt.Sprint(*port))
 	deadline := time.Now().Add(*timeout)

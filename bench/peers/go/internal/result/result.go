@@ -19,11 +19,12 @@ type Line struct {
 	result strings.Builder
 	status string
 	err    string
+	rssKey string
 }
 
 // New starts a line for bench on runtime label (e.g. go-1).
 func New(bench, runtime string) *Line {
-	l := &Line{bench: bench, status: "ok"}
+	l := &Line{bench: bench, status: "ok", rssKey: "peak_rss_kib"}
 	l.Config("runtime", runtime)
 	return l
 }
@@ -52,6 +53,13 @@ func (l *Line) Seconds(key string, ns int64) *Line {
 	return l
 }
 
+// RSSKey renames this process's peak-RSS word, for a program (such as a load generator) whose
+// own memory is not what the line is about.
+func (l *Line) RSSKey(key string) *Line {
+	l.rssKey = key
+	return l
+}
+
 // Fail marks the run as failed its own check; status is "lost" or "failed".
 func (l *Line) Fail(status, why string) *Line {
 	if l.status == "ok" {
@@ -69,7 +77,7 @@ func (l *Line) PrintAndExit() {
 		fmt.Fprintf(&out, " error=%s", l.err)
 	}
 	out.WriteString(l.result.String())
-	fmt.Fprintf(&out, " peak_rss_kib=%d\n", PeakRSSKiB())
+	fmt.Fprintf(&out, " %s=%d\n", l.rssKey, PeakRSSKiB())
 	os.Stdout.WriteString(out.String())
 	if l.status == "ok" {
 		os.Exit(0)
