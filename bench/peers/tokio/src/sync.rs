@@ -78,8 +78,11 @@ impl Outcome {
 
 type Row = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 
-/// Name and body of every row, in MISSION.md's order.
-pub static ROWS: &[(&str, fn() -> Row)] = &[
+/// A row's name and the function that starts its body.
+pub type RowEntry = (&'static str, fn() -> Row);
+
+/// Every row, in MISSION.md's order.
+pub static ROWS: &[RowEntry] = &[
     ("sync_mutex_uncontended", || Box::pin(mutex_uncontended())),
     ("sync_rwlock_read", || Box::pin(rwlock_read())),
     ("sync_rwlock_write", || Box::pin(rwlock_write())),
@@ -104,7 +107,7 @@ pub static ROWS: &[(&str, fn() -> Row)] = &[
     }),
 ];
 
-pub fn run(row: &(&str, fn() -> Row), threads: usize) -> ! {
+pub fn run(row: &RowEntry, threads: usize) -> ! {
     alloc::enable();
     let outcome = run_on(threads, (row.1)());
     let mut line = Line::new(row.0, threads);
@@ -134,7 +137,7 @@ fn sum_below(n: u64) -> u64 {
     n * n.saturating_sub(1) / 2
 }
 
-/// 1. One task, 1M × (lock, increment the guarded counter, unlock) of tokio::sync::Mutex.
+/// Row 1: One task, 1M × (lock, increment the guarded counter, unlock) of tokio::sync::Mutex.
 async fn mutex_uncontended() -> Outcome {
     let mutex = Mutex::new(0u64);
     let timer = Timer::start();
@@ -145,7 +148,7 @@ async fn mutex_uncontended() -> Outcome {
     timer.stop(MILLION, counted, MILLION).with(&[("tasks", 1)])
 }
 
-/// 2. One task, 1M × (read lock, read, unlock) of tokio::sync::RwLock.
+/// Row 2: One task, 1M × (read lock, read, unlock) of tokio::sync::RwLock.
 async fn rwlock_read() -> Outcome {
     let lock = RwLock::new(1u64);
     let timer = Timer::start();
@@ -156,7 +159,7 @@ async fn rwlock_read() -> Outcome {
     timer.stop(MILLION, sum, MILLION).with(&[("tasks", 1)])
 }
 
-/// 3. One task, 1M × (write lock, increment, unlock).
+/// Row 3: One task, 1M × (write lock, increment, unlock).
 async fn rwlock_write() -> Outcome {
     let lock = RwLock::new(0u64);
     let timer = Timer::start();
@@ -167,7 +170,7 @@ async fn rwlock_write() -> Outcome {
     timer.stop(MILLION, counted, MILLION).with(&[("tasks", 1)])
 }
 
-/// 4. One task, 1M × (acquire one permit of a 1-permit Semaphore, release it).
+/// Row 4: One task, 1M × (acquire one permit of a 1-permit Semaphore, release it).
 async fn semaphore_uncontended() -> Outcome {
     let semaphore = Semaphore::new(1);
     let timer = Timer::start();
@@ -185,7 +188,7 @@ async fn semaphore_uncontended() -> Outcome {
         .with(&[("tasks", 1), ("permits", 1)])
 }
 
-/// 5. One task, 1M × get of an initialised tokio::sync::OnceCell.
+/// Row 5: One task, 1M × get of an initialised tokio::sync::OnceCell.
 async fn oncecell_get() -> Outcome {
     let cell = OnceCell::new();
     cell.set(1u64).expect("fresh cell");
@@ -197,7 +200,7 @@ async fn oncecell_get() -> Outcome {
     timer.stop(MILLION, sum, MILLION).with(&[("tasks", 1)])
 }
 
-/// 6. One task, 1M × (fresh OnceCell, get_or_init with an async initialiser returning i).
+/// Row 6: One task, 1M × (fresh OnceCell, get_or_init with an async initialiser returning i).
 async fn oncecell_set() -> Outcome {
     let timer = Timer::start();
     let mut sum = 0;
@@ -210,7 +213,7 @@ async fn oncecell_set() -> Outcome {
         .with(&[("tasks", 1)])
 }
 
-/// 7. One task, 1M × (notify_one, then notified().await, which consumes the stored permit).
+/// Row 7: One task, 1M × (notify_one, then notified().await, which consumes the stored permit).
 async fn notify() -> Outcome {
     let notify = Notify::new();
     let timer = Timer::start();
@@ -223,7 +226,7 @@ async fn notify() -> Outcome {
     timer.stop(MILLION, woken, MILLION).with(&[("tasks", 1)])
 }
 
-/// 8. Four tasks, a Barrier of 4, 100k generations; one op = one generation. Received counts
+/// Row 8: Four tasks, a Barrier of 4, 100k generations; one op = one generation. Received counts
 /// the leaders (exactly one per generation).
 async fn barrier() -> Outcome {
     const TASKS: u64 = 4;
@@ -251,7 +254,7 @@ async fn barrier() -> Outcome {
         .with(&[("tasks", TASKS), ("generations", HUNDRED_K)])
 }
 
-/// 9. tokio::sync::mpsc bounded at 100k, one task: 100k sends into the empty channel (timed);
+/// Row 9: tokio::sync::mpsc bounded at 100k, one task: 100k sends into the empty channel (timed);
 /// then the 100k are drained (untimed) and checked.
 async fn channel_send() -> Outcome {
     let (tx, mut rx) = mpsc::channel::<u64>(HUNDRED_K as usize);
@@ -270,7 +273,7 @@ async fn channel_send() -> Outcome {
     outcome
 }
 
-/// 10. The same channel filled with 100k values (untimed), then drained by 100k recv (timed).
+/// Row 10: The same channel filled with 100k values (untimed), then drained by 100k recv (timed).
 async fn channel_recv() -> Outcome {
     let (tx, mut rx) = mpsc::channel::<u64>(HUNDRED_K as usize);
     for i in 0..HUNDRED_K {
@@ -286,7 +289,7 @@ async fn channel_recv() -> Outcome {
         .with(&[("capacity", HUNDRED_K)])
 }
 
-/// 11. Two tasks, two capacity-1 mpsc channels, 100k round trips (i out, i + 1 back); one op =
+/// Row 11: Two tasks, two capacity-1 mpsc channels, 100k round trips (i out, i + 1 back); one op =
 /// one round trip. Received counts the correct replies.
 async fn channel_roundtrip() -> Outcome {
     let (ping_tx, mut ping_rx) = mpsc::channel::<u64>(1);
@@ -316,7 +319,7 @@ async fn channel_roundtrip() -> Outcome {
         .with(&[("tasks", 2), ("capacity", 1)])
 }
 
-/// 12. One task, 1M × (create a oneshot, send i, await the receiver).
+/// Row 12: One task, 1M × (create a oneshot, send i, await the receiver).
 async fn oneshot_rows() -> Outcome {
     let timer = Timer::start();
     let mut sum = 0;
@@ -330,7 +333,7 @@ async fn oneshot_rows() -> Outcome {
         .with(&[("tasks", 1)])
 }
 
-/// 13. One sender task, 4 receiver tasks, broadcast capacity 1024, 100k messages; one op = one
+/// Row 13: One sender task, 4 receiver tasks, broadcast capacity 1024, 100k messages; one op = one
 /// message sent (and received by all four). Tokio's broadcast send never waits, so the sender
 /// applies backpressure itself: it never runs more than `capacity` messages ahead of the
 /// slowest receiver (each receiver publishes how many it has taken; the sender yields while
@@ -404,7 +407,7 @@ async fn broadcast_row() -> Outcome {
     outcome
 }
 
-/// 14. One task, 1M × (watch send i, borrow and read the current value).
+/// Row 14: One task, 1M × (watch send i, borrow and read the current value).
 async fn watch_row() -> Outcome {
     let (tx, rx) = watch::channel(0u64);
     let timer = Timer::start();
@@ -418,7 +421,7 @@ async fn watch_row() -> Outcome {
         .with(&[("tasks", 1)])
 }
 
-/// 15. Four producers and four consumers on one bounded MPMC channel of capacity 1000
+/// Row 15: Four producers and four consumers on one bounded MPMC channel of capacity 1000
 /// (async-channel; Tokio has none), 100k messages per producer; one op = one message. The
 /// consumers' counts must sum to 400k and their values to the sum of everything sent.
 async fn mpmc() -> Outcome {
@@ -470,7 +473,7 @@ async fn mpmc() -> Outcome {
     outcome
 }
 
-/// 16. Four tasks each 250k × (lock, increment, unlock) of one Mutex; the counter must be 1M.
+/// Row 16: Four tasks each 250k × (lock, increment, unlock) of one Mutex; the counter must be 1M.
 async fn mutex_contended() -> Outcome {
     const TASKS: u64 = 4;
     const EACH: u64 = 250_000;
@@ -495,7 +498,7 @@ async fn mutex_contended() -> Outcome {
         .with(&[("tasks", TASKS)])
 }
 
-/// 17. Four reader tasks and two writer tasks on one RwLock, 100k ops each (a read: lock and
+/// Row 17: Four reader tasks and two writer tasks on one RwLock, 100k ops each (a read: lock and
 /// read the value; a write: lock and increment); one op = one lock+unlock (600k). Received
 /// counts the reads that saw a value no smaller than the previous one plus the final counter
 /// (200k increments).
@@ -542,7 +545,7 @@ async fn rwlock_contended() -> Outcome {
         .with(&[("readers", READERS), ("writers", WRITERS)])
 }
 
-/// 18. Eight tasks, a Semaphore of 2 permits, 100k × (acquire one, release) each; one op = one
+/// Row 18: Eight tasks, a Semaphore of 2 permits, 100k × (acquire one, release) each; one op = one
 /// acquire+release (800k). The row checks that no more than 2 tasks ever hold a permit.
 async fn semaphore_contended() -> Outcome {
     const TASKS: u64 = 8;
