@@ -1,0 +1,79 @@
+// Command peer-go runs Go's side of weft's peer benchmarks, one scenario per invocation (a
+// fresh process, so that the peak RSS read from /proc/self/status belongs to that scenario):
+//
+//	peer-go <scenario> [--threads N] [scenario flags...]
+//
+// --threads sets GOMAXPROCS (runtime=go-N). Scenarios: sleep, spawn, pingpong, yield,
+// spawn_tree, echo_server, http_server. The measuring ones print one line in the format of
+// weft's harness and exit 1 when their own check fails (status=lost); the servers print
+// "listening port=<n>" and serve until killed.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+)
+
+type options struct {
+	threads, tasks, yields, pairs, rounds, depth, port int64
+}
+
+// unset marks a flag the scenario gives its own default.
+const unset = -1
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: peer-go <sleep|spawn|pingpong|yield|spawn_tree|echo_server|http_server> [--threads N] [flags]")
+	os.Exit(2)
+}
+
+func main() {
+	if len(os.Args) < 2 || strings.HasPrefix(os.Args[1], "-") {
+		usage()
+	}
+	scenario := os.Args[1]
+	var o options
+	fs := flag.NewFlagSet(scenario, flag.ExitOnError)
+	fs.Int64Var(&o.threads, "threads", 1, "GOMAXPROCS")
+	fs.Int64Var(&o.tasks, "tasks", unset, "tasks (sleep: 10000, spawn: 1000000, yield: 100)")
+	fs.Int64Var(&o.yields, "yields", 10_000, "yields per task (yield)")
+	fs.Int64Var(&o.pairs, "pairs", 1, "task pairs (pingpong)")
+	fs.Int64Var(&o.rounds, "rounds", 1_000_000, "total round trips over all pairs (pingpong)")
+	fs.Int64Var(&o.depth, "depth", 20, "tree levels (spawn_tree)")
+	fs.Int64Var(&o.port, "port", 0, "port on 127.0.0.1 (servers; 0 = any free port)")
+	fs.Parse(os.Args[2:])
+	if o.threads < 1 {
+		o.threads = 1
+	}
+	runtime.GOMAXPROCS(int(o.threads))
+	label := fmt.Sprintf("go-%d", o.threads)
+
+	switch scenario {
+	case "sleep":
+		sleep(label, o)
+	case "spawn":
+		spawn(label, o)
+	case "pingpong":
+		pingpong(label, o)
+	case "yield":
+		yieldStorm(label, o)
+	case "spawn_tree":
+		spawnTree(label, o)
+	case "echo_server":
+		echoServer(o)
+	case "http_server":
+		httpServer(o)
+	default:
+		fmt.Fprintf(os.Stderr, "unknown scenario %q\n", scenario)
+		usage()
+	}
+}
+
+func orDefault(value, fallback int64) int64 {
+	if value == unset {
+		return fallback
+	}
+	return value
+}
