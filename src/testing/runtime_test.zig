@@ -154,6 +154,32 @@ test "Runtime: group cancel swallows members' Canceled" {
     }.body);
 }
 
+/// A member that, once canceled, adds another member to its own group: that one must start
+/// canceled (its sleep fails at once) rather than keep the canceling group waiting 10 s.
+fn respawner(io: Io, group: *Io.Group, counter: *std.atomic.Value(u32)) Io.Cancelable!void {
+    io.sleep(.fromSeconds(10), .awake) catch |err| {
+        _ = counter.fetchAdd(1, .monotonic);
+        group.concurrent(io, stubborn, .{ io, counter }) catch {};
+        group.async(io, stubborn, .{ io, counter });
+        return err;
+    };
+}
+
+test "Runtime: members added while the group is canceled start canceled" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var counter: std.atomic.Value(u32) = .init(0);
+            var group: Io.Group = .init;
+            for (0..5) |_| try group.concurrent(io, respawner, .{ io, &group, &counter });
+            try io.sleep(.fromMilliseconds(2), .awake);
+            group.cancel(io);
+            // 5 respawners and the 10 members they added, each canceled exactly once.
+            try testing.expectEqual(@as(u32, 15), counter.load(.monotonic));
+            try testing.expect(group.token.load(.monotonic) == null);
+        }
+    }.body);
+}
+
 fn groupAwaiter(io: Io, counter: *std.atomic.Value(u32)) Io.Cancelable!void {
     var group: Io.Group = .init;
     for (0..10) |_| group.concurrent(io, stubborn, .{ io, counter }) catch unreachable;
@@ -405,6 +431,67 @@ test "Runtime: delegated file entries work from a fiber" {
             var buffer: [32]u8 = undefined;
             const contents = try tmp.dir.readFile(io, "weft-delegated.txt", &buffer);
             try testing.expectEqualStrings("hello weft", contents);
+        }
+    }.body);
+}
+
+fn eventWaiter(io: Io, event: *Io.Event, woken: *std.atomic.Value(u32)) Io.Cancelable!void {
+    try event.wait(io);
+    _ = woken.fetchAdd(1, .monotonic);
+}
+
+fn setFromThread(event: *Io.Event, io: Io) void {
+    @import("../os/linux.zig").sleepThread(std.time.ns_per_ms);
+    event.set(io);
+}
+
+test "Runtime: std Event wakes every waiter, set from a task or a foreign thread" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            for (0..2) |round| {
+                var event: Io.Event = .unset;
+                var woken: std.atomic.Value(u32) = .init(0);
+                var group: Io.Group = .init;
+                for (0..20) |_| try group.concurrent(io, eventWaiter, .{ io, &event, &woken });
+                try io.sleep(.fromMilliseconds(1), .awake);
+                try testing.expectEqual(@as(u32, 0), woken.load(.monotonic));
+                if (round == 0) {
+                    event.set(io);
+                } else {
+                    const thread = try std.Thread.spawn(.{}, setFromThread, .{ &event, io });
+                    defer thread.join();
+                }
+                try group.await(io);
+                try testing.expectEqual(@as(u32, 20), woken.load(.monotonic));
+                // Already set: waiting returns at once.
+                try event.wait(io);
+                var never: Io.Event = .unset;
+                try testing.expectError(error.Timeout, never.waitTimeout(io, .{
+                    .duration = .{ .raw = .fromMilliseconds(1), .clock = .awake },
+                }));
+            }
+        }
+    }.body);
+}
+
+const Pick = union(enum) { slow: u32, fast: u32 };
+
+fn valueAfter(io: Io, delay_ms: u32, value: u32) u32 {
+    io.sleep(.fromMilliseconds(delay_ms), .awake) catch return 0;
+    return value;
+}
+
+test "Runtime: std Select returns the first result and cancels the rest" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var buffer: [2]Pick = undefined;
+            var select: Io.Select(Pick) = .init(io, &buffer);
+            try select.concurrent(.slow, valueAfter, .{ io, 10_000, 1 });
+            try select.concurrent(.fast, valueAfter, .{ io, 1, 2 });
+            const first = try select.await();
+            try testing.expectEqual(Pick{ .fast = 2 }, first);
+            // The slow one is canceled (its sleep fails, it returns 0), not awaited for 10 s.
+            select.cancelDiscard();
         }
     }.body);
 }
