@@ -317,6 +317,40 @@ test "Runtime: std Mutex under contention" {
     }.body);
 }
 
+fn threadLocker(io: Io, mutex: *Io.Mutex, total: *u64) void {
+    for (0..5000) |_| {
+        mutex.lockUncancelable(io);
+        total.* += 1;
+        mutex.unlock(io);
+    }
+}
+
+fn fiberLocker(io: Io, mutex: *Io.Mutex, total: *u64) Io.Cancelable!void {
+    for (0..5000) |i| {
+        try mutex.lock(io);
+        total.* += 1;
+        mutex.unlock(io);
+        // Park now and then so threads and fibers interleave on the futex table.
+        if (i % 64 == 0) try io.sleep(.fromMicroseconds(10), .awake);
+    }
+}
+
+test "Runtime: std Mutex shared by fibers and foreign threads loses no update or wake" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var mutex: Io.Mutex = .init;
+            var total: u64 = 0;
+            var threads: [2]std.Thread = undefined;
+            for (&threads) |*t| t.* = try std.Thread.spawn(.{}, threadLocker, .{ io, &mutex, &total });
+            var group: Io.Group = .init;
+            for (0..4) |_| try group.concurrent(io, fiberLocker, .{ io, &mutex, &total });
+            try group.await(io);
+            for (threads) |t| t.join();
+            try testing.expectEqual(@as(u64, 6 * 5000), total);
+        }
+    }.body);
+}
+
 fn producer(io: Io, queue: *Io.Queue(u32), base: u32) Io.Cancelable!void {
     for (0..500) |i| queue.putOne(io, base + @as(u32, @intCast(i))) catch |err| switch (err) {
         error.Canceled => return error.Canceled,
