@@ -13,6 +13,8 @@ const std = @import("std");
 
 pub const Runtime = @import("Runtime.zig");
 pub const config = @import("config.zig");
+/// Fiber-aware sync primitives and channels (Notify, Oneshot, Channel, ...).
+pub const sync = @import("sync/root.zig");
 
 test {
     std.testing.refAllDecls(@This());
@@ -25,4 +27,6 @@ test {
     _ = @import("sched/futex.zig");
     _ = @import("testing/runtime_test.zig");
     _ = @import("testing/readme_test.zig");
+    _ = @import("sync/root.zig");
+    _ = @import("testing/sync_test.zig");
 }
