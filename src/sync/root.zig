@@ -18,10 +18,18 @@ pub const WaitQueue = @import("WaitQueue.zig");
 pub const Notify = @import("Notify.zig");
 pub const Oneshot = @import("oneshot.zig").Oneshot;
 pub const Channel = @import("channel.zig").Channel;
+pub const Barrier = @import("Barrier.zig");
+pub const WaitGroup = @import("WaitGroup.zig");
+pub const OnceCell = @import("once_cell.zig").OnceCell;
+pub const Semaphore = @import("Semaphore.zig");
 
 test {
     _ = WaitQueue;
     _ = Notify;
     _ = @import("oneshot.zig");
     _ = @import("channel.zig");
+    _ = Barrier;
+    _ = WaitGroup;
+    _ = @import("once_cell.zig");
+    _ = Semaphore;
 }

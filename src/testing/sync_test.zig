@@ -413,3 +413,271 @@ test "Channel: works unchanged on std.Io.Threaded" {
     const io = threaded.io();
     try stress(io, 2, 2, 2, 500);
 }
+
+// ---------------------------------------------------------------------------------- Barrier
+
+fn barrierParty(io: Io, barrier: *sync.Barrier, phase: *std.atomic.Value(u32), leaders: *std.atomic.Value(u32), generations: u32) !void {
+    for (0..generations) |g| {
+        // Nobody may be a generation ahead: every party passed barrier g before any passes g+1.
+        if (phase.load(.acquire) / barrier.parties != g) return error.GenerationMixed;
+        _ = phase.fetchAdd(1, .acq_rel);
+        if (try barrier.wait(io)) _ = leaders.fetchAdd(1, .monotonic);
+        if (phase.load(.acquire) < (g + 1) * barrier.parties) return error.PassedEarly;
+        // A second barrier keeps the phase check of the next round honest.
+        _ = try barrier.wait(io);
+    }
+}
+
+test "Barrier: reuse across generations, one leader each, nobody passes early" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const parties = 5;
+            const generations = 300;
+            var barrier: sync.Barrier = .init(parties);
+            var phase: std.atomic.Value(u32) = .init(0);
+            var leaders: std.atomic.Value(u32) = .init(0);
+            var futures: [parties]Io.Future(@typeInfo(@TypeOf(barrierParty)).@"fn".return_type.?) = undefined;
+            for (&futures) |*f| f.* = try io.concurrent(barrierParty, .{ io, &barrier, &phase, &leaders, generations });
+            for (&futures) |*f| try f.await(io);
+            try testing.expectEqual(@as(u32, generations), leaders.load(.monotonic)); // first barrier of each round
+            try testing.expectEqual(@as(u16, generations * 2), barrier.state.load(.monotonic).generation);
+        }
+    }.body);
+}
+
+fn barrierWaiter(io: Io, barrier: *sync.Barrier) Io.Cancelable!bool {
+    return barrier.wait(io);
+}
+
+test "Barrier: a canceled waiter withdraws its arrival; OS threads take part" {
+    try withRuntime(struct {
+        fn arrived(b: *sync.Barrier) bool {
+            return b.state.load(.monotonic).arrived == 1;
+        }
+        fn threadParty(io: Io, b: *sync.Barrier) void {
+            _ = b.waitUncancelable(io);
+        }
+        fn body(io: Io) !void {
+            var barrier: sync.Barrier = .init(2);
+            var waiter = try io.concurrent(barrierWaiter, .{ io, &barrier });
+            try waitUntil(io, &barrier, arrived);
+            try testing.expectError(error.Canceled, waiter.cancel(io));
+            try testing.expectEqual(@as(u16, 0), barrier.state.load(.monotonic).arrived);
+            const thread = try std.Thread.spawn(.{}, threadParty, .{ io, &barrier });
+            try waitUntil(io, &barrier, arrived);
+            try testing.expect(try barrier.wait(io)); // the second arrival leads
+            thread.join();
+        }
+    }.body);
+}
+
+// ---------------------------------------------------------------------------------- WaitGroup
+
+fn groupJob(io: Io, group: *sync.WaitGroup, finished: *std.atomic.Value(u32)) Io.Cancelable!void {
+    try io.sleep(.fromMicroseconds(50), .awake);
+    _ = finished.fetchAdd(1, .monotonic);
+    group.done(io);
+}
+
+test "WaitGroup: wait returns after every done; timeout while jobs are outstanding" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var wait_group: sync.WaitGroup = .init;
+            var finished: std.atomic.Value(u32) = .init(0);
+            var group: Io.Group = .init;
+            defer group.cancel(io);
+            wait_group.add(20);
+            for (0..20) |_| try group.concurrent(io, groupJob, .{ io, &wait_group, &finished });
+            try wait_group.wait(io);
+            try testing.expectEqual(@as(u32, 20), finished.load(.monotonic));
+            wait_group.add(1);
+            try testing.expectError(error.Timeout, wait_group.waitTimeout(io, timeout_short));
+            wait_group.done(io);
+            try wait_group.waitTimeout(io, timeout_short);
+            try group.await(io);
+        }
+    }.body);
+}
+
+// ---------------------------------------------------------------------------------- OnceCell
+
+const SlowInit = struct {
+    runs: std.atomic.Value(u32) = .init(0),
+    fn make(io: Io, self: *SlowInit) Io.Cancelable!u64 {
+        _ = self.runs.fetchAdd(1, .monotonic);
+        try io.sleep(.fromMicroseconds(200), .awake); // others arrive meanwhile and wait
+        return 42;
+    }
+};
+
+fn cellReader(io: Io, cell: *sync.OnceCell(u64), init: *SlowInit) Io.Cancelable!void {
+    const value = try cell.getOrInit(io, SlowInit.make, .{ io, init });
+    std.debug.assert(value.* == 42);
+}
+
+test "OnceCell: concurrent getOrInit runs the initialiser once; a canceled one resets" {
+    try withRuntime(struct {
+        fn initializing(c: *sync.OnceCell(u64)) bool {
+            return c.state.load(.monotonic) != 0;
+        }
+        fn body(io: Io) !void {
+            var cell: sync.OnceCell(u64) = .init;
+            var init: SlowInit = .{};
+            var group: Io.Group = .init;
+            for (0..10) |_| try group.concurrent(io, cellReader, .{ io, &cell, &init });
+            try group.await(io);
+            try testing.expectEqual(@as(u32, 1), init.runs.load(.monotonic));
+            try testing.expectEqual(@as(u64, 42), cell.get().?.*);
+
+            var second: sync.OnceCell(u64) = .init;
+            var canceled = try io.concurrent(cellReader, .{ io, &second, &init });
+            try waitUntil(io, &second, initializing);
+            try testing.expectError(error.Canceled, canceled.cancel(io));
+            try testing.expect(second.get() == null); // the failed initialiser left it empty
+            try testing.expectEqual(@as(u64, 42), (try second.getOrInit(io, SlowInit.make, .{ io, &init })).*);
+        }
+    }.body);
+}
+
+// ---------------------------------------------------------------------------------- Semaphore
+
+fn semaphoreUser(io: Io, semaphore: *sync.Semaphore, inside: *std.atomic.Value(u32), limit: u32, rounds: u32) !void {
+    for (0..rounds) |i| {
+        try semaphore.acquire(io);
+        defer semaphore.release(io);
+        if (inside.fetchAdd(1, .monotonic) + 1 > limit) return error.TooMany;
+        if (i % 16 == 0) try io.sleep(.fromNanoseconds(1), .awake);
+        _ = inside.fetchSub(1, .monotonic);
+    }
+}
+
+test "Semaphore: never more holders than permits under contention; all permits back" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var semaphore: sync.Semaphore = .init(2);
+            var inside: std.atomic.Value(u32) = .init(0);
+            var futures: [8]Io.Future(@typeInfo(@TypeOf(semaphoreUser)).@"fn".return_type.?) = undefined;
+            for (&futures) |*f| f.* = try io.concurrent(semaphoreUser, .{ io, &semaphore, &inside, 2, 500 });
+            for (&futures) |*f| try f.await(io);
+            try testing.expectEqual(@as(u32, 2), semaphore.available());
+        }
+    }.body);
+}
+
+fn semaphoreWaiter(io: Io, semaphore: *sync.Semaphore, order: *std.ArrayList(u32), id: u32) Io.Cancelable!void {
+    try semaphore.acquire(io);
+    order.appendAssumeCapacity(id);
+}
+
+test "Semaphore: FIFO hand-off; canceled and timed-out acquires hold nothing" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var semaphore: sync.Semaphore = .init(0);
+            var storage: [3]u32 = undefined;
+            var order: std.ArrayList(u32) = .initBuffer(&storage);
+            var futures: [3]Io.Future(Io.Cancelable!void) = undefined;
+            for (&futures, 0..) |*f, id| {
+                f.* = try io.concurrent(semaphoreWaiter, .{ io, &semaphore, &order, @as(u32, @intCast(id)) });
+                while (semaphore.waiters.len != id + 1) try io.sleep(.fromMicroseconds(20), .awake);
+            }
+            try testing.expectError(error.Canceled, futures[1].cancel(io));
+            try testing.expectError(error.Timeout, semaphore.acquireTimeout(io, timeout_short));
+            semaphore.release(io);
+            semaphore.release(io);
+            try futures[0].await(io);
+            try futures[2].await(io);
+            try testing.expectEqualSlices(u32, &.{ 0, 2 }, order.items);
+            try testing.expectEqual(@as(u32, 0), semaphore.available());
+            semaphore.release(io);
+            try testing.expect(semaphore.tryAcquire());
+        }
+    }.body);
+}
+
+// ------------------------------------------------------------ std's futex-based primitives
+
+fn rwUser(io: Io, lock: *Io.RwLock, value: *u64, shadow: *u64, writer: bool) !void {
+    for (0..300) |i| {
+        if (writer) {
+            try lock.lock(io);
+            defer lock.unlock(io);
+            value.* += 1;
+            if (i % 32 == 0) try io.sleep(.fromNanoseconds(1), .awake);
+            shadow.* += 1;
+        } else {
+            try lock.lockShared(io);
+            defer lock.unlockShared(io);
+            const seen = value.*;
+            if (i % 32 == 0) try io.sleep(.fromNanoseconds(1), .awake);
+            if (shadow.* != seen) return error.TornRead;
+        }
+    }
+}
+
+test "std RwLock under contention on weft: readers never see a half-done write" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var lock: Io.RwLock = .init;
+            var value: u64 = 0;
+            var shadow: u64 = 0;
+            var futures: [6]Io.Future(@typeInfo(@TypeOf(rwUser)).@"fn".return_type.?) = undefined;
+            for (&futures, 0..) |*f, i| f.* = try io.concurrent(rwUser, .{ io, &lock, &value, &shadow, i < 2 });
+            for (&futures) |*f| try f.await(io);
+            try testing.expectEqual(@as(u64, 600), value);
+            try testing.expectEqual(value, shadow);
+        }
+    }.body);
+}
+
+const Mailbox = struct {
+    mutex: Io.Mutex = .init,
+    condition: Io.Condition = .init,
+    items: u32 = 0,
+    taken: u32 = 0,
+};
+
+fn conditionTaker(io: Io, box: *Mailbox, count: u32) Io.Cancelable!void {
+    for (0..count) |_| {
+        try box.mutex.lock(io);
+        defer box.mutex.unlock(io);
+        while (box.items == 0) try box.condition.wait(io, &box.mutex);
+        box.items -= 1;
+        box.taken += 1;
+    }
+}
+
+test "std Condition and Semaphore under contention on weft" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var box: Mailbox = .{};
+            var group: Io.Group = .init;
+            for (0..4) |_| try group.concurrent(io, conditionTaker, .{ io, &box, 250 });
+            for (0..1000) |i| {
+                try box.mutex.lock(io);
+                box.items += 1;
+                if (i % 2 == 0) box.condition.signal(io) else box.condition.broadcast(io);
+                box.mutex.unlock(io);
+                if (i % 64 == 0) try io.sleep(.fromNanoseconds(1), .awake);
+            }
+            try group.await(io);
+            try testing.expectEqual(@as(u32, 1000), box.taken);
+
+            var semaphore: Io.Semaphore = .{ .permits = 1 };
+            var total: u64 = 0;
+            var sem_group: Io.Group = .init;
+            for (0..6) |_| try sem_group.concurrent(io, stdSemaphoreUser, .{ io, &semaphore, &total });
+            try sem_group.await(io);
+            try testing.expectEqual(@as(u64, 6 * 300), total);
+        }
+    }.body);
+}
+
+fn stdSemaphoreUser(io: Io, semaphore: *Io.Semaphore, total: *u64) Io.Cancelable!void {
+    for (0..300) |i| {
+        try semaphore.wait(io);
+        defer semaphore.post(io);
+        const seen = total.*;
+        if (i % 32 == 0) try io.sleep(.fromNanoseconds(1), .awake);
+        total.* = seen + 1;
+    }
+}
