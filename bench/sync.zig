@@ -95,13 +95,25 @@ const CountingAllocator = struct {
         return self.child.rawAlloc(len, alignment, ra);
     }
 
-    fn resize(ctx: *anyopaque, memory: []u8, alignment: std.mem.Alignment, len: usize, ra: usize) bool {
+    fn resize(
+        ctx: *anyopaque,
+        memory: []u8,
+        alignment: std.mem.Alignment,
+        len: usize,
+        ra: usize,
+    ) bool {
         const self: *CountingAllocator = @ptrCast(@alignCast(ctx));
         if (len > memory.len) _ = self.bytes.fetchAdd(len - memory.len, .monotonic);
         return self.child.rawResize(memory, alignment, len, ra);
     }
 
-    fn remap(ctx: *anyopaque, memory: []u8, alignment: std.mem.Alignment, len: usize, ra: usize) ?[*]u8 {
+    fn remap(
+        ctx: *anyopaque,
+        memory: []u8,
+        alignment: std.mem.Alignment,
+        len: usize,
+        ra: usize,
+    ) ?[*]u8 {
         const self: *CountingAllocator = @ptrCast(@alignCast(ctx));
         if (len > memory.len) _ = self.bytes.fetchAdd(len - memory.len, .monotonic);
         return self.child.rawRemap(memory, alignment, len, ra);
@@ -258,7 +270,11 @@ fn notifyRow(io: Io, counter: *CountingAllocator) RunError!Result {
 
 const barrier_generations = 100_000;
 
-fn barrierParty(io: Io, barrier: *sync.Barrier, leaders: *std.atomic.Value(u64)) Io.Cancelable!void {
+fn barrierParty(
+    io: Io,
+    barrier: *sync.Barrier,
+    leaders: *std.atomic.Value(u64),
+) Io.Cancelable!void {
     for (0..barrier_generations) |_| {
         if (try barrier.wait(io)) _ = leaders.fetchAdd(1, .monotonic);
     }
@@ -279,7 +295,12 @@ fn barrierRow(io: Io, counter: *CountingAllocator) RunError!Result {
 
 const fill_count = 100_000;
 
-fn channelFill(io: Io, gpa: std.mem.Allocator, counter: *CountingAllocator, mode: enum { send, recv }) RunError!Result {
+fn channelFill(
+    io: Io,
+    gpa: std.mem.Allocator,
+    counter: *CountingAllocator,
+    mode: enum { send, recv },
+) RunError!Result {
     const buffer = try gpa.alloc(u64, fill_count);
     defer gpa.free(buffer);
     var channel: sync.Channel(u64) = .init(buffer);
@@ -420,7 +441,13 @@ fn mutexContended(io: Io, counter: *CountingAllocator) RunError!Result {
     return result;
 }
 
-fn rwWorker(io: Io, lock: *Io.RwLock, value: *u64, reads: *std.atomic.Value(u64), writer: bool) Io.Cancelable!void {
+fn rwWorker(
+    io: Io,
+    lock: *Io.RwLock,
+    value: *u64,
+    reads: *std.atomic.Value(u64),
+    writer: bool,
+) Io.Cancelable!void {
     for (0..100_000) |_| {
         if (writer) {
             try lock.lock(io);
@@ -449,7 +476,11 @@ fn rwlockContended(io: Io, counter: *CountingAllocator) RunError!Result {
     return result;
 }
 
-fn semaphoreWorker(io: Io, semaphore: *sync.Semaphore, done: *std.atomic.Value(u64)) Io.Cancelable!void {
+fn semaphoreWorker(
+    io: Io,
+    semaphore: *sync.Semaphore,
+    done: *std.atomic.Value(u64),
+) Io.Cancelable!void {
     for (0..100_000) |_| {
         try semaphore.acquire(io);
         _ = done.fetchAdd(1, .monotonic);
@@ -466,7 +497,8 @@ fn semaphoreContended(io: Io, counter: *CountingAllocator) RunError!Result {
     for (0..8) |_| try group.concurrent(io, semaphoreWorker, .{ io, &semaphore, &done });
     try group.await(io);
     const result = timer.finish(8 * 100_000);
-    if (done.load(.monotonic) != 8 * 100_000 or semaphore.available() != 2) return error.LostMessages;
+    if (done.load(.monotonic) != 8 * 100_000) return error.LostMessages;
+    if (semaphore.available() != 2) return error.LostMessages;
     return result;
 }
 

@@ -75,7 +75,8 @@ pub fn waitUncancelable(barrier: *Barrier, io: Io) bool {
 fn arrive(barrier: *Barrier, io: Io) ?u16 {
     // Acq_rel: the leader sees every arrival's prior writes, and releases them to all.
     const one: u32 = @bitCast(State{ .arrived = 1, .generation = 0 });
-    const previous: State = @bitCast(@atomicRmw(u32, @as(*u32, @ptrCast(&barrier.state.raw)), .Add, one, .acq_rel));
+    const word: *u32 = @ptrCast(&barrier.state.raw);
+    const previous: State = @bitCast(@atomicRmw(u32, word, .Add, one, .acq_rel));
     assert(previous.arrived < barrier.parties); // more arrivals than parties
     if (previous.arrived + 1 < barrier.parties) return previous.generation;
     barrier.state.store(.{ .arrived = 0, .generation = previous.generation +% 1 }, .release);

@@ -80,7 +80,11 @@ pub fn acquireUncancelable(semaphore: *Semaphore, io: Io) void {
     assert(WaitQueue.waitUncancelable(&node, io) == handed);
 }
 
-fn acquireDeadline(semaphore: *Semaphore, io: Io, deadline: ?Io.Clock.Timestamp) AcquireTimeoutError!void {
+fn acquireDeadline(
+    semaphore: *Semaphore,
+    io: Io,
+    deadline: ?Io.Clock.Timestamp,
+) AcquireTimeoutError!void {
     if (semaphore.tryAcquire()) return;
     var node: WaitQueue.Node = .{};
     if (!semaphore.enqueue(&node)) return;

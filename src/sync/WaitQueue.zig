@@ -216,7 +216,8 @@ test "WaitQueue: model-based fuzz against an array, many seeds" {
                 1 => if (node.linked) {
                     queue.remove(node);
                     const at = std.mem.indexOfScalar(u8, model[0..model_len], index).?;
-                    std.mem.copyForwards(u8, model[at .. model_len - 1], model[at + 1 .. model_len]);
+                    const tail = model[at + 1 .. model_len];
+                    std.mem.copyForwards(u8, model[at .. model_len - 1], tail);
                     model_len -= 1;
                 },
                 2 => if (queue.pop()) |popped| {

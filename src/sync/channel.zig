@@ -116,7 +116,12 @@ pub fn Channel(comptime T: type) type {
         }
 
         /// `send` that gives up with `error.Timeout` (the value then was not delivered).
-        pub fn sendTimeout(channel: *Self, io: Io, value: T, timeout: Io.Timeout) SendTimeoutError!void {
+        pub fn sendTimeout(
+            channel: *Self,
+            io: Io,
+            value: T,
+            timeout: Io.Timeout,
+        ) SendTimeoutError!void {
             return channel.sendDeadline(io, value, timeout.toTimestamp(io));
         }
 

@@ -71,12 +71,19 @@ pub fn OnceCell(comptime T: type) type {
         ) InitError(@TypeOf(function))!*const T {
             if (cell.get()) |value| return value;
             while (true) {
-                const state = cell.state.cmpxchgStrong(empty, initializing, .acquire, .acquire) orelse
-                    return cell.initialize(io, function, args);
+                const state = cell.state.cmpxchgStrong(
+                    empty,
+                    initializing,
+                    .acquire,
+                    .acquire,
+                ) orelse return cell.initialize(io, function, args);
                 if (state == ready) return &cell.value;
                 // Another caller initialises: wait for it to finish or fail.
                 if (state & waiting_bit == 0) {
-                    if (cell.state.cmpxchgWeak(state, state | waiting_bit, .monotonic, .monotonic) != null) continue;
+                    const flagged = state | waiting_bit;
+                    if (cell.state.cmpxchgWeak(state, flagged, .monotonic, .monotonic) != null) {
+                        continue;
+                    }
                 }
                 try io.futexWait(u32, &cell.state.raw, state | waiting_bit);
             }
@@ -114,7 +121,9 @@ pub fn OnceCell(comptime T: type) type {
             // Release: the value is complete for whoever sees `ready`.
             const previous = cell.state.swap(state, .release);
             assert(previous & ~waiting_bit == initializing);
-            if (previous & waiting_bit != 0) io.futexWake(u32, &cell.state.raw, std.math.maxInt(u32));
+            if (previous & waiting_bit != 0) {
+                io.futexWake(u32, &cell.state.raw, std.math.maxInt(u32));
+            }
         }
     };
 }

@@ -122,7 +122,10 @@ pub fn Oneshot(comptime T: type) type {
                     },
                     error.Empty => {},
                 }
-                const timed_out = if (deadline) |d| d.durationFromNow(io).raw.nanoseconds <= 0 else false;
+                const timed_out = if (deadline) |d|
+                    d.durationFromNow(io).raw.nanoseconds <= 0
+                else
+                    false;
                 _ = result catch return oneshot.withdraw(io, error.Canceled);
                 if (timed_out) return oneshot.withdraw(io, error.Timeout);
             }

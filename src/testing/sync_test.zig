@@ -6,6 +6,11 @@ const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const sync = @import("../sync/root.zig");
 
+/// The future type of `function`'s result.
+fn FutureOf(comptime function: anytype) type {
+    return Io.Future(@typeInfo(@TypeOf(function)).@"fn".return_type.?);
+}
+
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
     defer rt.deinit();
@@ -21,11 +26,18 @@ fn waitUntil(io: Io, context: anytype, comptime predicate: fn (@TypeOf(context))
     }
 }
 
-const timeout_short: Io.Timeout = .{ .duration = .{ .raw = .fromMilliseconds(2), .clock = .awake } };
+const timeout_short: Io.Timeout = .{
+    .duration = .{ .raw = .fromMilliseconds(2), .clock = .awake },
+};
 
 // ---------------------------------------------------------------------------------- Notify
 
-fn notifyWaiter(io: Io, notify: *sync.Notify, order: *std.ArrayList(u32), id: u32) Io.Cancelable!void {
+fn notifyWaiter(
+    io: Io,
+    notify: *sync.Notify,
+    order: *std.ArrayList(u32),
+    id: u32,
+) Io.Cancelable!void {
     try notify.wait(io);
     order.appendAssumeCapacity(id);
 }
@@ -44,7 +56,12 @@ test "Notify: notifyOne wakes waiters one at a time, oldest first" {
             var group: Io.Group = .init;
             defer group.cancel(io);
             for (0..3) |id| {
-                try group.concurrent(io, notifyWaiter, .{ io, &notify, &order, @as(u32, @intCast(id)) });
+                try group.concurrent(io, notifyWaiter, .{
+                    io,
+                    &notify,
+                    &order,
+                    @as(u32, @intCast(id)),
+                });
                 // Each waiter queues before the next one starts: a known arrival order.
                 try waitUntil(io, &notify, struct {
                     fn f(n: *sync.Notify) bool {
@@ -80,7 +97,12 @@ test "Notify: notifyAll wakes every waiter and stores no permit" {
             var order: std.ArrayList(u32) = .initBuffer(&storage);
             var group: Io.Group = .init;
             defer group.cancel(io);
-            for (0..8) |id| try group.concurrent(io, notifyWaiter, .{ io, &notify, &order, @as(u32, @intCast(id)) });
+            for (0..8) |id| try group.concurrent(io, notifyWaiter, .{
+                io,
+                &notify,
+                &order,
+                @as(u32, @intCast(id)),
+            });
             try waitUntil(io, &notify, allQueued);
             notify.notifyAll(io);
             try group.await(io);
@@ -155,7 +177,10 @@ const MessageChannel = sync.Channel(Message);
 /// every producer finished.
 fn producer(io: Io, channel: *MessageChannel, id: u32, messages: u32) Io.Cancelable!void {
     for (0..messages) |sequence| {
-        channel.send(io, .{ .producer = id, .sequence = @intCast(sequence) }) catch |err| switch (err) {
+        channel.send(io, .{
+            .producer = id,
+            .sequence = @intCast(sequence),
+        }) catch |err| switch (err) {
             error.Closed => unreachable, // closed after the producers finish
             error.Canceled => return error.Canceled,
         };
@@ -183,11 +208,20 @@ fn stress(io: Io, capacity: usize, producers: u32, consumers: u32, messages: u32
     var counts: [16]std.atomic.Value(u32) = @splat(.init(0));
     var consumer_group: Io.Group = .init;
     defer consumer_group.cancel(io);
-    var consumer_futures: [8]Io.Future(@typeInfo(@TypeOf(consumer)).@"fn".return_type.?) = undefined;
-    for (consumer_futures[0..consumers]) |*f| f.* = try io.concurrent(consumer, .{ io, &channel, &counts });
+    var consumer_futures: [8]FutureOf(consumer) = undefined;
+    for (consumer_futures[0..consumers]) |*f| f.* = try io.concurrent(consumer, .{
+        io,
+        &channel,
+        &counts,
+    });
     var producer_group: Io.Group = .init;
     defer producer_group.cancel(io);
-    for (0..producers) |id| try producer_group.concurrent(io, producer, .{ io, &channel, @as(u32, @intCast(id)), messages });
+    for (0..producers) |id| try producer_group.concurrent(io, producer, .{
+        io,
+        &channel,
+        @as(u32, @intCast(id)),
+        messages,
+    });
     try producer_group.await(io);
     channel.close(io);
     for (consumer_futures[0..consumers]) |*f| try f.await(io);
@@ -301,7 +335,11 @@ test "Channel: cancel a blocked send or recv: nothing lost, nothing duplicated" 
 
 /// Receives `total` values counting each, and on cancelation keeps what the canceled recv
 /// returned: the count of a canceled consumer is still exact.
-fn cancelableConsumer(io: Io, channel: *sync.Channel(u32), seen: []std.atomic.Value(u8)) Io.Cancelable!void {
+fn cancelableConsumer(
+    io: Io,
+    channel: *sync.Channel(u32),
+    seen: []std.atomic.Value(u8),
+) Io.Cancelable!void {
     while (true) {
         const value = channel.recv(io) catch |err| switch (err) {
             error.Closed => return,
@@ -313,7 +351,13 @@ fn cancelableConsumer(io: Io, channel: *sync.Channel(u32), seen: []std.atomic.Va
     }
 }
 
-fn cancelableProducer(io: Io, channel: *sync.Channel(u32), next: *std.atomic.Value(u32), sent: []std.atomic.Value(u8), total: u32) Io.Cancelable!void {
+fn cancelableProducer(
+    io: Io,
+    channel: *sync.Channel(u32),
+    next: *std.atomic.Value(u32),
+    sent: []std.atomic.Value(u8),
+    total: u32,
+) Io.Cancelable!void {
     while (true) {
         const value = next.fetchAdd(1, .monotonic);
         if (value >= total) return;
@@ -341,8 +385,18 @@ test "Channel: cancel-safety under churn: every sent value received exactly once
             var round: u32 = 0;
             while (next.load(.monotonic) < total and round < 400) : (round += 1) {
                 var group: Io.Group = .init;
-                for (0..2) |_| try group.concurrent(io, cancelableProducer, .{ io, &channel, &next, &sent, total });
-                for (0..2) |_| try group.concurrent(io, cancelableConsumer, .{ io, &channel, &seen });
+                for (0..2) |_| try group.concurrent(io, cancelableProducer, .{
+                    io,
+                    &channel,
+                    &next,
+                    &sent,
+                    total,
+                });
+                for (0..2) |_| try group.concurrent(io, cancelableConsumer, .{
+                    io,
+                    &channel,
+                    &seen,
+                });
                 try io.sleep(.fromMicroseconds(random.uintLessThan(u32, 200)), .awake);
                 group.cancel(io);
             }
@@ -350,13 +404,21 @@ test "Channel: cancel-safety under churn: every sent value received exactly once
             while (channel.tryRecv(io)) |value| {
                 _ = seen[value].fetchAdd(1, .monotonic);
             } else |_| {}
-            for (&sent, &seen) |*s, *r| try testing.expectEqual(s.load(.monotonic), r.load(.monotonic));
+            for (&sent, &seen) |*s, *r| {
+                try testing.expectEqual(s.load(.monotonic), r.load(.monotonic));
+            }
             for (&seen) |*r| try testing.expect(r.load(.monotonic) <= 1);
         }
     }.body);
 }
 
-fn threadProducer(io: Io, channel: *MessageChannel, id: u32, messages: u32, done: *std.atomic.Value(u32)) void {
+fn threadProducer(
+    io: Io,
+    channel: *MessageChannel,
+    id: u32,
+    messages: u32,
+    done: *std.atomic.Value(u32),
+) void {
     producer(io, channel, id, messages) catch unreachable; // never closed before they finish
     _ = done.fetchAdd(1, .release);
 }
@@ -369,7 +431,13 @@ test "Channel: foreign OS threads and fibers share a channel" {
             var counts: [16]std.atomic.Value(u32) = @splat(.init(0));
             var threads: [2]std.Thread = undefined;
             var threads_done: std.atomic.Value(u32) = .init(0);
-            for (&threads, 0..) |*t, id| t.* = try std.Thread.spawn(.{}, threadProducer, .{ io, &channel, @as(u32, @intCast(id)), 2000, &threads_done });
+            for (&threads, 0..) |*t, id| t.* = try std.Thread.spawn(.{}, threadProducer, .{
+                io,
+                &channel,
+                @as(u32, @intCast(id)),
+                2000,
+                &threads_done,
+            });
             var group: Io.Group = .init;
             defer group.cancel(io);
             try group.concurrent(io, producer, .{ io, &channel, 2, 2000 });
@@ -416,7 +484,13 @@ test "Channel: works unchanged on std.Io.Threaded" {
 
 // ---------------------------------------------------------------------------------- Barrier
 
-fn barrierParty(io: Io, barrier: *sync.Barrier, phase: *std.atomic.Value(u32), leaders: *std.atomic.Value(u32), generations: u32) !void {
+fn barrierParty(
+    io: Io,
+    barrier: *sync.Barrier,
+    phase: *std.atomic.Value(u32),
+    leaders: *std.atomic.Value(u32),
+    generations: u32,
+) !void {
     for (0..generations) |g| {
         // Nobody may be a generation ahead: every party passed barrier g before any passes g+1.
         if (phase.load(.acquire) / barrier.parties != g) return error.GenerationMixed;
@@ -436,11 +510,19 @@ test "Barrier: reuse across generations, one leader each, nobody passes early" {
             var barrier: sync.Barrier = .init(parties);
             var phase: std.atomic.Value(u32) = .init(0);
             var leaders: std.atomic.Value(u32) = .init(0);
-            var futures: [parties]Io.Future(@typeInfo(@TypeOf(barrierParty)).@"fn".return_type.?) = undefined;
-            for (&futures) |*f| f.* = try io.concurrent(barrierParty, .{ io, &barrier, &phase, &leaders, generations });
+            var futures: [parties]FutureOf(barrierParty) = undefined;
+            for (&futures) |*f| f.* = try io.concurrent(barrierParty, .{
+                io,
+                &barrier,
+                &phase,
+                &leaders,
+                generations,
+            });
             for (&futures) |*f| try f.await(io);
-            try testing.expectEqual(@as(u32, generations), leaders.load(.monotonic)); // first barrier of each round
-            try testing.expectEqual(@as(u16, generations * 2), barrier.state.load(.monotonic).generation);
+            // One leader per round's first barrier; two generations per round.
+            try testing.expectEqual(@as(u32, generations), leaders.load(.monotonic));
+            const generation = barrier.state.load(.monotonic).generation;
+            try testing.expectEqual(@as(u16, generations * 2), generation);
         }
     }.body);
 }
@@ -534,14 +616,23 @@ test "OnceCell: concurrent getOrInit runs the initialiser once; a canceled one r
             try waitUntil(io, &second, initializing);
             try testing.expectError(error.Canceled, canceled.cancel(io));
             try testing.expect(second.get() == null); // the failed initialiser left it empty
-            try testing.expectEqual(@as(u64, 42), (try second.getOrInit(io, SlowInit.make, .{ io, &init })).*);
+            try testing.expectEqual(@as(u64, 42), (try second.getOrInit(io, SlowInit.make, .{
+                io,
+                &init,
+            })).*);
         }
     }.body);
 }
 
 // ---------------------------------------------------------------------------------- Semaphore
 
-fn semaphoreUser(io: Io, semaphore: *sync.Semaphore, inside: *std.atomic.Value(u32), limit: u32, rounds: u32) !void {
+fn semaphoreUser(
+    io: Io,
+    semaphore: *sync.Semaphore,
+    inside: *std.atomic.Value(u32),
+    limit: u32,
+    rounds: u32,
+) !void {
     for (0..rounds) |i| {
         try semaphore.acquire(io);
         defer semaphore.release(io);
@@ -556,15 +647,26 @@ test "Semaphore: never more holders than permits under contention; all permits b
         fn body(io: Io) !void {
             var semaphore: sync.Semaphore = .init(2);
             var inside: std.atomic.Value(u32) = .init(0);
-            var futures: [8]Io.Future(@typeInfo(@TypeOf(semaphoreUser)).@"fn".return_type.?) = undefined;
-            for (&futures) |*f| f.* = try io.concurrent(semaphoreUser, .{ io, &semaphore, &inside, 2, 500 });
+            var futures: [8]FutureOf(semaphoreUser) = undefined;
+            for (&futures) |*f| f.* = try io.concurrent(semaphoreUser, .{
+                io,
+                &semaphore,
+                &inside,
+                2,
+                500,
+            });
             for (&futures) |*f| try f.await(io);
             try testing.expectEqual(@as(u32, 2), semaphore.available());
         }
     }.body);
 }
 
-fn semaphoreWaiter(io: Io, semaphore: *sync.Semaphore, order: *std.ArrayList(u32), id: u32) Io.Cancelable!void {
+fn semaphoreWaiter(
+    io: Io,
+    semaphore: *sync.Semaphore,
+    order: *std.ArrayList(u32),
+    id: u32,
+) Io.Cancelable!void {
     try semaphore.acquire(io);
     order.appendAssumeCapacity(id);
 }
@@ -577,7 +679,12 @@ test "Semaphore: FIFO hand-off; canceled and timed-out acquires hold nothing" {
             var order: std.ArrayList(u32) = .initBuffer(&storage);
             var futures: [3]Io.Future(Io.Cancelable!void) = undefined;
             for (&futures, 0..) |*f, id| {
-                f.* = try io.concurrent(semaphoreWaiter, .{ io, &semaphore, &order, @as(u32, @intCast(id)) });
+                f.* = try io.concurrent(semaphoreWaiter, .{
+                    io,
+                    &semaphore,
+                    &order,
+                    @as(u32, @intCast(id)),
+                });
                 while (semaphore.waiters.len != id + 1) try io.sleep(.fromMicroseconds(20), .awake);
             }
             try testing.expectError(error.Canceled, futures[1].cancel(io));
@@ -620,8 +727,14 @@ test "std RwLock under contention on weft: readers never see a half-done write" 
             var lock: Io.RwLock = .init;
             var value: u64 = 0;
             var shadow: u64 = 0;
-            var futures: [6]Io.Future(@typeInfo(@TypeOf(rwUser)).@"fn".return_type.?) = undefined;
-            for (&futures, 0..) |*f, i| f.* = try io.concurrent(rwUser, .{ io, &lock, &value, &shadow, i < 2 });
+            var futures: [6]FutureOf(rwUser) = undefined;
+            for (&futures, 0..) |*f, i| f.* = try io.concurrent(rwUser, .{
+                io,
+                &lock,
+                &value,
+                &shadow,
+                i < 2,
+            });
             for (&futures) |*f| try f.await(io);
             try testing.expectEqual(@as(u64, 600), value);
             try testing.expectEqual(value, shadow);
@@ -665,7 +778,11 @@ test "std Condition and Semaphore under contention on weft" {
             var semaphore: Io.Semaphore = .{ .permits = 1 };
             var total: u64 = 0;
             var sem_group: Io.Group = .init;
-            for (0..6) |_| try sem_group.concurrent(io, stdSemaphoreUser, .{ io, &semaphore, &total });
+            for (0..6) |_| try sem_group.concurrent(io, stdSemaphoreUser, .{
+                io,
+                &semaphore,
+                &total,
+            });
             try sem_group.await(io);
             try testing.expectEqual(@as(u64, 6 * 300), total);
         }
