@@ -63,12 +63,7 @@ test "Notify: notifyOne wakes waiters one at a time, oldest first" {
                     @as(u32, @intCast(id)),
                 });
                 // Each waiter queues before the next one starts: a known arrival order.
-                try waitUntil(io, &notify, struct {
-                    fn f(n: *sync.Notify) bool {
-                        return n.state.load(.monotonic) == .waiting;
-                    }
-                }.f);
-                try io.sleep(.fromMicroseconds(50), .awake);
+                while (notify.waiters.len != id + 1) try io.sleep(.fromMicroseconds(20), .awake);
             }
             try waitUntil(io, &notify, queued);
             for (0..3) |i| {
@@ -592,6 +587,15 @@ const SlowInit = struct {
     }
 };
 
+fn blockedInit(io: Io, cell: *sync.OnceCell(u64), never: *sync.Notify) Io.Cancelable!void {
+    _ = try cell.getOrInit(io, struct {
+        fn make(io_: Io, notify: *sync.Notify) Io.Cancelable!u64 {
+            try notify.wait(io_);
+            return 0;
+        }
+    }.make, .{ io, never });
+}
+
 fn cellReader(io: Io, cell: *sync.OnceCell(u64), init: *SlowInit) Io.Cancelable!void {
     const value = try cell.getOrInit(io, SlowInit.make, .{ io, init });
     std.debug.assert(value.* == 42);
@@ -612,7 +616,9 @@ test "OnceCell: concurrent getOrInit runs the initialiser once; a canceled one r
             try testing.expectEqual(@as(u64, 42), cell.get().?.*);
 
             var second: sync.OnceCell(u64) = .init;
-            var canceled = try io.concurrent(cellReader, .{ io, &second, &init });
+            // An initialiser that blocks until canceled: no race with the cancel below.
+            var never: sync.Notify = .init;
+            var canceled = try io.concurrent(blockedInit, .{ io, &second, &never });
             try waitUntil(io, &second, initializing);
             try testing.expectError(error.Canceled, canceled.cancel(io));
             try testing.expect(second.get() == null); // the failed initialiser left it empty
