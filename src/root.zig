@@ -13,6 +13,8 @@ const std = @import("std");
 
 pub const Runtime = @import("Runtime.zig");
 pub const config = @import("config.zig");
+/// Fiber-aware sync primitives and channels (Notify, Oneshot, Channel, ...).
+pub const sync = @import("sync/root.zig");
 
 test {
     std.testing.refAllDecls(@This());
@@ -27,4 +29,6 @@ test {
     _ = @import("testing/runtime_test.zig");
     _ = @import("testing/overflow_test.zig");
     _ = @import("testing/readme_test.zig");
+    _ = @import("sync/root.zig");
+    _ = @import("testing/sync_test.zig");
 }

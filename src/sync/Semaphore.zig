@@ -1,0 +1,171 @@
+//! A counting semaphore with FIFO direct hand-off.
+//!
+//! ```
+//! var slots: weft.sync.Semaphore = .init(2); // two at a time
+//! try slots.acquire(io);
+//! defer slots.release(io);
+//! ```
+//!
+//! Uncontended `acquire` and `release` are one CAS each, no lock. When tasks wait, a `release`
+//! hands its permit straight to the oldest waiter (it never returns to the counter where a
+//! newcomer could take it first), so waiters are served in arrival order. Compare std's
+//! `Io.Semaphore` (a Mutex and a Condition: every operation takes the mutex, and a woken
+//! waiter competes with newcomers).
+//!
+//! Thread-safety: any mix of tasks and OS threads with the same `Io`. Cancel-safe: a canceled
+//! (or timed-out) `acquire` either holds no permit and returns the error, or was handed one
+//! first and returns normally (cancel request re-armed; see `WaitQueue`). No allocation.
+//!
+//! ## State word
+//!
+//! The number of free permits, or `queued` (a flag value) when tasks wait. Invariant: while
+//! tasks wait there is no free permit, so the lock-free paths (take a permit when one is free,
+//! return one when nobody waits) never meet a waiter; `queued` is set and cleared only under
+//! the lock.
+const Semaphore = @This();
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Io = std.Io;
+const WaitQueue = @import("WaitQueue.zig");
+
+state: std.atomic.Value(u32),
+lock: WaitQueue.Lock = .{},
+waiters: WaitQueue = .empty,
+
+/// Free permits at most.
+pub const permits_max = queued - 1;
+const queued: u32 = std.math.maxInt(u32);
+
+/// Node completion code: a permit was handed over.
+const handed: u32 = 1;
+
+pub const AcquireError = Io.Cancelable;
+pub const AcquireTimeoutError = Io.Cancelable || error{Timeout};
+
+pub fn init(permits: u32) Semaphore {
+    assert(permits <= permits_max);
+    return .{ .state = .init(permits) };
+}
+
+/// Takes a permit if one is free. Never blocks.
+pub fn tryAcquire(semaphore: *Semaphore) bool {
+    var state = semaphore.state.load(.monotonic);
+    while (state != 0 and state != queued) {
+        // Acquire: pairs with the release of the permit's last holder.
+        state = semaphore.state.cmpxchgWeak(state, state - 1, .acquire, .monotonic) orelse
+            return true;
+    }
+    return false;
+}
+
+/// Takes a permit, waiting in FIFO order for one. Cancelation point when it blocks.
+pub fn acquire(semaphore: *Semaphore, io: Io) AcquireError!void {
+    semaphore.acquireDeadline(io, null) catch |err| switch (err) {
+        error.Canceled => return error.Canceled,
+        error.Timeout => unreachable, // no deadline
+    };
+}
+
+/// `acquire` that gives up with `error.Timeout` (holding no permit).
+pub fn acquireTimeout(semaphore: *Semaphore, io: Io, timeout: Io.Timeout) AcquireTimeoutError!void {
+    return semaphore.acquireDeadline(io, timeout.toTimestamp(io));
+}
+
+/// `acquire` that is not a cancelation point.
+pub fn acquireUncancelable(semaphore: *Semaphore, io: Io) void {
+    if (semaphore.tryAcquire()) return;
+    var node: WaitQueue.Node = .{};
+    if (!semaphore.enqueue(&node)) return;
+    assert(WaitQueue.waitUncancelable(&node, io) == handed);
+}
+
+fn acquireDeadline(
+    semaphore: *Semaphore,
+    io: Io,
+    deadline: ?Io.Clock.Timestamp,
+) AcquireTimeoutError!void {
+    if (semaphore.tryAcquire()) return;
+    var node: WaitQueue.Node = .{};
+    if (!semaphore.enqueue(&node)) return;
+    const code = semaphore.waiters.wait(&semaphore.lock, io, &node, deadline) catch |err| {
+        // Withdrawn: if it was the last waiter, the permits are zero again.
+        semaphore.lock.lock();
+        defer semaphore.lock.unlock();
+        if (semaphore.waiters.isEmpty() and semaphore.state.load(.monotonic) == queued) {
+            semaphore.state.store(0, .monotonic);
+        }
+        return err;
+    };
+    assert(code == handed);
+}
+
+/// Under the lock: takes a permit freed meanwhile (returns false) or queues `node` (true).
+fn enqueue(semaphore: *Semaphore, node: *WaitQueue.Node) bool {
+    semaphore.lock.lock();
+    defer semaphore.lock.unlock();
+    var state = semaphore.state.load(.monotonic);
+    while (state != queued) {
+        if (state == 0) {
+            state = semaphore.state.cmpxchgWeak(0, queued, .monotonic, .monotonic) orelse break;
+        } else {
+            state = semaphore.state.cmpxchgWeak(state, state - 1, .acquire, .monotonic) orelse
+                return false;
+        }
+    }
+    semaphore.waiters.push(node);
+    return true;
+}
+
+/// Returns a permit: to the oldest waiter if any, else to the counter. Never blocks.
+pub fn release(semaphore: *Semaphore, io: Io) void {
+    while (true) {
+        var state = semaphore.state.load(.monotonic);
+        while (state != queued) {
+            assert(state < permits_max); // more releases than permits
+            // Release: the holder's writes are visible to the next one.
+            state = semaphore.state.cmpxchgWeak(state, state + 1, .release, .monotonic) orelse
+                return;
+        }
+        if (semaphore.releaseQueued(io)) return;
+    }
+}
+
+/// Under the lock, state `queued` seen: hands the permit to the oldest waiter. Returns false
+/// (for a retry) if the last waiter withdrew and already left `queued`.
+fn releaseQueued(semaphore: *Semaphore, io: Io) bool {
+    semaphore.lock.lock();
+    const node = semaphore.waiters.pop() orelse {
+        // The last waiter withdrew. Still `queued` (it has not reset the state yet): nobody
+        // can change the word without the lock, so store the permit. Else retry lock-free.
+        const was_queued = semaphore.state.load(.monotonic) == queued;
+        if (was_queued) semaphore.state.store(1, .release);
+        semaphore.lock.unlock();
+        return was_queued;
+    };
+    assert(semaphore.state.load(.monotonic) == queued);
+    if (semaphore.waiters.isEmpty()) semaphore.state.store(0, .monotonic);
+    node.complete(handed);
+    semaphore.lock.unlock();
+    node.wake(io);
+    return true;
+}
+
+/// Free permits now (a snapshot; 0 while tasks wait).
+pub fn available(semaphore: *const Semaphore) u32 {
+    const state = semaphore.state.load(.monotonic);
+    return if (state == queued) 0 else state;
+}
+
+test "Semaphore: permits count down and up without blocking" {
+    var semaphore: Semaphore = .init(2);
+    try std.testing.expect(semaphore.tryAcquire());
+    try std.testing.expect(semaphore.tryAcquire());
+    try std.testing.expect(!semaphore.tryAcquire());
+    semaphore.release(std.testing.io);
+    try std.testing.expectEqual(@as(u32, 1), semaphore.available());
+    try semaphore.acquire(std.testing.io);
+    semaphore.release(std.testing.io);
+    semaphore.release(std.testing.io);
+    try std.testing.expectEqual(@as(u32, 2), semaphore.available());
+}

@@ -1,0 +1,239 @@
+//! An intrusive FIFO of parked waiters, the building block of weft's blocking primitives
+//! (`Notify`, `Semaphore`, `Channel`).
+//!
+//! ## Design
+//!
+//! Each waiter owns a `Node` on its own stack (a fiber's stack or a thread's: nothing is
+//! allocated). The node carries its own futex word, `state`. The primitive that owns the queue
+//! also owns a lock (`Lock`, a short spin-then-kernel-futex lock that is never held across a
+//! park) and changes the queue only while holding it.
+//!
+//! A waiter, holding the lock, decides it must wait, `push`es its node and unlocks, then
+//! `wait`s: it parks through `io.futexWait` on `node.state` until the state leaves `pending`.
+//! On weft that parks the fiber; from a plain OS thread (or on `std.Io.Threaded`) it blocks the
+//! thread. A releaser, holding the lock, `pop`s the first node, hands it whatever the waiter
+//! waited for (a value, a permit) by writing the node's payload, and `complete`s it with a code
+//! (a `u32` the primitive defines, never `pending`); after unlocking it `wake`s it. This is
+//! direct hand-off: the value or permit never goes back to a shared pool where a newcomer could
+//! barge in, so waiters are served strictly in arrival order (FIFO fairness).
+//!
+//! ## Node states
+//!
+//!     pending ──(releaser, under the lock: unlinked + payload written)──▶ completed(code)
+//!        │
+//!        └──(waiter, canceled or timed out, under the lock, still linked)──▶ removed
+//!
+//! - `pending`: linked in the queue. The waiter may only read `state`; the queue (and the
+//!   releaser, under the lock) owns the links and the payload.
+//! - completed: unlinked; the code and payload belong to the waiter again. The releaser stores
+//!   the code with release ordering *under the lock*, so a waiter that takes the lock and finds
+//!   its node unlinked also finds its code. The releaser touches the node only through the
+//!   futex address afterwards (a wake of an address that has been reused is a spurious wake,
+//!   which every futex user tolerates).
+//!
+//! ## Cancelation and timeouts
+//!
+//! Cancelation races with completion, and completion wins if it happened first: a waiter that
+//! gets `error.Canceled` (or reaches its deadline) takes the lock; if its node is still linked,
+//! it unlinks it and reports the error (nothing was handed to it); if not, it was completed and
+//! keeps what it was handed, returns the code, and re-arms the cancel request with
+//! `io.recancel()` so the task still sees `error.Canceled` at its next cancelation point. So a
+//! canceled operation never loses or duplicates a value or a permit.
+//!
+//! Thread-safety: the list operations are not thread-safe (callers hold the owner's lock);
+//! `wait` and `wake` are called without it.
+const WaitQueue = @This();
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Io = std.Io;
+pub const Lock = @import("../os/Mutex.zig");
+
+head: ?*Node = null,
+tail: ?*Node = null,
+len: u32 = 0,
+
+pub const empty: WaitQueue = .{};
+
+/// The code of a node still waiting; every completion code differs from it.
+pub const pending: u32 = 0;
+
+pub const Node = struct {
+    /// The futex word: `pending`, or the completion code.
+    state: std.atomic.Value(u32) = .init(pending),
+    prev: ?*Node = null,
+    next: ?*Node = null,
+    linked: bool = false,
+
+    /// Under the owner's lock, after `pop` or `remove`: hands the node its completion code.
+    /// The waiter may return (and reuse the node's memory) as soon as it sees the store.
+    pub fn complete(node: *Node, code: u32) void {
+        assert(code != pending);
+        assert(!node.linked);
+        // Release: the payload written before is visible to the waiter that sees the code.
+        const previous = node.state.swap(code, .release);
+        assert(previous == pending); // a node is completed at most once
+    }
+
+    /// After `complete`, usually once the lock is released: unparks the waiter. The node may
+    /// be gone already; only its address is used.
+    pub fn wake(node: *Node, io: Io) void {
+        io.futexWake(u32, &node.state.raw, 1);
+    }
+};
+
+pub const WaitError = Io.Cancelable || error{Timeout};
+
+pub fn isEmpty(queue: *const WaitQueue) bool {
+    assert((queue.head == null) == (queue.len == 0));
+    return queue.head == null;
+}
+
+/// Appends `node`. Under the owner's lock.
+pub fn push(queue: *WaitQueue, node: *Node) void {
+    assert(!node.linked);
+    assert(node.state.load(.monotonic) == pending);
+    node.prev = queue.tail;
+    node.next = null;
+    if (queue.tail) |tail| tail.next = node else queue.head = node;
+    queue.tail = node;
+    node.linked = true;
+    queue.len += 1;
+}
+
+/// Unlinks and returns the oldest node. Under the owner's lock.
+pub fn pop(queue: *WaitQueue) ?*Node {
+    const node = queue.head orelse return null;
+    queue.remove(node);
+    return node;
+}
+
+/// Unlinks `node`, which must be linked in this queue. Under the owner's lock.
+pub fn remove(queue: *WaitQueue, node: *Node) void {
+    assert(node.linked);
+    assert(queue.len > 0);
+    if (node.prev) |prev| prev.next = node.next else queue.head = node.next;
+    if (node.next) |next| next.prev = node.prev else queue.tail = node.prev;
+    node.prev = null;
+    node.next = null;
+    node.linked = false;
+    queue.len -= 1;
+}
+
+/// Parks until `node` (pushed by the caller under `lock`, which the caller has released) is
+/// completed, and returns its code. Cancelation point; `deadline` null waits forever.
+///
+/// Errors (the node is then unlinked and nothing was handed to it):
+/// - `Canceled`: the task's cancel request arrived first.
+/// - `Timeout`: `deadline` passed first.
+/// A cancel request that arrives after the completion is re-armed (`io.recancel`).
+pub fn wait(
+    queue: *WaitQueue,
+    lock: *Lock,
+    io: Io,
+    node: *Node,
+    deadline: ?Io.Clock.Timestamp,
+) WaitError!u32 {
+    while (true) {
+        const code = node.state.load(.acquire);
+        if (code != pending) return code;
+        const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+        io.futexWaitTimeout(u32, &node.state.raw, pending, timeout) catch |err| switch (err) {
+            error.Canceled => return queue.withdraw(lock, io, node, error.Canceled),
+        };
+        if (deadline) |d| {
+            if (node.state.load(.acquire) != pending) continue;
+            if (d.durationFromNow(io).raw.nanoseconds > 0) continue; // a spurious wake
+            return queue.withdraw(lock, io, node, error.Timeout);
+        }
+    }
+}
+
+/// Parks uncancelably and without a deadline until `node` is completed; returns its code.
+pub fn waitUncancelable(node: *Node, io: Io) u32 {
+    while (true) {
+        const code = node.state.load(.acquire);
+        if (code != pending) return code;
+        io.futexWaitUncancelable(u32, &node.state.raw, pending);
+    }
+}
+
+/// The waiter gave up (`reason`): unlink the node if it is still queued, else keep the code it
+/// was completed with (re-arming a cancel request, which the completion won against).
+fn withdraw(
+    queue: *WaitQueue,
+    lock: *Lock,
+    io: Io,
+    node: *Node,
+    reason: WaitError,
+) WaitError!u32 {
+    lock.lock();
+    if (node.linked) {
+        queue.remove(node);
+        lock.unlock();
+        assert(node.state.load(.monotonic) == pending);
+        return reason;
+    }
+    lock.unlock();
+    // Completed under the lock, so the code is visible now.
+    const code = node.state.load(.acquire);
+    assert(code != pending);
+    if (reason == error.Canceled) io.recancel();
+    return code;
+}
+
+test "WaitQueue: FIFO order, remove from the middle" {
+    var queue: WaitQueue = .empty;
+    var nodes: [4]Node = @splat(.{});
+    for (&nodes) |*node| queue.push(node);
+    queue.remove(&nodes[1]);
+    try std.testing.expectEqual(@as(u32, 3), queue.len);
+    try std.testing.expectEqual(&nodes[0], queue.pop().?);
+    try std.testing.expectEqual(&nodes[2], queue.pop().?);
+    try std.testing.expectEqual(&nodes[3], queue.pop().?);
+    try std.testing.expect(queue.pop() == null);
+    try std.testing.expect(queue.isEmpty());
+}
+
+test "WaitQueue: model-based fuzz against an array, many seeds" {
+    const nodes_max = 16;
+    for (0..200) |seed| {
+        var prng: std.Random.DefaultPrng = .init(seed);
+        const random = prng.random();
+        var queue: WaitQueue = .empty;
+        var nodes: [nodes_max]Node = @splat(.{});
+        var model: [nodes_max]u8 = undefined; // indices of linked nodes, oldest first
+        var model_len: usize = 0;
+        for (0..500) |_| {
+            const index = random.uintLessThan(u8, nodes_max);
+            const node = &nodes[index];
+            switch (random.uintLessThan(u8, 3)) {
+                0 => if (!node.linked) {
+                    queue.push(node);
+                    model[model_len] = index;
+                    model_len += 1;
+                },
+                1 => if (node.linked) {
+                    queue.remove(node);
+                    const at = std.mem.indexOfScalar(u8, model[0..model_len], index).?;
+                    const tail = model[at + 1 .. model_len];
+                    std.mem.copyForwards(u8, model[at .. model_len - 1], tail);
+                    model_len -= 1;
+                },
+                2 => if (queue.pop()) |popped| {
+                    try std.testing.expectEqual(&nodes[model[0]], popped);
+                    std.mem.copyForwards(u8, model[0 .. model_len - 1], model[1..model_len]);
+                    model_len -= 1;
+                } else try std.testing.expectEqual(@as(usize, 0), model_len),
+                else => unreachable,
+            }
+            try std.testing.expectEqual(model_len, queue.len);
+            var cursor = queue.head;
+            for (model[0..model_len]) |expected| {
+                try std.testing.expectEqual(&nodes[expected], cursor.?);
+                cursor = cursor.?.next;
+            }
+            try std.testing.expect(cursor == null);
+        }
+    }
+}

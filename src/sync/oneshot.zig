@@ -1,0 +1,157 @@
+//! `Oneshot(T)`: a single value sent once from one task to one other.
+//!
+//! ```
+//! var reply: weft.sync.Oneshot(u64) = .init;
+//! // task A                              // task B
+//! const v = try reply.recv(io);          reply.send(io, 42);
+//! ```
+//!
+//! The value lives inside the `Oneshot` (no allocation); the caller owns the memory and keeps
+//! it alive until both sides are done. A send and a receive are one atomic operation each when
+//! the receiver does not have to wait; a waiting receiver parks on the state word itself.
+//!
+//! Thread-safety: one sender and one receiver, each in any task or OS thread, using the same
+//! `Io`. `send` and `close` never block. Cancel-safe: a canceled `recv` either returns
+//! `error.Canceled` with the value left in the oneshot (a later `recv` gets it), or returns the
+//! value and re-arms the cancel request.
+//!
+//! ## State word
+//!
+//!   empty ──recv blocks──▶ waiting ──recv gives up──▶ empty
+//!   empty | waiting ──send──▶ full ──recv──▶ taken
+//!   empty | waiting ──close──▶ closed
+const std = @import("std");
+const assert = std.debug.assert;
+const Io = std.Io;
+
+pub fn Oneshot(comptime T: type) type {
+    return struct {
+        const Self = @This();
+
+        state: std.atomic.Value(State) = .init(.empty),
+        value: T = undefined,
+
+        pub const init: Self = .{};
+
+        const State = enum(u32) { empty, waiting, full, taken, closed };
+
+        pub const RecvError = error{
+            /// The sender closed the oneshot without sending.
+            Closed,
+        } || Io.Cancelable;
+        pub const RecvTimeoutError = RecvError || error{Timeout};
+        pub const TryRecvError = error{
+            /// Nothing sent yet.
+            Empty,
+            /// The sender closed the oneshot without sending.
+            Closed,
+        };
+
+        /// Stores the value and wakes the receiver. Never blocks. Asserts that nothing was sent
+        /// or closed before.
+        pub fn send(oneshot: *Self, io: Io, value: T) void {
+            oneshot.value = value;
+            oneshot.publish(io, .full);
+        }
+
+        /// Tells the receiver that no value will come (`error.Closed`). Never blocks. Asserts
+        /// that nothing was sent or closed before.
+        pub fn close(oneshot: *Self, io: Io) void {
+            oneshot.publish(io, .closed);
+        }
+
+        fn publish(oneshot: *Self, io: Io, state: State) void {
+            assert(state == .full or state == .closed);
+            // Release: the value is visible to the receiver that sees `full`.
+            const previous = oneshot.state.swap(state, .release);
+            assert(previous == .empty or previous == .waiting); // sent or closed twice
+            if (previous == .waiting) io.futexWake(State, &oneshot.state.raw, 1);
+        }
+
+        /// Takes the value if it is there. Never blocks.
+        pub fn tryRecv(oneshot: *Self) TryRecvError!T {
+            switch (oneshot.state.load(.acquire)) {
+                .empty, .waiting => return error.Empty,
+                .closed => return error.Closed,
+                .taken => unreachable, // received twice
+                .full => {
+                    oneshot.state.store(.taken, .monotonic);
+                    return oneshot.value;
+                },
+            }
+        }
+
+        /// Waits for the value. Cancelation point when it blocks.
+        pub fn recv(oneshot: *Self, io: Io) RecvError!T {
+            return oneshot.recvDeadline(io, null) catch |err| switch (err) {
+                error.Timeout => unreachable, // no deadline
+                else => |e| e,
+            };
+        }
+
+        /// `recv` that gives up with `error.Timeout` (the value, if it comes later, stays for
+        /// a later `recv`).
+        pub fn recvTimeout(oneshot: *Self, io: Io, timeout: Io.Timeout) RecvTimeoutError!T {
+            return oneshot.recvDeadline(io, timeout.toTimestamp(io));
+        }
+
+        fn recvDeadline(oneshot: *Self, io: Io, deadline: ?Io.Clock.Timestamp) RecvTimeoutError!T {
+            // Fast path: the value is already there (one atomic load).
+            if (oneshot.tryRecv()) |value| return value else |err| switch (err) {
+                error.Closed => return error.Closed,
+                error.Empty => {},
+            }
+            if (oneshot.state.cmpxchgStrong(.empty, .waiting, .acquire, .acquire)) |state| {
+                assert(state == .full or state == .closed); // a second receiver
+                return oneshot.tryRecv() catch |err| switch (err) {
+                    error.Empty => unreachable,
+                    error.Closed => error.Closed,
+                };
+            }
+            while (true) {
+                const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+                const result = io.futexWaitTimeout(State, &oneshot.state.raw, .waiting, timeout);
+                if (oneshot.tryRecv()) |value| {
+                    // The send won any race with cancelation: keep the value, re-arm the request.
+                    _ = result catch io.recancel();
+                    return value;
+                } else |err| switch (err) {
+                    error.Closed => {
+                        _ = result catch io.recancel();
+                        return error.Closed;
+                    },
+                    error.Empty => {},
+                }
+                const timed_out = if (deadline) |d|
+                    d.durationFromNow(io).raw.nanoseconds <= 0
+                else
+                    false;
+                _ = result catch return oneshot.withdraw(io, error.Canceled);
+                if (timed_out) return oneshot.withdraw(io, error.Timeout);
+            }
+        }
+
+        /// Leaves `waiting`, unless the sender got there first.
+        fn withdraw(oneshot: *Self, io: Io, reason: RecvTimeoutError) RecvTimeoutError!T {
+            if (oneshot.state.cmpxchgStrong(.waiting, .empty, .acquire, .acquire) == null) {
+                return reason;
+            }
+            if (reason == error.Canceled) io.recancel();
+            return oneshot.tryRecv() catch |err| switch (err) {
+                error.Empty => unreachable,
+                error.Closed => error.Closed,
+            };
+        }
+    };
+}
+
+test "Oneshot: send then recv, close, tryRecv" {
+    const io = std.testing.io;
+    var oneshot: Oneshot(u64) = .init;
+    try std.testing.expectError(error.Empty, oneshot.tryRecv());
+    oneshot.send(io, 7);
+    try std.testing.expectEqual(@as(u64, 7), try oneshot.recv(io));
+    var closed: Oneshot(u64) = .init;
+    closed.close(io);
+    try std.testing.expectError(error.Closed, closed.recv(io));
+}

@@ -1,0 +1,35 @@
+//! weft.sync: fiber-aware synchronisation primitives and channels.
+//!
+//! Every blocking call takes the `std.Io` it parks through (`io.futexWait`), as std's own
+//! `Io.Mutex.lock(io)` does: on weft a blocked task parks its fiber, not the thread; from a
+//! plain OS thread (or on `std.Io.Threaded`) it blocks the thread. All parties of one
+//! primitive must use the same `Io`. Nothing here allocates: waiters queue intrusive nodes on
+//! their own stacks, and buffers are provided by the caller.
+//!
+//! Uncontended paths are one or two atomic operations and no syscall. Contended paths hand the
+//! value or permit directly to the oldest waiter (FIFO), see `WaitQueue`. Blocking calls are
+//! cancelation points; a canceled or timed-out operation never loses or duplicates a value
+//! (completion wins a race with cancelation, and the request is then re-armed).
+//!
+//! std's `Io.Mutex`, `Io.RwLock`, `Io.Condition`, `Io.Semaphore`, `Io.Event` and `Io.Queue`
+//! work on weft unchanged (they are built on the same futex) and are tested under contention
+//! in src/testing/sync_test.zig.
+pub const WaitQueue = @import("WaitQueue.zig");
+pub const Notify = @import("Notify.zig");
+pub const Oneshot = @import("oneshot.zig").Oneshot;
+pub const Channel = @import("channel.zig").Channel;
+pub const Barrier = @import("Barrier.zig");
+pub const WaitGroup = @import("WaitGroup.zig");
+pub const OnceCell = @import("once_cell.zig").OnceCell;
+pub const Semaphore = @import("Semaphore.zig");
+
+test {
+    _ = WaitQueue;
+    _ = Notify;
+    _ = @import("oneshot.zig");
+    _ = @import("channel.zig");
+    _ = Barrier;
+    _ = WaitGroup;
+    _ = @import("once_cell.zig");
+    _ = Semaphore;
+}

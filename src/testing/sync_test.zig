@@ -1,0 +1,806 @@
+//! Behaviour of weft.sync (and of std's futex-based primitives) on weft: tasks, foreign OS
+//! threads, cancelation and timeouts. No timed assertions: tests wait for states, not for time.
+const std = @import("std");
+const Io = std.Io;
+const testing = std.testing;
+const Runtime = @import("../Runtime.zig");
+const sync = @import("../sync/root.zig");
+
+/// The future type of `function`'s result.
+fn FutureOf(comptime function: anytype) type {
+    return Io.Future(@typeInfo(@TypeOf(function)).@"fn".return_type.?);
+}
+
+fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    try body(rt.io());
+}
+
+/// Polls `predicate(context)` with short sleeps until it holds (a state, never a time).
+fn waitUntil(io: Io, context: anytype, comptime predicate: fn (@TypeOf(context)) bool) !void {
+    var polls: u32 = 0;
+    while (!predicate(context)) : (polls += 1) {
+        if (polls == 100_000) return error.StateNeverReached; // ~ seconds: a hang, not a race
+        try io.sleep(.fromMicroseconds(20), .awake);
+    }
+}
+
+const timeout_short: Io.Timeout = .{
+    .duration = .{ .raw = .fromMilliseconds(2), .clock = .awake },
+};
+
+// ---------------------------------------------------------------------------------- Notify
+
+fn notifyWaiter(
+    io: Io,
+    notify: *sync.Notify,
+    order: *std.ArrayList(u32),
+    id: u32,
+) Io.Cancelable!void {
+    try notify.wait(io);
+    order.appendAssumeCapacity(id);
+}
+
+test "Notify: notifyOne wakes waiters one at a time, oldest first" {
+    try withRuntime(struct {
+        fn queued(n: *sync.Notify) bool {
+            n.lock.lock();
+            defer n.lock.unlock();
+            return n.waiters.len == 3;
+        }
+        fn body(io: Io) !void {
+            var notify: sync.Notify = .init;
+            var storage: [3]u32 = undefined;
+            var order: std.ArrayList(u32) = .initBuffer(&storage);
+            var group: Io.Group = .init;
+            defer group.cancel(io);
+            for (0..3) |id| {
+                try group.concurrent(io, notifyWaiter, .{
+                    io,
+                    &notify,
+                    &order,
+                    @as(u32, @intCast(id)),
+                });
+                // Each waiter queues before the next one starts: a known arrival order.
+                while (notify.waiters.len != id + 1) try io.sleep(.fromMicroseconds(20), .awake);
+            }
+            try waitUntil(io, &notify, queued);
+            for (0..3) |i| {
+                notify.notifyOne(io);
+                while (order.items.len < i + 1) try io.sleep(.fromMicroseconds(20), .awake);
+                try io.sleep(.fromMicroseconds(100), .awake);
+                try testing.expectEqual(i + 1, order.items.len); // one notification, one waiter
+            }
+            try group.await(io);
+            try testing.expectEqualSlices(u32, &.{ 0, 1, 2 }, order.items);
+            try testing.expect(!notify.tryWait()); // every notification was consumed
+        }
+    }.body);
+}
+
+test "Notify: notifyAll wakes every waiter and stores no permit" {
+    try withRuntime(struct {
+        fn allQueued(n: *sync.Notify) bool {
+            n.lock.lock();
+            defer n.lock.unlock();
+            return n.waiters.len == 8;
+        }
+        fn body(io: Io) !void {
+            var notify: sync.Notify = .init;
+            var storage: [8]u32 = undefined;
+            var order: std.ArrayList(u32) = .initBuffer(&storage);
+            var group: Io.Group = .init;
+            defer group.cancel(io);
+            for (0..8) |id| try group.concurrent(io, notifyWaiter, .{
+                io,
+                &notify,
+                &order,
+                @as(u32, @intCast(id)),
+            });
+            try waitUntil(io, &notify, allQueued);
+            notify.notifyAll(io);
+            try group.await(io);
+            try testing.expectEqual(@as(usize, 8), order.items.len);
+            try testing.expect(!notify.tryWait());
+        }
+    }.body);
+}
+
+test "Notify: a canceled or timed-out wait consumes nothing" {
+    try withRuntime(struct {
+        fn waiting(n: *sync.Notify) bool {
+            return n.state.load(.monotonic) == .waiting;
+        }
+        fn body(io: Io) !void {
+            var notify: sync.Notify = .init;
+            var storage: [1]u32 = undefined;
+            var order: std.ArrayList(u32) = .initBuffer(&storage);
+            var future = try io.concurrent(notifyWaiter, .{ io, &notify, &order, 0 });
+            try waitUntil(io, &notify, waiting);
+            try testing.expectError(error.Canceled, future.cancel(io));
+            try testing.expectEqual(sync.Notify.init.state.raw, notify.state.load(.monotonic));
+            try testing.expectError(error.Timeout, notify.waitTimeout(io, timeout_short));
+            notify.notifyOne(io); // nobody waits now: stored
+            try notify.waitTimeout(io, timeout_short);
+            try testing.expectEqual(@as(usize, 0), order.items.len);
+        }
+    }.body);
+}
+
+// ---------------------------------------------------------------------------------- Oneshot
+
+fn oneshotReceiver(io: Io, oneshot: *sync.Oneshot(u64)) sync.Oneshot(u64).RecvError!u64 {
+    return oneshot.recv(io);
+}
+
+test "Oneshot: a blocked receiver gets the value; close; cancel keeps the value for later" {
+    try withRuntime(struct {
+        fn waiting(o: *sync.Oneshot(u64)) bool {
+            return o.state.load(.monotonic) == .waiting;
+        }
+        fn body(io: Io) !void {
+            var oneshot: sync.Oneshot(u64) = .init;
+            var receiver = try io.concurrent(oneshotReceiver, .{ io, &oneshot });
+            try waitUntil(io, &oneshot, waiting);
+            oneshot.send(io, 99);
+            try testing.expectEqual(@as(u64, 99), try receiver.await(io));
+
+            var closed: sync.Oneshot(u64) = .init;
+            var second = try io.concurrent(oneshotReceiver, .{ io, &closed });
+            try waitUntil(io, &closed, waiting);
+            closed.close(io);
+            try testing.expectError(error.Closed, second.await(io));
+
+            var canceled: sync.Oneshot(u64) = .init;
+            var third = try io.concurrent(oneshotReceiver, .{ io, &canceled });
+            try waitUntil(io, &canceled, waiting);
+            try testing.expectError(error.Canceled, third.cancel(io));
+            try testing.expectError(error.Timeout, canceled.recvTimeout(io, timeout_short));
+            canceled.send(io, 5);
+            try testing.expectEqual(@as(u64, 5), try canceled.recv(io));
+        }
+    }.body);
+}
+
+// ---------------------------------------------------------------------------------- Channel
+
+const Message = struct { producer: u32, sequence: u32 };
+const MessageChannel = sync.Channel(Message);
+
+/// Sends `messages` numbered messages. A group member: the channel is closed only after
+/// every producer finished.
+fn producer(io: Io, channel: *MessageChannel, id: u32, messages: u32) Io.Cancelable!void {
+    for (0..messages) |sequence| {
+        channel.send(io, .{
+            .producer = id,
+            .sequence = @intCast(sequence),
+        }) catch |err| switch (err) {
+            error.Closed => unreachable, // closed after the producers finish
+            error.Canceled => return error.Canceled,
+        };
+    }
+}
+
+/// Receives until the channel is closed; checks per-producer order; counts per producer.
+fn consumer(io: Io, channel: *MessageChannel, counts: []std.atomic.Value(u32)) !void {
+    var next: [16]u32 = @splat(0);
+    while (true) {
+        const message = channel.recv(io) catch |err| switch (err) {
+            error.Closed => return,
+            error.Canceled => return error.Canceled,
+        };
+        // One consumer sees a subsequence of each producer's stream: strictly increasing.
+        if (message.sequence < next[message.producer]) return error.OutOfOrder;
+        next[message.producer] = message.sequence + 1;
+        _ = counts[message.producer].fetchAdd(1, .monotonic);
+    }
+}
+
+fn stress(io: Io, capacity: usize, producers: u32, consumers: u32, messages: u32) !void {
+    var buffer: [8]Message = undefined;
+    var channel: MessageChannel = .init(buffer[0..capacity]);
+    var counts: [16]std.atomic.Value(u32) = @splat(.init(0));
+    var consumer_group: Io.Group = .init;
+    defer consumer_group.cancel(io);
+    var consumer_futures: [8]FutureOf(consumer) = undefined;
+    for (consumer_futures[0..consumers]) |*f| f.* = try io.concurrent(consumer, .{
+        io,
+        &channel,
+        &counts,
+    });
+    var producer_group: Io.Group = .init;
+    defer producer_group.cancel(io);
+    for (0..producers) |id| try producer_group.concurrent(io, producer, .{
+        io,
+        &channel,
+        @as(u32, @intCast(id)),
+        messages,
+    });
+    try producer_group.await(io);
+    channel.close(io);
+    for (consumer_futures[0..consumers]) |*f| try f.await(io);
+    for (counts[0..producers]) |c| try testing.expectEqual(messages, c.load(.monotonic));
+}
+
+test "Channel: producers x consumers, every message exactly once, per-producer order" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            try stress(io, 1, 4, 1, 2000);
+            try stress(io, 3, 4, 3, 2000);
+            try stress(io, 8, 6, 2, 1000);
+            try stress(io, 0, 3, 3, 1000); // rendezvous
+        }
+    }.body);
+}
+
+fn senderOf(io: Io, channel: *sync.Channel(u32), value: u32) sync.Channel(u32).SendError!void {
+    return channel.send(io, value);
+}
+
+fn receiverOf(io: Io, channel: *sync.Channel(u32)) sync.Channel(u32).RecvError!u32 {
+    return channel.recv(io);
+}
+
+fn sendersWaiting(channel: *sync.Channel(u32)) bool {
+    return channel.waiting().senders > 0;
+}
+
+fn receiversWaiting(channel: *sync.Channel(u32)) bool {
+    return channel.waiting().receivers > 0;
+}
+
+test "Channel: close lets receivers drain, then Closed; blocked senders get Closed" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var buffer: [2]u32 = undefined;
+            var channel: sync.Channel(u32) = .init(&buffer);
+            try channel.send(io, 1);
+            try channel.send(io, 2);
+            try testing.expectError(error.Full, channel.trySend(io, 3));
+            var blocked = try io.concurrent(senderOf, .{ io, &channel, 3 });
+            try waitUntil(io, &channel, sendersWaiting);
+            channel.close(io);
+            try testing.expectError(error.Closed, blocked.await(io));
+            try testing.expectError(error.Closed, channel.send(io, 4));
+            try testing.expectError(error.Closed, channel.trySend(io, 4));
+            try testing.expectEqual(@as(u32, 1), try channel.recv(io));
+            try testing.expectEqual(@as(u32, 2), try channel.tryRecv(io));
+            try testing.expectError(error.Closed, channel.recv(io));
+            try testing.expectError(error.Closed, channel.tryRecv(io));
+
+            var empty: sync.Channel(u32) = .init(&buffer);
+            var receiver = try io.concurrent(receiverOf, .{ io, &empty });
+            try waitUntil(io, &empty, receiversWaiting);
+            empty.close(io);
+            try testing.expectError(error.Closed, receiver.await(io));
+        }
+    }.body);
+}
+
+test "Channel: a blocked sender's value is delivered in order when room appears" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var buffer: [1]u32 = undefined;
+            var channel: sync.Channel(u32) = .init(&buffer);
+            try channel.send(io, 10);
+            var blocked = try io.concurrent(senderOf, .{ io, &channel, 11 });
+            try waitUntil(io, &channel, sendersWaiting);
+            try testing.expectEqual(@as(u32, 10), try channel.recv(io));
+            // The waiting sender's value moved into the freed slot before anyone else's.
+            try testing.expectError(error.Full, channel.trySend(io, 12));
+            try blocked.await(io);
+            try testing.expectEqual(@as(u32, 11), try channel.recv(io));
+        }
+    }.body);
+}
+
+test "Channel: timeouts of blocked send and recv take and lose nothing" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var buffer: [1]u32 = undefined;
+            var channel: sync.Channel(u32) = .init(&buffer);
+            try testing.expectError(error.Timeout, channel.recvTimeout(io, timeout_short));
+            try channel.sendTimeout(io, 1, timeout_short);
+            try testing.expectError(error.Timeout, channel.sendTimeout(io, 2, timeout_short));
+            try testing.expectEqual(@as(u32, 1), try channel.recvTimeout(io, timeout_short));
+            try testing.expectEqual(@as(usize, 0), channel.count());
+            try testing.expectEqual(@as(u32, 0), channel.waiting().senders);
+        }
+    }.body);
+}
+
+test "Channel: cancel a blocked send or recv: nothing lost, nothing duplicated" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var buffer: [1]u32 = undefined;
+            var channel: sync.Channel(u32) = .init(&buffer);
+            var receiver = try io.concurrent(receiverOf, .{ io, &channel });
+            try waitUntil(io, &channel, receiversWaiting);
+            try testing.expectError(error.Canceled, receiver.cancel(io));
+            try channel.send(io, 1); // buffered: the canceled receiver took nothing
+            var sender = try io.concurrent(senderOf, .{ io, &channel, 2 });
+            try waitUntil(io, &channel, sendersWaiting);
+            try testing.expectError(error.Canceled, sender.cancel(io));
+            try testing.expectEqual(@as(u32, 1), try channel.recv(io));
+            try testing.expectError(error.Empty, channel.tryRecv(io)); // 2 was never sent
+        }
+    }.body);
+}
+
+/// Receives `total` values counting each, and on cancelation keeps what the canceled recv
+/// returned: the count of a canceled consumer is still exact.
+fn cancelableConsumer(
+    io: Io,
+    channel: *sync.Channel(u32),
+    seen: []std.atomic.Value(u8),
+) Io.Cancelable!void {
+    while (true) {
+        const value = channel.recv(io) catch |err| switch (err) {
+            error.Closed => return,
+            error.Canceled => return error.Canceled,
+        };
+        _ = seen[value].fetchAdd(1, .monotonic);
+        // A re-armed cancel request surfaces here, after the value was counted.
+        try io.checkCancel();
+    }
+}
+
+fn cancelableProducer(
+    io: Io,
+    channel: *sync.Channel(u32),
+    next: *std.atomic.Value(u32),
+    sent: []std.atomic.Value(u8),
+    total: u32,
+) Io.Cancelable!void {
+    while (true) {
+        const value = next.fetchAdd(1, .monotonic);
+        if (value >= total) return;
+        channel.send(io, value) catch |err| switch (err) {
+            error.Closed => unreachable,
+            error.Canceled => return error.Canceled, // not delivered
+        };
+        _ = sent[value].fetchAdd(1, .monotonic);
+        try io.checkCancel();
+    }
+}
+
+test "Channel: cancel-safety under churn: every sent value received exactly once" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const total = 3000;
+            var seen: [total]std.atomic.Value(u8) = @splat(.init(0));
+            var sent: [total]std.atomic.Value(u8) = @splat(.init(0));
+            var next: std.atomic.Value(u32) = .init(0);
+            var buffer: [2]u32 = undefined;
+            var channel: sync.Channel(u32) = .init(&buffer);
+            var prng: std.Random.DefaultPrng = .init(0x5eed);
+            const random = prng.random();
+            // Rounds of a few producers and consumers, each canceled after a random delay.
+            var round: u32 = 0;
+            while (next.load(.monotonic) < total and round < 400) : (round += 1) {
+                var group: Io.Group = .init;
+                for (0..2) |_| try group.concurrent(io, cancelableProducer, .{
+                    io,
+                    &channel,
+                    &next,
+                    &sent,
+                    total,
+                });
+                for (0..2) |_| try group.concurrent(io, cancelableConsumer, .{
+                    io,
+                    &channel,
+                    &seen,
+                });
+                try io.sleep(.fromMicroseconds(random.uintLessThan(u32, 200)), .awake);
+                group.cancel(io);
+            }
+            channel.close(io);
+            while (channel.tryRecv(io)) |value| {
+                _ = seen[value].fetchAdd(1, .monotonic);
+            } else |_| {}
+            for (&sent, &seen) |*s, *r| {
+                try testing.expectEqual(s.load(.monotonic), r.load(.monotonic));
+            }
+            for (&seen) |*r| try testing.expect(r.load(.monotonic) <= 1);
+        }
+    }.body);
+}
+
+fn threadProducer(
+    io: Io,
+    channel: *MessageChannel,
+    id: u32,
+    messages: u32,
+    done: *std.atomic.Value(u32),
+) void {
+    producer(io, channel, id, messages) catch unreachable; // never closed before they finish
+    _ = done.fetchAdd(1, .release);
+}
+
+test "Channel: foreign OS threads and fibers share a channel" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var buffer: [2]Message = undefined;
+            var channel: MessageChannel = .init(&buffer);
+            var counts: [16]std.atomic.Value(u32) = @splat(.init(0));
+            var threads: [2]std.Thread = undefined;
+            var threads_done: std.atomic.Value(u32) = .init(0);
+            for (&threads, 0..) |*t, id| t.* = try std.Thread.spawn(.{}, threadProducer, .{
+                io,
+                &channel,
+                @as(u32, @intCast(id)),
+                2000,
+                &threads_done,
+            });
+            var group: Io.Group = .init;
+            defer group.cancel(io);
+            try group.concurrent(io, producer, .{ io, &channel, 2, 2000 });
+            var fiber_consumer = try io.concurrent(consumer, .{ io, &channel, &counts });
+            // Joining blocks the executor's thread: only once the threads need no fiber.
+            try waitUntil(io, &threads_done, struct {
+                fn f(d: *std.atomic.Value(u32)) bool {
+                    return d.load(.acquire) == 2;
+                }
+            }.f);
+            for (threads) |t| t.join();
+            try group.await(io);
+            channel.close(io);
+            try fiber_consumer.await(io);
+            for (counts[0..3]) |c| try testing.expectEqual(@as(u32, 2000), c.load(.monotonic));
+        }
+    }.body);
+}
+
+test "Channel: a foreign OS thread blocks in recv until a fiber sends" {
+    try withRuntime(struct {
+        fn threadConsumer(io: Io, channel: *MessageChannel, counts: []std.atomic.Value(u32)) void {
+            consumer(io, channel, counts) catch unreachable;
+        }
+        fn body(io: Io) !void {
+            var buffer: [1]Message = undefined;
+            var channel: MessageChannel = .init(&buffer);
+            var counts: [16]std.atomic.Value(u32) = @splat(.init(0));
+            const thread = try std.Thread.spawn(.{}, threadConsumer, .{ io, &channel, &counts });
+            try producer(io, &channel, 0, 3000);
+            channel.close(io);
+            thread.join();
+            try testing.expectEqual(@as(u32, 3000), counts[0].load(.monotonic));
+        }
+    }.body);
+}
+
+test "Channel: works unchanged on std.Io.Threaded" {
+    var threaded: Io.Threaded = .init(testing.allocator, .{});
+    defer threaded.deinit();
+    const io = threaded.io();
+    try stress(io, 2, 2, 2, 500);
+}
+
+// ---------------------------------------------------------------------------------- Barrier
+
+fn barrierParty(
+    io: Io,
+    barrier: *sync.Barrier,
+    phase: *std.atomic.Value(u32),
+    leaders: *std.atomic.Value(u32),
+    generations: u32,
+) !void {
+    for (0..generations) |g| {
+        // Nobody may be a generation ahead: every party passed barrier g before any passes g+1.
+        if (phase.load(.acquire) / barrier.parties != g) return error.GenerationMixed;
+        _ = phase.fetchAdd(1, .acq_rel);
+        if (try barrier.wait(io)) _ = leaders.fetchAdd(1, .monotonic);
+        if (phase.load(.acquire) < (g + 1) * barrier.parties) return error.PassedEarly;
+        // A second barrier keeps the phase check of the next round honest.
+        _ = try barrier.wait(io);
+    }
+}
+
+test "Barrier: reuse across generations, one leader each, nobody passes early" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const parties = 5;
+            const generations = 300;
+            var barrier: sync.Barrier = .init(parties);
+            var phase: std.atomic.Value(u32) = .init(0);
+            var leaders: std.atomic.Value(u32) = .init(0);
+            var futures: [parties]FutureOf(barrierParty) = undefined;
+            for (&futures) |*f| f.* = try io.concurrent(barrierParty, .{
+                io,
+                &barrier,
+                &phase,
+                &leaders,
+                generations,
+            });
+            for (&futures) |*f| try f.await(io);
+            // One leader per round's first barrier; two generations per round.
+            try testing.expectEqual(@as(u32, generations), leaders.load(.monotonic));
+            const generation = barrier.state.load(.monotonic).generation;
+            try testing.expectEqual(@as(u16, generations * 2), generation);
+        }
+    }.body);
+}
+
+fn barrierWaiter(io: Io, barrier: *sync.Barrier) Io.Cancelable!bool {
+    return barrier.wait(io);
+}
+
+test "Barrier: a canceled waiter withdraws its arrival; OS threads take part" {
+    try withRuntime(struct {
+        fn arrived(b: *sync.Barrier) bool {
+            return b.state.load(.monotonic).arrived == 1;
+        }
+        fn threadParty(io: Io, b: *sync.Barrier) void {
+            _ = b.waitUncancelable(io);
+        }
+        fn body(io: Io) !void {
+            var barrier: sync.Barrier = .init(2);
+            var waiter = try io.concurrent(barrierWaiter, .{ io, &barrier });
+            try waitUntil(io, &barrier, arrived);
+            try testing.expectError(error.Canceled, waiter.cancel(io));
+            try testing.expectEqual(@as(u16, 0), barrier.state.load(.monotonic).arrived);
+            const thread = try std.Thread.spawn(.{}, threadParty, .{ io, &barrier });
+            try waitUntil(io, &barrier, arrived);
+            try testing.expect(try barrier.wait(io)); // the second arrival leads
+            thread.join();
+        }
+    }.body);
+}
+
+// ---------------------------------------------------------------------------------- WaitGroup
+
+fn groupJob(io: Io, group: *sync.WaitGroup, finished: *std.atomic.Value(u32)) Io.Cancelable!void {
+    try io.sleep(.fromMicroseconds(50), .awake);
+    _ = finished.fetchAdd(1, .monotonic);
+    group.done(io);
+}
+
+test "WaitGroup: wait returns after every done; timeout while jobs are outstanding" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var wait_group: sync.WaitGroup = .init;
+            var finished: std.atomic.Value(u32) = .init(0);
+            var group: Io.Group = .init;
+            defer group.cancel(io);
+            wait_group.add(20);
+            for (0..20) |_| try group.concurrent(io, groupJob, .{ io, &wait_group, &finished });
+            try wait_group.wait(io);
+            try testing.expectEqual(@as(u32, 20), finished.load(.monotonic));
+            wait_group.add(1);
+            try testing.expectError(error.Timeout, wait_group.waitTimeout(io, timeout_short));
+            wait_group.done(io);
+            try wait_group.waitTimeout(io, timeout_short);
+            try group.await(io);
+        }
+    }.body);
+}
+
+// ---------------------------------------------------------------------------------- OnceCell
+
+const SlowInit = struct {
+    runs: std.atomic.Value(u32) = .init(0),
+    fn make(io: Io, self: *SlowInit) Io.Cancelable!u64 {
+        _ = self.runs.fetchAdd(1, .monotonic);
+        try io.sleep(.fromMicroseconds(200), .awake); // others arrive meanwhile and wait
+        return 42;
+    }
+};
+
+fn blockedInit(io: Io, cell: *sync.OnceCell(u64), never: *sync.Notify) Io.Cancelable!void {
+    _ = try cell.getOrInit(io, struct {
+        fn make(io_: Io, notify: *sync.Notify) Io.Cancelable!u64 {
+            try notify.wait(io_);
+            return 0;
+        }
+    }.make, .{ io, never });
+}
+
+fn cellReader(io: Io, cell: *sync.OnceCell(u64), init: *SlowInit) Io.Cancelable!void {
+    const value = try cell.getOrInit(io, SlowInit.make, .{ io, init });
+    std.debug.assert(value.* == 42);
+}
+
+test "OnceCell: concurrent getOrInit runs the initialiser once; a canceled one resets" {
+    try withRuntime(struct {
+        fn initializing(c: *sync.OnceCell(u64)) bool {
+            return c.state.load(.monotonic) != 0;
+        }
+        fn body(io: Io) !void {
+            var cell: sync.OnceCell(u64) = .init;
+            var init: SlowInit = .{};
+            var group: Io.Group = .init;
+            for (0..10) |_| try group.concurrent(io, cellReader, .{ io, &cell, &init });
+            try group.await(io);
+            try testing.expectEqual(@as(u32, 1), init.runs.load(.monotonic));
+            try testing.expectEqual(@as(u64, 42), cell.get().?.*);
+
+            var second: sync.OnceCell(u64) = .init;
+            // An initialiser that blocks until canceled: no race with the cancel below.
+            var never: sync.Notify = .init;
+            var canceled = try io.concurrent(blockedInit, .{ io, &second, &never });
+            try waitUntil(io, &second, initializing);
+            try testing.expectError(error.Canceled, canceled.cancel(io));
+            try testing.expect(second.get() == null); // the failed initialiser left it empty
+            try testing.expectEqual(@as(u64, 42), (try second.getOrInit(io, SlowInit.make, .{
+                io,
+                &init,
+            })).*);
+        }
+    }.body);
+}
+
+// ---------------------------------------------------------------------------------- Semaphore
+
+fn semaphoreUser(
+    io: Io,
+    semaphore: *sync.Semaphore,
+    inside: *std.atomic.Value(u32),
+    limit: u32,
+    rounds: u32,
+) !void {
+    for (0..rounds) |i| {
+        try semaphore.acquire(io);
+        defer semaphore.release(io);
+        if (inside.fetchAdd(1, .monotonic) + 1 > limit) return error.TooMany;
+        if (i % 16 == 0) try io.sleep(.fromNanoseconds(1), .awake);
+        _ = inside.fetchSub(1, .monotonic);
+    }
+}
+
+test "Semaphore: never more holders than permits under contention; all permits back" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var semaphore: sync.Semaphore = .init(2);
+            var inside: std.atomic.Value(u32) = .init(0);
+            var futures: [8]FutureOf(semaphoreUser) = undefined;
+            for (&futures) |*f| f.* = try io.concurrent(semaphoreUser, .{
+                io,
+                &semaphore,
+                &inside,
+                2,
+                500,
+            });
+            for (&futures) |*f| try f.await(io);
+            try testing.expectEqual(@as(u32, 2), semaphore.available());
+        }
+    }.body);
+}
+
+fn semaphoreWaiter(
+    io: Io,
+    semaphore: *sync.Semaphore,
+    order: *std.ArrayList(u32),
+    id: u32,
+) Io.Cancelable!void {
+    try semaphore.acquire(io);
+    order.appendAssumeCapacity(id);
+}
+
+test "Semaphore: FIFO hand-off; canceled and timed-out acquires hold nothing" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var semaphore: sync.Semaphore = .init(0);
+            var storage: [3]u32 = undefined;
+            var order: std.ArrayList(u32) = .initBuffer(&storage);
+            var futures: [3]Io.Future(Io.Cancelable!void) = undefined;
+            for (&futures, 0..) |*f, id| {
+                f.* = try io.concurrent(semaphoreWaiter, .{
+                    io,
+                    &semaphore,
+                    &order,
+                    @as(u32, @intCast(id)),
+                });
+                while (semaphore.waiters.len != id + 1) try io.sleep(.fromMicroseconds(20), .awake);
+            }
+            try testing.expectError(error.Canceled, futures[1].cancel(io));
+            try testing.expectError(error.Timeout, semaphore.acquireTimeout(io, timeout_short));
+            semaphore.release(io);
+            semaphore.release(io);
+            try futures[0].await(io);
+            try futures[2].await(io);
+            try testing.expectEqualSlices(u32, &.{ 0, 2 }, order.items);
+            try testing.expectEqual(@as(u32, 0), semaphore.available());
+            semaphore.release(io);
+            try testing.expect(semaphore.tryAcquire());
+        }
+    }.body);
+}
+
+// ------------------------------------------------------------ std's futex-based primitives
+
+fn rwUser(io: Io, lock: *Io.RwLock, value: *u64, shadow: *u64, writer: bool) !void {
+    for (0..300) |i| {
+        if (writer) {
+            try lock.lock(io);
+            defer lock.unlock(io);
+            value.* += 1;
+            if (i % 32 == 0) try io.sleep(.fromNanoseconds(1), .awake);
+            shadow.* += 1;
+        } else {
+            try lock.lockShared(io);
+            defer lock.unlockShared(io);
+            const seen = value.*;
+            if (i % 32 == 0) try io.sleep(.fromNanoseconds(1), .awake);
+            if (shadow.* != seen) return error.TornRead;
+        }
+    }
+}
+
+test "std RwLock under contention on weft: readers never see a half-done write" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var lock: Io.RwLock = .init;
+            var value: u64 = 0;
+            var shadow: u64 = 0;
+            var futures: [6]FutureOf(rwUser) = undefined;
+            for (&futures, 0..) |*f, i| f.* = try io.concurrent(rwUser, .{
+                io,
+                &lock,
+                &value,
+                &shadow,
+                i < 2,
+            });
+            for (&futures) |*f| try f.await(io);
+            try testing.expectEqual(@as(u64, 600), value);
+            try testing.expectEqual(value, shadow);
+        }
+    }.body);
+}
+
+const Mailbox = struct {
+    mutex: Io.Mutex = .init,
+    condition: Io.Condition = .init,
+    items: u32 = 0,
+    taken: u32 = 0,
+};
+
+fn conditionTaker(io: Io, box: *Mailbox, count: u32) Io.Cancelable!void {
+    for (0..count) |_| {
+        try box.mutex.lock(io);
+        defer box.mutex.unlock(io);
+        while (box.items == 0) try box.condition.wait(io, &box.mutex);
+        box.items -= 1;
+        box.taken += 1;
+    }
+}
+
+test "std Condition and Semaphore under contention on weft" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var box: Mailbox = .{};
+            var group: Io.Group = .init;
+            for (0..4) |_| try group.concurrent(io, conditionTaker, .{ io, &box, 250 });
+            for (0..1000) |i| {
+                try box.mutex.lock(io);
+                box.items += 1;
+                if (i % 2 == 0) box.condition.signal(io) else box.condition.broadcast(io);
+                box.mutex.unlock(io);
+                if (i % 64 == 0) try io.sleep(.fromNanoseconds(1), .awake);
+            }
+            try group.await(io);
+            try testing.expectEqual(@as(u32, 1000), box.taken);
+
+            var semaphore: Io.Semaphore = .{ .permits = 1 };
+            var total: u64 = 0;
+            var sem_group: Io.Group = .init;
+            for (0..6) |_| try sem_group.concurrent(io, stdSemaphoreUser, .{
+                io,
+                &semaphore,
+                &total,
+            });
+            try sem_group.await(io);
+            try testing.expectEqual(@as(u64, 6 * 300), total);
+        }
+    }.body);
+}
+
+fn stdSemaphoreUser(io: Io, semaphore: *Io.Semaphore, total: *u64) Io.Cancelable!void {
+    for (0..300) |i| {
+        try semaphore.wait(io);
+        defer semaphore.post(io);
+        const seen = total.*;
+        if (i % 32 == 0) try io.sleep(.fromNanoseconds(1), .awake);
+        total.* = seen + 1;
+    }
+}
