@@ -18,6 +18,7 @@ pub const WaitQueue = @import("WaitQueue.zig");
 pub const Notify = @import("Notify.zig");
 pub const Oneshot = @import("oneshot.zig").Oneshot;
 pub const Channel = @import("channel.zig").Channel;
+pub const Broadcast = @import("broadcast.zig").Broadcast;
 pub const Barrier = @import("Barrier.zig");
 pub const WaitGroup = @import("WaitGroup.zig");
 pub const OnceCell = @import("once_cell.zig").OnceCell;
@@ -28,6 +29,7 @@ test {
     _ = Notify;
     _ = @import("oneshot.zig");
     _ = @import("channel.zig");
+    _ = @import("broadcast.zig");
     _ = Barrier;
     _ = WaitGroup;
     _ = @import("once_cell.zig");

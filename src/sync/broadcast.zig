@@ -1,0 +1,343 @@
+//! `Broadcast(T)`: a bounded ring that every subscribed receiver reads in full, each at its own
+//! pace. Senders never wait for receivers: a slow receiver loses the oldest values and is told
+//! how many.
+//!
+//! ```
+//! var ring: [64]Event = undefined;
+//! var events: weft.sync.Broadcast(Event) = .init(&ring);
+//! var receiver = events.subscribe(); // sees what is sent from now on
+//! // senders                             // each receiver
+//! try events.send(io, event);            while (receiver.recv(io)) |got| switch (got) {
+//!                                            .value => |event| handle(event),
+//!                                            .lagged => |missed| log(missed),
+//!                                        } else |err| ... // error.Closed once drained
+//! events.close(io);
+//! ```
+//!
+//! The caller provides the ring (its length is the capacity, at least 1), as for `Channel`.
+//! Values are copied in by `send` and copied out by `recv`; nothing allocates.
+//!
+//! ## Semantics
+//!
+//! - Every value sent is numbered (`sent()` counts them); the ring holds the newest
+//!   `capacity` of them. A receiver has a cursor: the number of the next value it reads.
+//!   `subscribe` starts the cursor at the next value to be sent.
+//! - `send` never blocks: with the ring full it overwrites the oldest value, even if some
+//!   receiver has not read it. Values from one sender are numbered in the order it sent them;
+//!   every receiver reads the numbers in order, so all receivers see the same sequence.
+//! - Lag: a receiver whose cursor points at an overwritten value gets `.{ .lagged = n }` from
+//!   `recv`, where `n` is exactly how many values it missed; its cursor moves to the oldest
+//!   value still held, which the next `recv` returns. Zig errors carry no payload, so lag is
+//!   reported in the result union `Received` rather than as an error: a caller that does not
+//!   care about lag still has to look at it (the switch is exhaustive), and no count is lost.
+//! - `close`: later sends fail with `error.Closed`; receivers drain what they have not read
+//!   (lag included), then get `error.Closed`. Idempotent.
+//! - Cancel-safe: a blocked `recv` waits without taking anything. Canceled (or timed out), it
+//!   returns `error.Canceled` (`error.Timeout`) with its cursor unchanged, so the value it
+//!   waited for is read by the next `recv`. If a send woke it before the cancel request
+//!   arrived, it returns the value and re-arms the request (`io.recancel`).
+//!
+//! ## Design
+//!
+//! One lock (`WaitQueue.Lock`, never held across a park) guards the ring, the counter of sent
+//! values and the queue of parked receivers. Senders do not know the receivers: a value's
+//! number says where it lives (`number % capacity`) and whether it is still there (it is
+//! when `number + capacity >= sent`), so a receiver's cursor is all the state it needs, and
+//! subscribing or dropping a receiver costs nothing. A receiver with nothing to read parks in
+//! the queue; `send` wakes every parked receiver (they then read under the lock themselves:
+//! the value stays in the ring, which is what makes cancelation exact without hand-off).
+//! Rejected: a per-slot sequence number read without the lock (a seqlock). It would make
+//! reads cheaper, but copying a `T` while a sender may overwrite it is a data race for any `T`
+//! wider than an atomic word.
+//!
+//! Thread-safety: `send`, `close`, `subscribe` and the queries may be called from any task or
+//! OS thread; a `Receiver` is used by one task or thread at a time (it is a cursor), any
+//! number of receivers at once. All with the same `Io`.
+const std = @import("std");
+const assert = std.debug.assert;
+const Io = std.Io;
+const WaitQueue = @import("WaitQueue.zig");
+
+pub fn Broadcast(comptime T: type) type {
+    return struct {
+        const Self = @This();
+
+        lock: WaitQueue.Lock = .{},
+        buffer: []T,
+        /// Values sent so far: the number of the next one.
+        sent_count: u64 = 0,
+        closed: bool = false,
+        /// Receivers parked until something is sent or the broadcast closes.
+        receivers: WaitQueue = .empty,
+
+        /// Node completion codes.
+        const sent_code: u32 = 1;
+        const closed_code: u32 = 2;
+
+        /// What `recv` returns: a value, or how many values this receiver missed.
+        pub const Received = union(enum) {
+            value: T,
+            /// Values overwritten before this receiver read them; the cursor moved past them.
+            lagged: u64,
+        };
+
+        pub const SendError = error{
+            /// The broadcast was closed.
+            Closed,
+        };
+        pub const RecvError = error{
+            /// The broadcast is closed and this receiver has read everything.
+            Closed,
+        } || Io.Cancelable;
+        pub const RecvTimeoutError = RecvError || error{Timeout};
+        pub const TryRecvError = error{
+            /// Nothing new for this receiver.
+            Empty,
+            /// The broadcast is closed and this receiver has read everything.
+            Closed,
+        };
+
+        /// A broadcast whose capacity is `buffer.len` (at least 1). The buffer must outlive it.
+        pub fn init(buffer: []T) Self {
+            assert(buffer.len > 0);
+            return .{ .buffer = buffer };
+        }
+
+        pub fn capacity(broadcast: *const Self) usize {
+            return broadcast.buffer.len;
+        }
+
+        /// A receiver that reads every value sent from now on. Never blocks.
+        pub fn subscribe(broadcast: *Self) Receiver {
+            broadcast.lock.lock();
+            defer broadcast.lock.unlock();
+            return .{ .broadcast = broadcast, .cursor = broadcast.sent_count };
+        }
+
+        /// Appends `value`, overwriting the oldest one when the ring is full, and wakes every
+        /// parked receiver. Never blocks (the lock is held for a copy and the wake-ups); not a
+        /// cancelation point.
+        pub fn send(broadcast: *Self, io: Io, value: T) SendError!void {
+            broadcast.lock.lock();
+            defer broadcast.lock.unlock();
+            if (broadcast.closed) return error.Closed;
+            broadcast.buffer[broadcast.slot(broadcast.sent_count)] = value;
+            broadcast.sent_count += 1;
+            broadcast.wakeAll(io, sent_code);
+        }
+
+        /// Closes the broadcast: see the file's doc. Idempotent; never blocks.
+        pub fn close(broadcast: *Self, io: Io) void {
+            broadcast.lock.lock();
+            defer broadcast.lock.unlock();
+            broadcast.closed = true;
+            broadcast.wakeAll(io, closed_code);
+        }
+
+        /// Under the lock: completes and wakes every parked receiver. Woken under the lock: a
+        /// completed node may vanish at once, so each is popped, completed and woken before
+        /// the next is looked at. Bounded by the number of parked receivers.
+        fn wakeAll(broadcast: *Self, io: Io, code: u32) void {
+            while (broadcast.receivers.pop()) |node| {
+                node.complete(code);
+                node.wake(io);
+            }
+            assert(broadcast.receivers.isEmpty());
+        }
+
+        pub fn isClosed(broadcast: *Self) bool {
+            broadcast.lock.lock();
+            defer broadcast.lock.unlock();
+            return broadcast.closed;
+        }
+
+        /// Values sent so far (a snapshot).
+        pub fn sent(broadcast: *Self) u64 {
+            broadcast.lock.lock();
+            defer broadcast.lock.unlock();
+            return broadcast.sent_count;
+        }
+
+        /// Receivers parked in `recv` now (a snapshot, for tests and diagnostics).
+        pub fn waiting(broadcast: *Self) u32 {
+            broadcast.lock.lock();
+            defer broadcast.lock.unlock();
+            return broadcast.receivers.len;
+        }
+
+        fn slot(broadcast: *const Self, number: u64) usize {
+            return @intCast(number % broadcast.buffer.len);
+        }
+
+        /// Under the lock: what `cursor` reads next, advancing it; null if nothing is new.
+        fn take(broadcast: *const Self, cursor: *u64) ?Received {
+            assert(cursor.* <= broadcast.sent_count);
+            const oldest = broadcast.sent_count -| broadcast.buffer.len;
+            if (cursor.* < oldest) {
+                const missed = oldest - cursor.*;
+                cursor.* = oldest;
+                return .{ .lagged = missed };
+            }
+            if (cursor.* == broadcast.sent_count) return null;
+            const value = broadcast.buffer[broadcast.slot(cursor.*)];
+            cursor.* += 1;
+            assert(cursor.* <= broadcast.sent_count);
+            return .{ .value = value };
+        }
+
+        /// A subscriber's cursor into the ring. Copying it forks the cursor: both copies read
+        /// the same values from where it was.
+        pub const Receiver = struct {
+            broadcast: *Self,
+            /// The number of the next value this receiver reads.
+            cursor: u64,
+
+            /// The next value (or lag report) without blocking. Not a cancelation point.
+            pub fn tryRecv(receiver: *Receiver) TryRecvError!Received {
+                const broadcast = receiver.broadcast;
+                broadcast.lock.lock();
+                defer broadcast.lock.unlock();
+                if (broadcast.take(&receiver.cursor)) |received| return received;
+                return if (broadcast.closed) error.Closed else error.Empty;
+            }
+
+            /// The next value, or `.lagged` if this receiver fell more than the capacity
+            /// behind; waits while there is nothing new. After `close`, returns what is left,
+            /// then `error.Closed`. Cancelation point when it blocks.
+            pub fn recv(receiver: *Receiver, io: Io) RecvError!Received {
+                return receiver.recvDeadline(io, null) catch |err| switch (err) {
+                    error.Timeout => unreachable, // no deadline
+                    else => |e| e,
+                };
+            }
+
+            /// `recv` that gives up with `error.Timeout` (then nothing was read).
+            pub fn recvTimeout(
+                receiver: *Receiver,
+                io: Io,
+                timeout: Io.Timeout,
+            ) RecvTimeoutError!Received {
+                return receiver.recvDeadline(io, timeout.toTimestamp(io));
+            }
+
+            fn recvDeadline(
+                receiver: *Receiver,
+                io: Io,
+                deadline: ?Io.Clock.Timestamp,
+            ) RecvTimeoutError!Received {
+                const broadcast = receiver.broadcast;
+                // A wake-up means something was sent or the broadcast closed, and only this
+                // receiver moves its cursor: the second look always finds a result.
+                var parks: u32 = 0;
+                while (parks < 2) : (parks += 1) {
+                    broadcast.lock.lock();
+                    if (broadcast.take(&receiver.cursor)) |received| {
+                        broadcast.lock.unlock();
+                        return received;
+                    }
+                    if (broadcast.closed) {
+                        broadcast.lock.unlock();
+                        return error.Closed;
+                    }
+                    var node: WaitQueue.Node = .{};
+                    broadcast.receivers.push(&node);
+                    broadcast.lock.unlock();
+                    const code = try broadcast.receivers.wait(
+                        &broadcast.lock,
+                        io,
+                        &node,
+                        deadline,
+                    );
+                    assert(code == sent_code or code == closed_code);
+                }
+                unreachable; // woken with nothing to read: see above
+            }
+
+            /// Values (counting overwritten ones) this receiver has not read yet (a snapshot).
+            pub fn pending(receiver: *const Receiver) u64 {
+                const broadcast = receiver.broadcast;
+                broadcast.lock.lock();
+                defer broadcast.lock.unlock();
+                assert(receiver.cursor <= broadcast.sent_count);
+                return broadcast.sent_count - receiver.cursor;
+            }
+        };
+    };
+}
+
+// Tests of behaviour across tasks are in src/testing/sync_test.zig.
+
+test "Broadcast: lag is reported exactly, then reading resumes at the oldest value" {
+    const io = std.testing.io;
+    var ring: [4]u32 = undefined;
+    var broadcast: Broadcast(u32) = .init(&ring);
+    var early = broadcast.subscribe();
+    for (0..3) |i| try broadcast.send(io, @intCast(i));
+    var late = broadcast.subscribe();
+    for (3..10) |i| try broadcast.send(io, @intCast(i));
+    try std.testing.expectEqual(@as(u64, 6), (try early.tryRecv()).lagged);
+    for (6..10) |i| try std.testing.expectEqual(@as(u32, @intCast(i)), (try early.tryRecv()).value);
+    try std.testing.expectError(error.Empty, early.tryRecv());
+    try std.testing.expectEqual(@as(u64, 3), (try late.tryRecv()).lagged);
+    broadcast.close(io);
+    try std.testing.expectError(error.Closed, broadcast.send(io, 10));
+    for (6..10) |i| try std.testing.expectEqual(@as(u32, @intCast(i)), (try late.recv(io)).value);
+    try std.testing.expectError(error.Closed, late.recv(io));
+    try std.testing.expectError(error.Closed, early.tryRecv());
+}
+
+test "Broadcast: model-based fuzz of send, tryRecv and close, many seeds" {
+    const io = std.testing.io;
+    const receivers_max = 3;
+    for (0..100) |seed| {
+        var prng: std.Random.DefaultPrng = .init(seed);
+        const random = prng.random();
+        var ring: [5]u64 = undefined;
+        const ring_len = random.intRangeAtMost(usize, 1, ring.len);
+        var broadcast: Broadcast(u64) = .init(ring[0..ring_len]);
+        var receivers: [receivers_max]Broadcast(u64).Receiver = undefined;
+        var model_cursors: [receivers_max]u64 = undefined;
+        for (&receivers, &model_cursors) |*r, *c| {
+            r.* = broadcast.subscribe();
+            c.* = 0;
+        }
+        var sent: u64 = 0;
+        var closed = false;
+        for (0..300) |_| {
+            const which = random.uintLessThan(usize, receivers_max);
+            switch (random.uintLessThan(u8, 10)) {
+                0...4 => if (broadcast.send(io, sent * 3)) {
+                    try std.testing.expect(!closed);
+                    sent += 1;
+                } else |err| {
+                    try std.testing.expect(closed);
+                    try std.testing.expectEqual(error.Closed, err);
+                },
+                5...8 => {
+                    const result = receivers[which].tryRecv();
+                    const cursor = &model_cursors[which];
+                    const oldest = sent -| ring_len;
+                    if (cursor.* < oldest) {
+                        try std.testing.expectEqual(oldest - cursor.*, (try result).lagged);
+                        cursor.* = oldest;
+                    } else if (cursor.* < sent) {
+                        try std.testing.expectEqual(cursor.* * 3, (try result).value);
+                        cursor.* += 1;
+                    } else if (closed) {
+                        try std.testing.expectError(error.Closed, result);
+                    } else {
+                        try std.testing.expectError(error.Empty, result);
+                    }
+                },
+                9 => if (random.uintLessThan(u8, 8) == 0) {
+                    broadcast.close(io);
+                    closed = true;
+                },
+                else => unreachable,
+            }
+            try std.testing.expectEqual(sent, broadcast.sent());
+            const pending = receivers[which].pending();
+            try std.testing.expectEqual(sent - model_cursors[which], pending);
+        }
+    }
+}
