@@ -477,6 +477,291 @@ test "Channel: works unchanged on std.Io.Threaded" {
     try stress(io, 2, 2, 2, 500);
 }
 
+// -------------------------------------------------------------------------------- Broadcast
+
+const U64Broadcast = sync.Broadcast(u64);
+
+/// Reads until closed; every value must arrive, in order, none lagged. Publishes its count in
+/// `progress` so a sender can stay within the ring of the slowest receiver.
+fn broadcastReceiver(
+    io: Io,
+    subscription: U64Broadcast.Receiver,
+    progress: *std.atomic.Value(u64),
+) !void {
+    var receiver = subscription;
+    var expected: u64 = 0;
+    while (true) {
+        const received = receiver.recv(io) catch |err| switch (err) {
+            error.Closed => return,
+            error.Canceled => return error.Canceled,
+        };
+        switch (received) {
+            .lagged => return error.Lagged,
+            .value => |value| if (value != expected) return error.OutOfOrder,
+        }
+        expected += 1;
+        progress.store(expected, .release);
+    }
+}
+
+fn slowestOf(progress: []std.atomic.Value(u64)) u64 {
+    var slowest: u64 = std.math.maxInt(u64);
+    for (progress) |*p| slowest = @min(slowest, p.load(.acquire));
+    return slowest;
+}
+
+/// Sends 0..total, never more than the capacity ahead of the slowest receiver (so nobody
+/// lags), yielding while it is; then closes.
+fn pacedSender(
+    io: Io,
+    broadcast: *U64Broadcast,
+    progress: []std.atomic.Value(u64),
+    total: u64,
+) Io.Cancelable!void {
+    for (0..total) |i| {
+        // `checkCancel` yields the fiber every few calls: the receivers get to run.
+        while (i - slowestOf(progress) >= broadcast.capacity()) try io.checkCancel();
+        broadcast.send(io, i) catch unreachable; // closed only below
+    }
+    broadcast.close(io);
+}
+
+fn threadPacedSender(
+    io: Io,
+    broadcast: *U64Broadcast,
+    progress: []std.atomic.Value(u64),
+    total: u64,
+) void {
+    for (0..total) |i| {
+        while (i - slowestOf(progress) >= broadcast.capacity()) std.Thread.yield() catch {};
+        broadcast.send(io, i) catch unreachable; // closed only below
+    }
+    broadcast.close(io);
+}
+
+/// One paced sender and `receivers` receivers: each receives all `total` values in order.
+fn fanOut(io: Io, capacity: usize, receivers: usize, total: u64, sender_thread: bool) !void {
+    var ring: [16]u64 = undefined;
+    var broadcast: U64Broadcast = .init(ring[0..capacity]);
+    var progress: [4]std.atomic.Value(u64) = @splat(.init(0));
+    var futures: [4]FutureOf(broadcastReceiver) = undefined;
+    for (futures[0..receivers], progress[0..receivers]) |*f, *p| {
+        f.* = try io.concurrent(broadcastReceiver, .{ io, broadcast.subscribe(), p });
+    }
+    if (sender_thread) {
+        const thread = try std.Thread.spawn(.{}, threadPacedSender, .{
+            io,
+            &broadcast,
+            progress[0..receivers],
+            total,
+        });
+        // Joining blocks the executor's thread: only once the thread is done with the fibers.
+        try waitUntil(io, &broadcast, U64Broadcast.isClosed);
+        thread.join();
+    } else {
+        var sender = try io.concurrent(pacedSender, .{
+            io,
+            &broadcast,
+            progress[0..receivers],
+            total,
+        });
+        try sender.await(io);
+    }
+    for (futures[0..receivers]) |*f| try f.await(io);
+    for (progress[0..receivers]) |*p| try testing.expectEqual(total, p.load(.monotonic));
+    try testing.expectEqual(total, broadcast.sent());
+}
+
+test "Broadcast: 1 sender + 4 receivers that keep up: each gets every value, in order" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            try fanOut(io, 8, 4, 5000, false);
+            try fanOut(io, 1, 4, 1000, false); // every send waits for all four
+            try fanOut(io, 16, 1, 3000, false);
+        }
+    }.body);
+}
+
+test "Broadcast: a foreign OS thread sends to fiber receivers" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            try fanOut(io, 4, 3, 3000, true);
+        }
+    }.body);
+}
+
+test "Broadcast: works unchanged on std.Io.Threaded" {
+    var threaded: Io.Threaded = .init(testing.allocator, .{});
+    defer threaded.deinit();
+    try fanOut(threaded.io(), 4, 2, 300, false);
+}
+
+fn broadcastWaiting(broadcast: *U64Broadcast) bool {
+    return broadcast.waiting() > 0;
+}
+
+/// Receives one value (blocking), then waits for `go` while the sender overruns the ring, then
+/// records everything that follows until closed.
+fn sleepyReceiver(
+    io: Io,
+    subscription: U64Broadcast.Receiver,
+    go: *sync.Notify,
+    log: *std.ArrayList(U64Broadcast.Received),
+) !void {
+    var receiver = subscription;
+    log.appendAssumeCapacity(try receiver.recv(io));
+    try go.wait(io);
+    while (receiver.recv(io)) |received| {
+        log.appendAssumeCapacity(received);
+    } else |err| switch (err) {
+        error.Closed => {},
+        error.Canceled => return error.Canceled,
+    }
+}
+
+test "Broadcast: a receiver asleep while the ring is overrun gets the exact lag, then the rest" {
+    try withRuntime(struct {
+        fn logged(log: *std.ArrayList(U64Broadcast.Received)) bool {
+            return @atomicLoad(usize, &log.items.len, .acquire) == 1;
+        }
+        fn body(io: Io) !void {
+            var ring: [4]u64 = undefined;
+            var broadcast: U64Broadcast = .init(&ring);
+            var go: sync.Notify = .init;
+            var storage: [8]U64Broadcast.Received = undefined;
+            var log: std.ArrayList(U64Broadcast.Received) = .initBuffer(&storage);
+            var receiver = try io.concurrent(sleepyReceiver, .{
+                io,
+                broadcast.subscribe(),
+                &go,
+                &log,
+            });
+            try waitUntil(io, &broadcast, broadcastWaiting); // parked in its first recv
+            try broadcast.send(io, 0);
+            try waitUntil(io, &log, logged); // it read 0 and waits for `go`
+            for (1..21) |i| try broadcast.send(io, i); // values 1..16 are overwritten unread
+            go.notifyOne(io);
+            broadcast.close(io);
+            try receiver.await(io);
+            const expected = [_]U64Broadcast.Received{
+                .{ .value = 0 },  .{ .lagged = 16 }, .{ .value = 17 },
+                .{ .value = 18 }, .{ .value = 19 },  .{ .value = 20 },
+            };
+            try testing.expectEqualSlices(U64Broadcast.Received, &expected, log.items);
+        }
+    }.body);
+}
+
+fn broadcastRecvOnce(
+    io: Io,
+    receiver: *U64Broadcast.Receiver,
+) U64Broadcast.RecvError!U64Broadcast.Received {
+    return receiver.recv(io);
+}
+
+test "Broadcast: close wakes blocked receivers; the others drain, then Closed" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var ring: [2]u64 = undefined;
+            var broadcast: U64Broadcast = .init(&ring);
+            var idle = broadcast.subscribe();
+            var blocked = try io.concurrent(broadcastRecvOnce, .{ io, &idle });
+            try waitUntil(io, &broadcast, broadcastWaiting);
+            try broadcast.send(io, 0);
+            try testing.expectEqual(@as(u64, 0), (try blocked.await(io)).value);
+            var late = broadcast.subscribe();
+            for (1..4) |i| try broadcast.send(io, i);
+            broadcast.close(io);
+            try testing.expectError(error.Closed, broadcast.send(io, 4));
+            try testing.expectEqual(@as(u64, 1), (try late.recv(io)).lagged);
+            try testing.expectEqual(@as(u64, 2), (try late.recv(io)).value);
+            try testing.expectEqual(@as(u64, 3), (try late.tryRecv()).value);
+            try testing.expectError(error.Closed, late.recv(io));
+            try testing.expectError(error.Closed, late.tryRecv());
+            var after = broadcast.subscribe();
+            try testing.expectError(error.Closed, after.recv(io));
+
+            var empty: U64Broadcast = .init(&ring);
+            var parked = empty.subscribe();
+            var woken = try io.concurrent(broadcastRecvOnce, .{ io, &parked });
+            try waitUntil(io, &empty, broadcastWaiting);
+            empty.close(io);
+            try testing.expectError(error.Closed, woken.await(io));
+        }
+    }.body);
+}
+
+test "Broadcast: a canceled or timed-out recv reads nothing; the value waits for the next" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var ring: [2]u64 = undefined;
+            var broadcast: U64Broadcast = .init(&ring);
+            var receiver = broadcast.subscribe();
+            var blocked = try io.concurrent(broadcastRecvOnce, .{ io, &receiver });
+            try waitUntil(io, &broadcast, broadcastWaiting);
+            try testing.expectError(error.Canceled, blocked.cancel(io));
+            try testing.expectEqual(@as(u32, 0), broadcast.waiting());
+            try testing.expectEqual(@as(u64, 0), receiver.cursor);
+            try broadcast.send(io, 7);
+            try testing.expectEqual(@as(u64, 7), (try receiver.tryRecv()).value);
+            try testing.expectError(error.Timeout, receiver.recvTimeout(io, timeout_short));
+            try testing.expectEqual(@as(u32, 0), broadcast.waiting());
+            try broadcast.send(io, 8);
+            const received = try receiver.recvTimeout(io, timeout_short);
+            try testing.expectEqual(@as(u64, 8), received.value);
+        }
+    }.body);
+}
+
+/// Reads in order into `next` until closed; a value returned by a canceled `recv` is counted
+/// before the re-armed request surfaces at `checkCancel`.
+fn churnReceiver(
+    io: Io,
+    receiver: *U64Broadcast.Receiver,
+    next: *std.atomic.Value(u64),
+) !void {
+    while (true) {
+        const received = receiver.recv(io) catch |err| switch (err) {
+            error.Closed => return,
+            error.Canceled => return error.Canceled,
+        };
+        switch (received) {
+            .lagged => return error.Lagged,
+            .value => |value| if (value != next.load(.monotonic)) return error.OutOfOrder,
+        }
+        next.store(next.load(.monotonic) + 1, .release);
+        try io.checkCancel();
+    }
+}
+
+test "Broadcast: receivers canceled over and over lose and repeat nothing" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const total = 3000;
+            var ring: [8]u64 = undefined;
+            var broadcast: U64Broadcast = .init(&ring);
+            var receiver = broadcast.subscribe();
+            var next: [1]std.atomic.Value(u64) = .{.init(0)};
+            var sender = try io.concurrent(pacedSender, .{ io, &broadcast, &next, total });
+            defer sender.cancel(io) catch {};
+            var restarts: u32 = 0;
+            while (!broadcast.isClosed()) : (restarts += 1) {
+                var reader = try io.concurrent(churnReceiver, .{ io, &receiver, &next[0] });
+                try io.sleep(.fromMicroseconds(30), .awake);
+                reader.cancel(io) catch |err| switch (err) {
+                    error.Canceled => {},
+                    else => |e| return e,
+                };
+            }
+            try sender.await(io);
+            var last = try io.concurrent(churnReceiver, .{ io, &receiver, &next[0] });
+            try last.await(io);
+            try testing.expectEqual(@as(u64, total), next[0].load(.monotonic));
+            try testing.expect(restarts > 0);
+        }
+    }.body);
+}
+
 // ---------------------------------------------------------------------------------- Barrier
 
 fn barrierParty(
