@@ -13,7 +13,11 @@
 //!   sync_channel_recv          drain those 100k; ns per recv
 //!   sync_channel_roundtrip     two tasks, two capacity-1 channels, 100k round trips; ns/round
 //!   sync_oneshot               1M x (create, send, recv)
-//!   sync_broadcast             (not built yet: skipped)
+//!   sync_broadcast             1 sender + 4 receiver tasks, capacity 1024, 100k messages; ns
+//!                              per message; the sender stays within the capacity of the
+//!                              slowest receiver (each publishes its count; the sender yields
+//!                              while 1024 ahead), so every receiver counts exactly 100k and
+//!                              any lag is `status=lost`
 //!   sync_watch                 (not built yet: skipped)
 //!   sync_mpmc                  4 producers + 4 consumers, capacity 1000, 100k per producer;
 //!                              ns per message; counts sum to 400k and the value sum matches
@@ -60,7 +64,6 @@ const Row = enum {
 /// Rows whose primitive weft does not have yet, with the reason printed.
 fn skipReason(row: Row) ?[]const u8 {
     return switch (row) {
-        .sync_broadcast => "weft.sync.Broadcast_not_built_yet",
         .sync_watch => "weft.sync.Watch_not_built_yet",
         else => null,
     };
@@ -163,7 +166,8 @@ fn run(io: Io, gpa: std.mem.Allocator, counter: *CountingAllocator, row: Row) Ru
         .sync_channel_recv => channelFill(io, gpa, counter, .recv),
         .sync_channel_roundtrip => roundtrip(io, counter),
         .sync_oneshot => oneshotRow(io, counter),
-        .sync_broadcast, .sync_watch => unreachable, // skipped by the parent
+        .sync_broadcast => broadcastRow(io, counter),
+        .sync_watch => unreachable, // skipped by the parent
         .sync_mpmc => mpmc(io, counter),
         .sync_mutex_contended => mutexContended(io, counter),
         .sync_rwlock_contended => rwlockContended(io, counter),
@@ -371,6 +375,88 @@ fn oneshotRow(io: Io, counter: *CountingAllocator) RunError!Result {
     }
     const result = timer.finish(million);
     if (sum != million * (million - 1) / 2) return error.LostMessages;
+    return result;
+}
+
+const broadcast_messages = 100_000;
+const broadcast_capacity = 1024;
+const broadcast_receivers = 4;
+
+fn broadcastReceiver(
+    io: Io,
+    subscription: sync.Broadcast(u64).Receiver,
+    progress: *std.atomic.Value(u64),
+    tally: *Tally,
+) Io.Cancelable!void {
+    var receiver = subscription;
+    var count: u64 = 0;
+    var sum: u64 = 0;
+    while (receiver.recv(io)) |received| switch (received) {
+        .value => |value| {
+            count += 1;
+            sum += value;
+            progress.store(count, .monotonic);
+        },
+        .lagged => {}, // the missed values are missing from `count`: status=lost
+    } else |err| switch (err) {
+        error.Closed => {},
+        error.Canceled => return error.Canceled,
+    }
+    _ = tally.count.fetchAdd(count, .monotonic);
+    _ = tally.sum.fetchAdd(sum, .monotonic);
+}
+
+fn slowestReceiver(progress: []std.atomic.Value(u64)) u64 {
+    var slowest: u64 = std.math.maxInt(u64);
+    for (progress) |*p| slowest = @min(slowest, p.load(.monotonic));
+    return slowest;
+}
+
+/// As Tokio's row: never more than the capacity ahead of the slowest receiver. `checkCancel`
+/// is std.Io's only yield (weft yields the fiber every few calls); std.Io has no `yield_now`.
+fn broadcastSender(
+    io: Io,
+    broadcast: *sync.Broadcast(u64),
+    progress: []std.atomic.Value(u64),
+) Io.Cancelable!void {
+    var floor: u64 = 0;
+    for (0..broadcast_messages) |i| {
+        if (i - floor >= broadcast_capacity) {
+            floor = slowestReceiver(progress);
+            while (i - floor >= broadcast_capacity) {
+                try io.checkCancel();
+                floor = slowestReceiver(progress);
+            }
+        }
+        broadcast.send(io, i) catch unreachable; // closed after the last send
+    }
+    broadcast.close(io);
+}
+
+fn broadcastRow(io: Io, counter: *CountingAllocator) RunError!Result {
+    var ring: [broadcast_capacity]u64 = undefined;
+    var broadcast: sync.Broadcast(u64) = .init(&ring);
+    var progress: [broadcast_receivers]std.atomic.Value(u64) = @splat(.init(0));
+    var tally: Tally = .{};
+    var receivers: Io.Group = .init;
+    defer receivers.cancel(io);
+    var sender: Io.Group = .init;
+    defer sender.cancel(io);
+    const timer: Timer = .start(counter);
+    for (&progress) |*p| try receivers.concurrent(io, broadcastReceiver, .{
+        io,
+        broadcast.subscribe(),
+        p,
+        &tally,
+    });
+    try sender.concurrent(io, broadcastSender, .{ io, &broadcast, &progress });
+    try sender.await(io);
+    try receivers.await(io);
+    const result = timer.finish(broadcast_messages);
+    const total = broadcast_receivers * broadcast_messages;
+    if (tally.count.load(.monotonic) != total) return error.LostMessages;
+    const sum_below = broadcast_messages * (broadcast_messages - 1) / 2;
+    if (tally.sum.load(.monotonic) != broadcast_receivers * sum_below) return error.LostMessages;
     return result;
 }
 
