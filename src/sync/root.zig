@@ -19,6 +19,7 @@ pub const Notify = @import("Notify.zig");
 pub const Oneshot = @import("oneshot.zig").Oneshot;
 pub const Channel = @import("channel.zig").Channel;
 pub const Broadcast = @import("broadcast.zig").Broadcast;
+pub const Watch = @import("watch.zig").Watch;
 pub const Barrier = @import("Barrier.zig");
 pub const WaitGroup = @import("WaitGroup.zig");
 pub const OnceCell = @import("once_cell.zig").OnceCell;
@@ -30,6 +31,7 @@ test {
     _ = @import("oneshot.zig");
     _ = @import("channel.zig");
     _ = @import("broadcast.zig");
+    _ = @import("watch.zig");
     _ = Barrier;
     _ = WaitGroup;
     _ = @import("once_cell.zig");
