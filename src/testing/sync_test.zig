@@ -762,6 +762,116 @@ test "Broadcast: receivers canceled over and over lose and repeat nothing" {
     }.body);
 }
 
+// ------------------------------------------------------------------------------------ Watch
+
+const U64Watch = sync.Watch(u64);
+
+/// Follows the watch until closed: values and versions never go back, and the last value
+/// read is the last one sent (no change notification was missed).
+fn watchFollower(io: Io, watch: *U64Watch, last: u64) !void {
+    var receiver = watch.subscribe();
+    var previous = receiver.borrow();
+    var seen = receiver.seen;
+    while (true) {
+        receiver.changed(io) catch |err| switch (err) {
+            error.Closed => break,
+            error.Canceled => return error.Canceled,
+        };
+        if (receiver.seen <= seen) return error.VersionWentBack;
+        const value = receiver.borrowAndUpdate();
+        if (value < previous) return error.ValueWentBack;
+        previous = value;
+        seen = receiver.seen;
+    }
+    if (previous != last) return error.MissedChange;
+    if (receiver.seen != last) return error.MissedChange; // one version per send from 0
+}
+
+fn watchSender(io: Io, watch: *U64Watch, last: u64) Io.Cancelable!void {
+    for (1..last + 1) |value| {
+        watch.send(io, value) catch unreachable; // closed only below
+        if (value % 16 == 0) try io.checkCancel(); // lets the followers run now and then
+    }
+    watch.close(io);
+}
+
+fn threadWatchSender(io: Io, watch: *U64Watch, last: u64) void {
+    for (1..last + 1) |value| {
+        watch.send(io, value) catch unreachable; // closed only below
+        if (value % 16 == 0) std.Thread.yield() catch {};
+    }
+    watch.close(io);
+}
+
+fn watchFanOut(io: Io, followers: usize, last: u64, sender_thread: bool) !void {
+    var watch: U64Watch = .init(0);
+    var futures: [4]FutureOf(watchFollower) = undefined;
+    for (futures[0..followers]) |*f| f.* = try io.concurrent(watchFollower, .{ io, &watch, last });
+    if (sender_thread) {
+        const thread = try std.Thread.spawn(.{}, threadWatchSender, .{ io, &watch, last });
+        try waitUntil(io, &watch, U64Watch.isClosed);
+        thread.join();
+    } else {
+        var sender = try io.concurrent(watchSender, .{ io, &watch, last });
+        try sender.await(io);
+    }
+    for (futures[0..followers]) |*f| try f.await(io);
+    try testing.expectEqual(last, watch.get());
+}
+
+test "Watch: followers see the latest value, versions only grow, the last change arrives" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            try watchFanOut(io, 4, 3000, false);
+            try watchFanOut(io, 3, 3000, true); // a foreign OS thread sends
+        }
+    }.body);
+}
+
+test "Watch: works unchanged on std.Io.Threaded" {
+    var threaded: Io.Threaded = .init(testing.allocator, .{});
+    defer threaded.deinit();
+    try watchFanOut(threaded.io(), 2, 500, false);
+}
+
+fn watchChangedOnce(io: Io, receiver: *U64Watch.Receiver) U64Watch.ChangedError!void {
+    return receiver.changed(io);
+}
+
+fn watchWaiting(watch: *U64Watch) bool {
+    return watch.waiting() > 0;
+}
+
+test "Watch: a send or close wakes parked receivers; cancel and timeout mark nothing seen" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var watch: U64Watch = .init(10);
+            var receiver = watch.subscribe();
+            var blocked = try io.concurrent(watchChangedOnce, .{ io, &receiver });
+            try waitUntil(io, &watch, watchWaiting);
+            try watch.send(io, 11);
+            try blocked.await(io);
+            try testing.expectEqual(@as(u64, 1), receiver.seen);
+
+            var canceled = try io.concurrent(watchChangedOnce, .{ io, &receiver });
+            try waitUntil(io, &watch, watchWaiting);
+            try testing.expectError(error.Canceled, canceled.cancel(io));
+            try testing.expectEqual(@as(u64, 1), receiver.seen);
+            try testing.expectError(error.Timeout, receiver.changedTimeout(io, timeout_short));
+            try testing.expectEqual(@as(u32, 0), watch.waiting());
+            try watch.send(io, 12);
+            try receiver.changedTimeout(io, timeout_short); // the change was kept for it
+            try testing.expectEqual(@as(u64, 12), receiver.borrow());
+
+            var closing = try io.concurrent(watchChangedOnce, .{ io, &receiver });
+            try waitUntil(io, &watch, watchWaiting);
+            watch.close(io);
+            try testing.expectError(error.Closed, closing.await(io));
+            try testing.expectEqual(@as(u64, 12), receiver.borrow());
+        }
+    }.body);
+}
+
 // ---------------------------------------------------------------------------------- Barrier
 
 fn barrierParty(
