@@ -7,7 +7,11 @@
 //! their own stacks, and buffers are provided by the caller.
 //!
 //! Uncontended paths are one or two atomic operations and no syscall. Contended paths hand the
-//! value or permit directly to the oldest waiter (FIFO), see `WaitQueue`. Blocking calls are
+//! value or permit directly to the oldest waiter (FIFO), see `WaitQueue`. The two
+//! one-to-many primitives wake every waiter instead, and each reads under the lock:
+//! `Broadcast(T)` (a ring that every receiver reads through its own cursor; senders never
+//! wait, a receiver that fell behind is told exactly how many values it missed) and `Watch(T)`
+//! (the latest value and its version; receivers wait for a newer version). Blocking calls are
 //! cancelation points; a canceled or timed-out operation never loses or duplicates a value
 //! (completion wins a race with cancelation, and the request is then re-armed).
 //!
