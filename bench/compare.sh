@@ -3,7 +3,7 @@
 # back, so that every figure in a comparison comes from the same run on the same machine.
 # One result line per measurement on stdout; build output goes to stderr.
 #
-# Usage: bench/compare.sh [sleep] [spawn] [pingpong]      (default: all three)
+# Usage: bench/compare.sh [sleep] [spawn] [pingpong] [sync]      (default: all four)
 #
 # weft's programs run with `--io both` where std.Io.Threaded finishes within their time bounds
 # (sleep), so the Threaded figures come from the same run too.
@@ -13,14 +13,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ./zigw build install -Doptimize=ReleaseFast >&2 || exit 1
 bash bench/peers/build.sh >&2 || exit 1
 
-(($# > 0)) || set -- sleep spawn pingpong
+(($# > 0)) || set -- sleep spawn pingpong sync
 for scenario in "$@"; do
     case $scenario in
         sleep) zig-out/bin/bench-sleep --io both ;;
         spawn) zig-out/bin/bench-spawn ;;
         pingpong) zig-out/bin/bench-pingpong ;;
+        sync) zig-out/bin/bench-sync ;;
         *)
-            echo "compare.sh: unknown scenario '$scenario' (known: sleep spawn pingpong)" >&2
+            echo "compare.sh: unknown scenario '$scenario' (known: sleep spawn pingpong sync)" >&2
             exit 2
             ;;
     esac
