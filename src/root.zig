@@ -19,6 +19,7 @@ test {
     _ = @import("os/Mutex.zig");
     _ = @import("intrusive.zig");
     _ = @import("loop/Loop.zig");
+    _ = @import("loop/nonblocking.zig");
     _ = @import("fiber/stack.zig");
     _ = @import("fiber/context.zig");
     _ = @import("sched/TimerHeap.zig");
