@@ -25,5 +25,6 @@ test {
     _ = @import("sched/TimerHeap.zig");
     _ = @import("sched/futex.zig");
     _ = @import("testing/runtime_test.zig");
+    _ = @import("testing/net_test.zig");
     _ = @import("testing/readme_test.zig");
 }

@@ -4,6 +4,8 @@ const std = @import("std");
 const Io = std.Io;
 const task = @import("task.zig");
 const time = @import("time.zig");
+const net = @import("net.zig");
+const operate = @import("operate.zig");
 const delegated = @import("delegated.zig");
 
 pub const Status = enum { native, delegated };
@@ -25,11 +27,24 @@ const native = .{
     .{ "futexWait", time.futexWait },
     .{ "futexWaitUncancelable", time.futexWaitUncancelable },
     .{ "futexWake", time.futexWake },
+    .{ "operate", operate.operate },
     .{ "now", time.now },
     .{ "clockResolution", time.clockResolution },
     .{ "sleep", time.sleep },
     .{ "random", time.random },
     .{ "randomSecure", time.randomSecure },
+    .{ "netListenIp", net.netListenIp },
+    .{ "netAccept", net.netAccept },
+    .{ "netBindIp", net.netBindIp },
+    .{ "netConnectIp", net.netConnectIp },
+    .{ "netListenUnix", net.netListenUnix },
+    .{ "netConnectUnix", net.netConnectUnix },
+    .{ "netSocketCreatePair", net.netSocketCreatePair },
+    .{ "netSend", net.netSend },
+    .{ "netRead", net.netRead },
+    .{ "netWrite", net.netWrite },
+    .{ "netClose", net.netClose },
+    .{ "netShutdown", net.netShutdown },
 };
 
 pub fn status(comptime name: []const u8) Status {
