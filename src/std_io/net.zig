@@ -506,3 +506,36 @@ fn receiveError(e: os.E) net.Socket.ReceiveError {
         else => |err| os.unexpectedErrno(err),
     };
 }
+
+/// Results one delegated lookup may produce; std's contract lets a lookup block once the
+/// queue holds 16, and Threaded's DNS client stops well before this.
+const lookup_results_max = 64;
+
+/// Still std.Io.Threaded's resolver (hosts file, resolv.conf, DNS), run on a worker, but into
+/// a private queue that is then moved into `resolved` on the caller's fiber. Threaded fills a
+/// queue through its own futex, which cannot wake a fiber waiting on it: a fiber that waited
+/// on `resolved` while the worker filled it directly (as `HostName.connect` does) would never
+/// be woken.
+pub fn netLookup(
+    userdata: ?*anyopaque,
+    host_name: net.HostName,
+    resolved: *Io.Queue(net.HostName.LookupResult),
+    options: net.HostName.LookupOptions,
+) net.HostName.LookupError!void {
+    const weft_io: Io = .{ .userdata = userdata, .vtable = &@import("vtable.zig").vtable };
+    defer resolved.close(weft_io);
+    var buffer: [lookup_results_max]net.HostName.LookupResult = undefined;
+    var private: Io.Queue(net.HostName.LookupResult) = .init(&buffer);
+    const outcome = delegated_lookup(userdata, host_name, &private, options);
+    // The worker has finished and closed `private`: draining it does not wait.
+    while (private.getOneUncancelable(weft_io)) |result| {
+        resolved.putOneUncancelable(weft_io, result) catch |err| switch (err) {
+            error.Closed => unreachable, // `resolved` must stay open until we return
+        };
+    } else |err| switch (err) {
+        error.Closed => {},
+    }
+    return outcome;
+}
+
+const delegated_lookup = @import("delegated.zig").entry("netLookup");

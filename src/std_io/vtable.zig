@@ -47,6 +47,11 @@ const native = .{
     .{ "netShutdown", net.netShutdown },
 };
 
+/// Delegated entries that weft wraps (reported as `delegated`): see each function.
+const wrapped = .{
+    .{ "netLookup", net.netLookup },
+};
+
 pub fn status(comptime name: []const u8) Status {
     @setEvalBranchQuota(20_000);
     inline for (native) |pair| {
@@ -59,7 +64,7 @@ pub const vtable: Io.VTable = blk: {
     @setEvalBranchQuota(20_000);
     var result: Io.VTable = undefined;
     for (@typeInfo(Io.VTable).@"struct".fields) |field| {
-        @field(result, field.name) = for (native) |pair| {
+        @field(result, field.name) = for (native ++ wrapped) |pair| {
             if (std.mem.eql(u8, pair[0], field.name)) break pair[1];
         } else delegated.entry(field.name);
     }

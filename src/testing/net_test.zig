@@ -264,3 +264,49 @@ test "net: IP socket pairs are OperationUnsupported on Linux" {
         }
     }.body);
 }
+
+/// Serves one connection with std.http.Server: "hello" on every request, keep-alive.
+fn serveHello(io: Io, server: *net.Server) !void {
+    const stream = try server.accept(io);
+    defer stream.close(io);
+    var read_buffer: [1024]u8 = undefined;
+    var write_buffer: [1024]u8 = undefined;
+    var reader = stream.reader(io, &read_buffer);
+    var writer = stream.writer(io, &write_buffer);
+    var http_server = std.http.Server.init(&reader.interface, &writer.interface);
+    while (true) {
+        var request = http_server.receiveHead() catch |err| switch (err) {
+            error.HttpConnectionClosing => return,
+            else => |e| return e,
+        };
+        try request.respond("hello from weft", .{});
+    }
+}
+
+test "net: std.http.Client fetches from std.http.Server, both on weft" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var server = try loopback.listen(io, .{});
+            defer server.deinit(io);
+            var serving = try io.concurrent(serveHello, .{ io, &server });
+            var client: std.http.Client = .{ .allocator = testing.allocator, .io = io };
+            var url_buffer: [64]u8 = undefined;
+            const url = try std.fmt.bufPrint(&url_buffer, "http://127.0.0.1:{d}/", .{
+                server.socket.address.getPort(),
+            });
+            var body_writer: Io.Writer.Allocating = .init(testing.allocator);
+            defer body_writer.deinit();
+            for (0..2) |_| { // twice over one kept-alive connection
+                body_writer.clearRetainingCapacity();
+                const result = try client.fetch(.{
+                    .location = .{ .url = url },
+                    .response_writer = &body_writer.writer,
+                });
+                try testing.expectEqual(std.http.Status.ok, result.status);
+                try testing.expectEqualStrings("hello from weft", body_writer.written());
+            }
+            client.deinit(); // closes the kept-alive connection: the server sees it end
+            try serving.await(io);
+        }
+    }.body);
+}
