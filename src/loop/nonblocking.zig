@@ -92,7 +92,8 @@ pub fn performBlocking(op: *Completion.Op, deadline_ns: ?u64) ?i32 {
                 unreachable; // the divisor is not zero
             timeout_ms = @intCast(@min(ms, std.math.maxInt(i32)));
         }
-        var fds = [_]linux.pollfd{.{ .fd = op.fd(), .events = @intCast(interest(op.*)), .revents = 0 }};
+        const events: i16 = @intCast(interest(op.*));
+        var fds = [_]linux.pollfd{.{ .fd = op.fd(), .events = events, .revents = 0 }};
         switch (os.errno(linux.poll(&fds, 1, timeout_ms))) {
             // Ready, timed out or interrupted alike: the next attempt (or deadline) decides.
             .SUCCESS, .INTR, .AGAIN => {},
@@ -139,7 +140,8 @@ fn testSocketOps(choice: Loop.Choice) !void {
     var addr_len: posix.socklen_t = @sizeOf(linux.sockaddr.in);
     try std.testing.expectEqual(@as(usize, 0), linux.bind(listener, @ptrCast(&addr), addr_len));
     try std.testing.expectEqual(@as(usize, 0), linux.listen(listener, 8));
-    try std.testing.expectEqual(@as(usize, 0), linux.getsockname(listener, @ptrCast(&addr), &addr_len));
+    const name_rc = linux.getsockname(listener, @ptrCast(&addr), &addr_len);
+    try std.testing.expectEqual(@as(usize, 0), name_rc);
 
     // A pending accept is canceled with ECANCELED.
     var peer: linux.sockaddr.in = undefined;

@@ -198,7 +198,8 @@ pub fn pair(domain: u32, mode: net.Socket.Mode, protocol: ?net.Protocol) PairErr
     const protocol_number: u32 = if (protocol) |p| @intFromEnum(p) else 0;
     var fds: [2]fd_t = undefined;
     while (true) {
-        const rc = linux.socketpair(domain, modeToPosix(mode) | socket_flags, protocol_number, &fds);
+        const flags = modeToPosix(mode) | socket_flags;
+        const rc = linux.socketpair(domain, flags, protocol_number, &fds);
         switch (os.errno(rc)) {
             .SUCCESS => return fds,
             .INTR => continue,

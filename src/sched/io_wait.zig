@@ -67,14 +67,18 @@ pub fn perform(op: Completion.Op, deadline_ns: ?u64) Error!i32 {
             return result;
         }
         const events = nonblocking.interest(current);
-        _ = try performOnLoop(task, .{ .poll = .{ .fd = current.fd(), .events = events } }, deadline_ns);
+        const readiness: Completion.Op = .{ .poll = .{ .fd = current.fd(), .events = events } };
+        _ = try performOnLoop(task, readiness, deadline_ns);
     }
 }
 
 fn performOnLoop(task: *Task, op: Completion.Op, deadline_ns: ?u64) Error!i32 {
     const executor = task.executor;
     assert(executor.current == task);
-    var pending: Pending = .{ .completion = .{ .op = op, .callback = &Pending.callback }, .task = task };
+    var pending: Pending = .{
+        .completion = .{ .op = op, .callback = &Pending.callback },
+        .task = task,
+    };
     task.timer_fired = false; // a flag left over from an earlier sleep must not read as ours
     if (deadline_ns) |deadline| {
         executor.startTimer(task, deadline) catch return error.SystemResources;

@@ -20,6 +20,7 @@ const socket = @import("../net/socket.zig");
 const io_wait = @import("../sched/io_wait.zig");
 const Executor = @import("../sched/Executor.zig");
 const time = @import("time.zig");
+const Op = @import("../loop/Completion.zig").Op;
 
 /// Iovecs per read or write, as std's `Stream` uses.
 const iovecs_max = 8;
@@ -37,7 +38,7 @@ fn errnoOf(result: i32) os.E {
 
 /// Performs a loop operation that has no deadline: `Timeout` cannot happen, and without a
 /// timer there is no allocation that could fail.
-fn performUntimed(op: @import("../loop/Completion.zig").Op) Io.Cancelable!i32 {
+fn performUntimed(op: Op) Io.Cancelable!i32 {
     return io_wait.perform(op, null) catch |err| switch (err) {
         error.Canceled => error.Canceled,
         error.Timeout, error.SystemResources => unreachable, // no deadline, no timer
@@ -342,7 +343,8 @@ pub fn netWrite(
         .flags = 0,
     };
     const op_flags = linux.MSG.NOSIGNAL;
-    const result = try performUntimed(.{ .sendmsg = .{ .fd = handle, .msg = &msg, .flags = op_flags } });
+    const op: Op = .{ .sendmsg = .{ .fd = handle, .msg = &msg, .flags = op_flags } };
+    const result = try performUntimed(op);
     if (result >= 0) return @intCast(result);
     return switch (errnoOf(result)) {
         .ALREADY => error.FastOpenAlreadyInProgress,
@@ -417,7 +419,11 @@ pub fn netSend(
     return .{ null, messages.len };
 }
 
-fn sendOne(handle: net.Socket.Handle, message: *net.OutgoingMessage, flags: u32) net.Socket.SendError!void {
+fn sendOne(
+    handle: net.Socket.Handle,
+    message: *net.OutgoingMessage,
+    flags: u32,
+) net.Socket.SendError!void {
     var storage: socket.IpStorage = undefined;
     const iovec: posix.iovec_const = .{ .base = message.data_ptr, .len = message.data_len };
     const msg: linux.msghdr_const = .{
@@ -430,7 +436,8 @@ fn sendOne(handle: net.Socket.Handle, message: *net.OutgoingMessage, flags: u32)
         .controllen = @intCast(message.control.len),
         .flags = 0,
     };
-    const result = try performUntimed(.{ .sendmsg = .{ .fd = handle, .msg = &msg, .flags = flags } });
+    const op: Op = .{ .sendmsg = .{ .fd = handle, .msg = &msg, .flags = flags } };
+    const result = try performUntimed(op);
     if (result >= 0) {
         message.data_len = @intCast(result);
         return;
@@ -473,13 +480,17 @@ pub fn netReceive(o: Io.Operation.NetReceive) Io.Cancelable!Io.Operation.NetRece
     const flags: u32 = @as(u32, if (o.flags.oob) linux.MSG.OOB else 0) |
         @as(u32, if (o.flags.peek) linux.MSG.PEEK else 0) |
         @as(u32, if (o.flags.trunc) linux.MSG.TRUNC else 0);
-    const result = try performUntimed(.{ .recvmsg = .{ .fd = o.socket_handle, .msg = &msg, .flags = flags } });
+    const op: Op = .{ .recvmsg = .{ .fd = o.socket_handle, .msg = &msg, .flags = flags } };
+    const result = try performUntimed(op);
     if (result < 0) return .{ receiveError(errnoOf(result)), 0 };
     const received: usize = @min(@as(usize, @intCast(result)), o.data_buffer.len);
     message.* = .{
         .from = socket.ipFromPosix(&storage),
         .data = o.data_buffer[0..received],
-        .control = if (msg.control) |ptr| @as([*]u8, @ptrCast(ptr))[0..msg.controllen] else message.control,
+        .control = if (msg.control) |ptr|
+            @as([*]u8, @ptrCast(ptr))[0..msg.controllen]
+        else
+            message.control,
         .flags = .{
             .eor = msg.flags & linux.MSG.EOR != 0,
             .trunc = msg.flags & linux.MSG.TRUNC != 0,

@@ -64,7 +64,8 @@ test "net: Unix socket echo" {
             var path_buffer: [64]u8 = undefined;
             var suffix: [8]u8 = undefined;
             io.random(&suffix);
-            const path_z = try std.fmt.bufPrint(&path_buffer, "/tmp/weft-net-{x}.sock\x00", .{suffix});
+            const format = "/tmp/weft-net-{x}.sock\x00";
+            const path_z = try std.fmt.bufPrint(&path_buffer, format, .{suffix});
             const path = path_z[0 .. path_z.len - 1];
             const address = try net.UnixAddress.init(path);
             var server = try address.listen(io, .{});
@@ -83,7 +84,9 @@ fn acceptAndReset(io: Io, server: *net.Server) !void {
     const stream = try server.accept(io);
     // Linger with a zero timeout: close sends RST instead of FIN.
     const linger: linux.linger = .{ .onoff = 1, .linger = 0 };
-    const rc = linux.setsockopt(stream.socket.handle, linux.SOL.SOCKET, linux.SO.LINGER, std.mem.asBytes(&linger), @sizeOf(linux.linger));
+    const bytes = std.mem.asBytes(&linger);
+    const fd = stream.socket.handle;
+    const rc = linux.setsockopt(fd, linux.SOL.SOCKET, linux.SO.LINGER, bytes, bytes.len);
     try testing.expectEqual(@as(usize, 0), rc);
     stream.close(io);
 }

@@ -63,7 +63,8 @@ pub fn submit(backend: *EpollBackend, completion: *Completion) void {
     backend.in_flight += 1;
     if (completion.op.triesFirst()) {
         const result = nonblocking.attempt(&completion.op);
-        if (result != -@as(i32, @intFromEnum(linux.E.AGAIN))) return backend.finish(completion, result);
+        const eagain = -@as(i32, @intFromEnum(linux.E.AGAIN));
+        if (result != eagain) return backend.finish(completion, result);
     }
     const fd = completion.op.fd();
     const dup_rc = linux.dup(fd);
@@ -138,7 +139,8 @@ fn retry(backend: *EpollBackend, completion: *Completion) void {
             .events = interest(completion.op) | linux.EPOLL.ONESHOT,
             .data = .{ .ptr = @intFromPtr(completion) },
         };
-        const rc = linux.epoll_ctl(backend.epoll_fd, linux.EPOLL.CTL_MOD, completion.epoll_fd, &event);
+        const ctl = linux.EPOLL.CTL_MOD;
+        const rc = linux.epoll_ctl(backend.epoll_fd, ctl, completion.epoll_fd, &event);
         switch (os.errno(rc)) {
             .SUCCESS => return,
             else => |e| {
