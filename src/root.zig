@@ -22,12 +22,14 @@ test {
     _ = @import("os/SpinLock.zig");
     _ = @import("intrusive.zig");
     _ = @import("loop/Loop.zig");
+    _ = @import("loop/nonblocking.zig");
     _ = @import("fiber/stack.zig");
     _ = @import("fiber/context.zig");
     _ = @import("sched/Timers.zig");
     _ = @import("sched/futex.zig");
     _ = @import("testing/runtime_test.zig");
     _ = @import("testing/overflow_test.zig");
+    _ = @import("testing/net_test.zig");
     _ = @import("testing/readme_test.zig");
     _ = @import("sync/root.zig");
     _ = @import("testing/sync_test.zig");

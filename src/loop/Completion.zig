@@ -29,6 +29,41 @@ pub const Op = union(enum) {
     write: struct { fd: posix.fd_t, iovecs: []const posix.iovec_const, offset: ?u64 },
     /// Waits until `fd` reports any of `events` (POLLIN, POLLOUT, ...); result is the revents.
     poll: struct { fd: posix.fd_t, events: u32 },
+    /// `accept4`; result is the new descriptor. `flags` are accept4's (SOCK_CLOEXEC, ...).
+    accept: struct {
+        fd: posix.fd_t,
+        addr: *posix.sockaddr,
+        addr_len: *posix.socklen_t,
+        flags: u32,
+    },
+    /// `connect` on a non-blocking socket; result is 0 once connected.
+    connect: struct {
+        fd: posix.fd_t,
+        addr: *const posix.sockaddr,
+        addr_len: posix.socklen_t,
+        /// Backend-owned: the epoll backend started the connect and now waits for its outcome.
+        started: bool = false,
+    },
+    /// `recvmsg`; result is the number of bytes received, 0 at end of stream.
+    recvmsg: struct { fd: posix.fd_t, msg: *posix.msghdr, flags: u32 },
+    /// `sendmsg`; result is the number of bytes sent. Callers pass MSG_NOSIGNAL.
+    sendmsg: struct { fd: posix.fd_t, msg: *const posix.msghdr_const, flags: u32 },
+
+    /// The descriptor the operation works on.
+    pub fn fd(op: Op) posix.fd_t {
+        return switch (op) {
+            inline else => |o| o.fd,
+        };
+    }
+
+    /// Whether the epoll backend tries this operation's syscall before waiting for readiness
+    /// (socket operations: weft's sockets are non-blocking, see `nonblocking.zig`).
+    pub fn triesFirst(op: Op) bool {
+        return switch (op) {
+            .accept, .connect, .recvmsg, .sendmsg => true,
+            .read, .write, .poll => false,
+        };
+    }
 };
 
 /// The error of a finished operation, or null when it succeeded.

@@ -9,7 +9,7 @@ const Executor = @import("../sched/Executor.zig");
 /// Converts an `Io.Timeout` to a CLOCK_MONOTONIC deadline; null means no deadline.
 /// The clock is read only when there is a deadline: untimed futex waits (every contended
 /// Mutex and Condition) are a hot path.
-fn deadlineNs(timeout: Io.Timeout) ?u64 {
+pub fn deadlineNs(timeout: Io.Timeout) ?u64 {
     return switch (timeout) {
         .none => null,
         .duration => |d| addClamped(os.monotonicNs(), d.raw.nanoseconds),

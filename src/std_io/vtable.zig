@@ -4,6 +4,8 @@ const std = @import("std");
 const Io = std.Io;
 const task = @import("task.zig");
 const time = @import("time.zig");
+const net = @import("net.zig");
+const operate = @import("operate.zig");
 const delegated = @import("delegated.zig");
 
 pub const Status = enum { native, delegated };
@@ -25,11 +27,29 @@ const native = .{
     .{ "futexWait", time.futexWait },
     .{ "futexWaitUncancelable", time.futexWaitUncancelable },
     .{ "futexWake", time.futexWake },
+    .{ "operate", operate.operate },
     .{ "now", time.now },
     .{ "clockResolution", time.clockResolution },
     .{ "sleep", time.sleep },
     .{ "random", time.random },
     .{ "randomSecure", time.randomSecure },
+    .{ "netListenIp", net.netListenIp },
+    .{ "netAccept", net.netAccept },
+    .{ "netBindIp", net.netBindIp },
+    .{ "netConnectIp", net.netConnectIp },
+    .{ "netListenUnix", net.netListenUnix },
+    .{ "netConnectUnix", net.netConnectUnix },
+    .{ "netSocketCreatePair", net.netSocketCreatePair },
+    .{ "netSend", net.netSend },
+    .{ "netRead", net.netRead },
+    .{ "netWrite", net.netWrite },
+    .{ "netClose", net.netClose },
+    .{ "netShutdown", net.netShutdown },
+};
+
+/// Delegated entries that weft wraps (reported as `delegated`): see each function.
+const wrapped = .{
+    .{ "netLookup", net.netLookup },
 };
 
 pub fn status(comptime name: []const u8) Status {
@@ -44,7 +64,7 @@ pub const vtable: Io.VTable = blk: {
     @setEvalBranchQuota(20_000);
     var result: Io.VTable = undefined;
     for (@typeInfo(Io.VTable).@"struct".fields) |field| {
-        @field(result, field.name) = for (native) |pair| {
+        @field(result, field.name) = for (native ++ wrapped) |pair| {
             if (std.mem.eql(u8, pair[0], field.name)) break pair[1];
         } else delegated.entry(field.name);
     }

@@ -14,6 +14,7 @@ const assert = std.debug.assert;
 const config = @import("../../config.zig");
 const os = @import("../../os/linux.zig");
 const Completion = @import("../Completion.zig");
+const nonblocking = @import("../nonblocking.zig");
 
 epoll_fd: os.fd_t,
 wake_fd: os.fd_t,
@@ -53,20 +54,19 @@ pub fn deinit(backend: *EpollBackend) void {
     backend.* = undefined;
 }
 
-fn interest(op: Completion.Op) u32 {
-    return switch (op) {
-        .read => linux.EPOLL.IN | linux.EPOLL.RDHUP,
-        .write => linux.EPOLL.OUT,
-        .poll => |p| p.events,
-    };
-}
+const interest = nonblocking.interest;
 
+/// Socket operations try their syscall first: most find their socket ready (bytes waiting,
+/// buffer space, a pending connection), and an `EAGAIN` costs less than an epoll round trip.
 pub fn submit(backend: *EpollBackend, completion: *Completion) void {
     assert(completion.epoll_fd == -1);
     backend.in_flight += 1;
-    const fd = switch (completion.op) {
-        inline else => |op| op.fd,
-    };
+    if (completion.op.triesFirst()) {
+        const result = nonblocking.attempt(&completion.op);
+        const eagain = -@as(i32, @intFromEnum(linux.E.AGAIN));
+        if (result != eagain) return backend.finish(completion, result);
+    }
+    const fd = completion.op.fd();
     const dup_rc = linux.dup(fd);
     if (os.errno(dup_rc) != .SUCCESS) return backend.finish(completion, -@as(i32, @intFromEnum(os.errno(dup_rc))));
     const watched: os.fd_t = @intCast(dup_rc);
@@ -120,11 +120,36 @@ fn perform(backend: *EpollBackend, completion: *Completion) void {
         else
             linux.writev(op.fd, op.iovecs.ptr, op.iovecs.len),
         .poll => unreachable, // a poll is finished by its readiness event alone
+        .accept, .connect, .recvmsg, .sendmsg => unreachable, // see `retry`
     };
     const result: i32 = switch (os.errno(rc)) {
         .SUCCESS => @intCast(rc),
         else => |e| -@as(i32, @intFromEnum(e)),
     };
+    backend.finish(completion, result);
+}
+
+/// A socket operation's descriptor became ready: try the syscall again. A stale readiness
+/// (someone else took the data or the connection) re-arms the one-shot registration.
+fn retry(backend: *EpollBackend, completion: *Completion) void {
+    assert(completion.epoll_fd != -1);
+    const result = nonblocking.attempt(&completion.op);
+    if (result == -@as(i32, @intFromEnum(linux.E.AGAIN))) {
+        var event: linux.epoll_event = .{
+            .events = interest(completion.op) | linux.EPOLL.ONESHOT,
+            .data = .{ .ptr = @intFromPtr(completion) },
+        };
+        const ctl = linux.EPOLL.CTL_MOD;
+        const rc = linux.epoll_ctl(backend.epoll_fd, ctl, completion.epoll_fd, &event);
+        switch (os.errno(rc)) {
+            .SUCCESS => return,
+            else => |e| {
+                backend.unregister(completion);
+                return backend.finish(completion, -@as(i32, @intFromEnum(e)));
+            },
+        }
+    }
+    backend.unregister(completion);
     backend.finish(completion, result);
 }
 
@@ -139,10 +164,15 @@ pub fn poll(backend: *EpollBackend, timeout_ns: ?u64, reaped: *Completion.Queue)
             continue;
         }
         const completion: *Completion = @ptrFromInt(event.data.ptr);
+        if (completion.op.triesFirst()) {
+            backend.retry(completion);
+            continue;
+        }
         backend.unregister(completion);
         switch (completion.op) {
             .poll => backend.finish(completion, @intCast(event.events)),
             .read, .write => backend.perform(completion),
+            .accept, .connect, .recvmsg, .sendmsg => unreachable, // handled by `retry`
         }
     }
     while (backend.ready.pop()) |completion| {

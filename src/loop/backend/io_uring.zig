@@ -83,6 +83,10 @@ pub fn submit(backend: *IoUringBackend, completion: *Completion) void {
         .read => |op| sqe.prep_readv(op.fd, op.iovecs, op.offset orelse std.math.maxInt(u64)),
         .write => |op| sqe.prep_writev(op.fd, op.iovecs, op.offset orelse std.math.maxInt(u64)),
         .poll => |op| sqe.prep_poll_add(op.fd, op.events),
+        .accept => |op| sqe.prep_accept(op.fd, op.addr, op.addr_len, op.flags),
+        .connect => |op| sqe.prep_connect(op.fd, op.addr, op.addr_len),
+        .recvmsg => |op| sqe.prep_recvmsg(op.fd, op.msg, op.flags),
+        .sendmsg => |op| sqe.prep_sendmsg(op.fd, op.msg, op.flags),
     }
     sqe.user_data = @intFromPtr(completion);
     backend.in_flight += 1;

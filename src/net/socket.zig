@@ -1,0 +1,219 @@
+//! Sockets: the syscalls that never wait (socket, bind, listen, options, names, shutdown)
+//! with their errno triage, and the conversions between std's addresses and the kernel's.
+//! The waiting operations (accept, connect, send, receive) go through the loop; see
+//! `std_io/net.zig`.
+//!
+//! Every socket weft creates is close-on-exec (a spawned child never inherits it) and
+//! non-blocking (the epoll backend needs it; see `loop/nonblocking.zig`).
+const std = @import("std");
+const linux = std.os.linux;
+const posix = std.posix;
+const net = std.Io.net;
+const assert = std.debug.assert;
+const os = @import("../os/linux.zig");
+const Threaded = std.Io.Threaded;
+
+pub const fd_t = os.fd_t;
+
+/// Storage for an IPv4 or IPv6 `sockaddr` (std's own layout, so its converters apply).
+pub const IpStorage = Threaded.PosixAddress;
+pub const ipToPosix = Threaded.addressToPosix;
+pub const ipFromPosix = Threaded.addressFromPosix;
+
+pub const UnixStorage = extern union {
+    any: posix.sockaddr,
+    un: posix.sockaddr.un,
+};
+
+/// Flags of every socket weft creates or accepts.
+pub const socket_flags: u32 = linux.SOCK.CLOEXEC | linux.SOCK.NONBLOCK;
+
+pub fn family(address: *const net.IpAddress) u32 {
+    return switch (address.*) {
+        .ip4 => linux.AF.INET,
+        .ip6 => linux.AF.INET6,
+    };
+}
+
+/// Fills `storage` for `address`; returns the length to pass to the kernel. The path must
+/// fit (std's `UnixAddress.init` checks `max_len`); it is NUL-terminated when room remains.
+pub fn unixToPosix(address: *const net.UnixAddress, storage: *UnixStorage) posix.socklen_t {
+    assert(address.path.len <= storage.un.path.len);
+    storage.un.family = linux.AF.UNIX;
+    @memcpy(storage.un.path[0..address.path.len], address.path);
+    var path_len = address.path.len;
+    if (path_len < storage.un.path.len) {
+        storage.un.path[path_len] = 0;
+        path_len += 1;
+    }
+    return @intCast(@offsetOf(posix.sockaddr.un, "path") + path_len);
+}
+
+pub const OpenError = error{
+    AddressFamilyUnsupported,
+    ProtocolUnsupportedBySystem,
+    ProtocolUnsupportedByAddressFamily,
+    SocketModeUnsupported,
+    ProcessFdQuotaExceeded,
+    SystemFdQuotaExceeded,
+    SystemResources,
+    Unexpected,
+};
+
+pub fn modeToPosix(mode: net.Socket.Mode) u32 {
+    return switch (mode) {
+        .stream => linux.SOCK.STREAM,
+        .dgram => linux.SOCK.DGRAM,
+        .seqpacket => linux.SOCK.SEQPACKET,
+        .raw => linux.SOCK.RAW,
+        .rdm => linux.SOCK.RDM,
+    };
+}
+
+/// A new close-on-exec, non-blocking socket.
+pub fn open(domain: u32, mode: net.Socket.Mode, protocol: ?net.Protocol) OpenError!fd_t {
+    const protocol_number: u32 = if (protocol) |p| @intFromEnum(p) else 0;
+    while (true) {
+        const rc = linux.socket(domain, modeToPosix(mode) | socket_flags, protocol_number);
+        switch (os.errno(rc)) {
+            .SUCCESS => return @intCast(rc),
+            .INTR => continue,
+            .AFNOSUPPORT => return error.AddressFamilyUnsupported,
+            .INVAL => return error.ProtocolUnsupportedBySystem,
+            .MFILE => return error.ProcessFdQuotaExceeded,
+            .NFILE => return error.SystemFdQuotaExceeded,
+            .NOBUFS, .NOMEM => return error.SystemResources,
+            .PROTONOSUPPORT => return error.ProtocolUnsupportedByAddressFamily,
+            .PROTOTYPE => return error.SocketModeUnsupported,
+            .ACCES => return error.Unexpected, // creating this kind of socket is not permitted
+            else => |e| return os.unexpectedErrno(e),
+        }
+    }
+}
+
+pub const BindError = error{
+    AddressInUse,
+    AddressUnavailable,
+    AddressFamilyUnsupported,
+    SystemResources,
+    AccessDenied,
+    PermissionDenied,
+    SymLinkLoop,
+    FileNotFound,
+    NotDir,
+    ReadOnlyFileSystem,
+    Unexpected,
+};
+
+/// `bind`; the file-system errors only occur for Unix sockets.
+pub fn bind(fd: fd_t, addr: *const posix.sockaddr, addr_len: posix.socklen_t) BindError!void {
+    while (true) switch (os.errno(linux.bind(fd, addr, addr_len))) {
+        .SUCCESS => return,
+        .INTR => continue,
+        .ADDRINUSE => return error.AddressInUse,
+        .ADDRNOTAVAIL => return error.AddressUnavailable,
+        .AFNOSUPPORT => return error.AddressFamilyUnsupported,
+        .NOMEM, .NOBUFS => return error.SystemResources,
+        .ACCES => return error.AccessDenied,
+        .PERM => return error.PermissionDenied,
+        .LOOP => return error.SymLinkLoop,
+        .NOENT => return error.FileNotFound,
+        .NOTDIR => return error.NotDir,
+        .ROFS => return error.ReadOnlyFileSystem,
+        // A closed descriptor, a bad address or length, a bound socket: bugs of the caller.
+        .BADF, .INVAL, .NOTSOCK, .FAULT, .NAMETOOLONG => |e| return os.unexpectedErrno(e),
+        else => |e| return os.unexpectedErrno(e),
+    };
+}
+
+pub fn listen(fd: fd_t, backlog: u31) error{ AddressInUse, Unexpected }!void {
+    while (true) switch (os.errno(linux.listen(fd, backlog))) {
+        .SUCCESS => return,
+        .INTR => continue,
+        .ADDRINUSE => return error.AddressInUse,
+        .BADF, .NOTSOCK, .OPNOTSUPP => |e| return os.unexpectedErrno(e),
+        else => |e| return os.unexpectedErrno(e),
+    };
+}
+
+/// The address `fd` is bound to (the kernel's choice of port, after binding port 0).
+pub fn localAddress(fd: fd_t) error{ SystemResources, Unexpected }!net.IpAddress {
+    var storage: IpStorage = undefined;
+    var len: posix.socklen_t = @sizeOf(IpStorage);
+    while (true) switch (os.errno(linux.getsockname(fd, &storage.any, &len))) {
+        .SUCCESS => return ipFromPosix(&storage),
+        .INTR => continue,
+        .NOBUFS => return error.SystemResources,
+        .BADF, .FAULT, .INVAL, .NOTSOCK => |e| return os.unexpectedErrno(e),
+        else => |e| return os.unexpectedErrno(e),
+    };
+}
+
+/// Sets an integer socket option.
+pub fn setOption(fd: fd_t, level: i32, name: u32, value: u32) error{Unexpected}!void {
+    const bytes = std.mem.asBytes(&value);
+    while (true) {
+        const rc = linux.setsockopt(fd, level, name, bytes, bytes.len);
+        switch (os.errno(rc)) {
+            .SUCCESS => return,
+            .INTR => continue,
+            .BADF, .NOTSOCK, .INVAL, .FAULT, .NOPROTOOPT => |e| return os.unexpectedErrno(e),
+            else => |e| return os.unexpectedErrno(e),
+        }
+    }
+}
+
+pub fn shutdown(fd: fd_t, how: net.ShutdownHow) net.ShutdownError!void {
+    const posix_how: i32 = switch (how) {
+        .recv => linux.SHUT.RD,
+        .send => linux.SHUT.WR,
+        .both => linux.SHUT.RDWR,
+    };
+    while (true) switch (os.errno(linux.shutdown(fd, posix_how))) {
+        .SUCCESS => return,
+        .INTR => continue,
+        .NOTCONN => return error.SocketUnconnected,
+        .NOBUFS => return error.SystemResources,
+        .BADF, .NOTSOCK, .INVAL => |e| return os.unexpectedErrno(e),
+        else => |e| return os.unexpectedErrno(e),
+    };
+}
+
+pub const PairError = error{
+    OperationUnsupported,
+    AccessDenied,
+    AddressFamilyUnsupported,
+    ProtocolUnsupportedBySystem,
+    ProcessFdQuotaExceeded,
+    SystemFdQuotaExceeded,
+    SystemResources,
+    ProtocolUnsupportedByAddressFamily,
+    SocketModeUnsupported,
+    Unexpected,
+};
+
+/// `socketpair`. Linux makes pairs only of Unix sockets: IPv4 and IPv6 families report
+/// `OperationUnsupported` (EOPNOTSUPP), which std's error set names exactly.
+pub fn pair(domain: u32, mode: net.Socket.Mode, protocol: ?net.Protocol) PairError![2]fd_t {
+    const protocol_number: u32 = if (protocol) |p| @intFromEnum(p) else 0;
+    var fds: [2]fd_t = undefined;
+    while (true) {
+        const flags = modeToPosix(mode) | socket_flags;
+        const rc = linux.socketpair(domain, flags, protocol_number, &fds);
+        switch (os.errno(rc)) {
+            .SUCCESS => return fds,
+            .INTR => continue,
+            .OPNOTSUPP => return error.OperationUnsupported,
+            .ACCES => return error.AccessDenied,
+            .AFNOSUPPORT => return error.AddressFamilyUnsupported,
+            .INVAL => return error.ProtocolUnsupportedBySystem,
+            .MFILE => return error.ProcessFdQuotaExceeded,
+            .NFILE => return error.SystemFdQuotaExceeded,
+            .NOBUFS, .NOMEM => return error.SystemResources,
+            .PROTONOSUPPORT => return error.ProtocolUnsupportedByAddressFamily,
+            .PROTOTYPE => return error.SocketModeUnsupported,
+            .FAULT => |e| return os.unexpectedErrno(e),
+            else => |e| return os.unexpectedErrno(e),
+        }
+    }
+}

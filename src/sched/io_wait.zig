@@ -1,0 +1,124 @@
+//! The bridge from a fiber to its executor's loop: perform one `Completion.Op` while the
+//! calling task is parked, as a cancelation point, optionally with a deadline.
+//!
+//! Protocol (the completion lives on the task's stack, so the task must not return before its
+//! callback ran):
+//! 1. `prepareWait(cancelable)`, start the deadline timer, submit; park.
+//! 2. Resumed: the callback ran (done) → the result. Else the timer fired or a cancel request
+//!    is pending → `loop.cancel` the operation and keep waiting, uncancelably, for its
+//!    callback. Else a stale wake: wait again.
+//! 3. A result of `-ECANCELED` that our own cancel caused becomes `error.Timeout` or
+//!    `error.Canceled` (through `checkCancel`, so the request is delivered exactly once). An
+//!    operation that completed despite the cancel keeps its result; a pending request is then
+//!    seen at the task's next cancelation point.
+//!
+//! Timeouts use the executor's timer heap plus `loop.cancel`, not io_uring's linked timeouts:
+//! one mechanism for both backends, and the same path as a cancel request (rejected: a
+//! LINK_TIMEOUT per operation, which epoll would have to emulate with this very code anyway).
+//!
+//! On a thread weft does not run, the operation runs directly, blocking the thread in
+//! `poll(2)` while the socket is not ready (see `loop/nonblocking.zig`).
+const std = @import("std");
+const linux = std.os.linux;
+const assert = std.debug.assert;
+const Completion = @import("../loop/Completion.zig");
+const nonblocking = @import("../loop/nonblocking.zig");
+const Executor = @import("Executor.zig");
+const Task = @import("Task.zig");
+
+pub const Error = error{
+    /// The task's cancelation was requested and the operation stopped before completing.
+    Canceled,
+    /// `deadline_ns` passed before the operation completed.
+    Timeout,
+    /// No memory for the deadline's timer.
+    SystemResources,
+};
+
+const Pending = struct {
+    completion: Completion,
+    task: *Task,
+    done: bool = false,
+
+    fn callback(completion: *Completion) void {
+        const pending: *Pending = @fieldParentPtr("completion", completion);
+        assert(!pending.done);
+        completion.state = .idle;
+        pending.done = true;
+        pending.task.wake();
+    }
+};
+
+const Interruption = enum { none, timeout, cancel };
+
+/// Performs `op` for the caller and returns its result: non-negative on success, `-errno` on
+/// failure. Cancelation point (before and while waiting). `deadline_ns` is CLOCK_MONOTONIC.
+pub fn perform(op: Completion.Op, deadline_ns: ?u64) Error!i32 {
+    var current = op;
+    const task = Executor.currentTask() orelse
+        return nonblocking.performBlocking(&current, deadline_ns) orelse error.Timeout;
+    try task.checkCancel();
+    // Bounded: a kernel that hands EAGAIN back for a non-blocking socket (io_uring before it
+    // learned to poll internally) gets one readiness wait per retry, and each retry either
+    // completes or waits again; a spurious readiness costs one round.
+    while (true) {
+        const result = try performOnLoop(task, current, deadline_ns);
+        if (result != -@as(i32, @intFromEnum(linux.E.AGAIN)) or !current.triesFirst()) {
+            return result;
+        }
+        const events = nonblocking.interest(current);
+        const readiness: Completion.Op = .{ .poll = .{ .fd = current.fd(), .events = events } };
+        _ = try performOnLoop(task, readiness, deadline_ns);
+    }
+}
+
+fn performOnLoop(task: *Task, op: Completion.Op, deadline_ns: ?u64) Error!i32 {
+    const executor = task.executor;
+    assert(executor.current == task);
+    var pending: Pending = .{
+        .completion = .{ .op = op, .callback = &Pending.callback },
+        .task = task,
+    };
+    task.timer_fired = false; // a flag left over from an earlier sleep must not read as ours
+    if (deadline_ns) |deadline| {
+        executor.startTimer(task, deadline) catch return error.SystemResources;
+    }
+    task.prepareWait(true);
+    executor.loop.submit(&pending.completion);
+    const interruption = wait(task, &pending);
+    executor.stopTimer(task);
+    assert(pending.done);
+    assert(pending.completion.state == .idle);
+    const result = pending.completion.result;
+    if (result != -@as(i32, @intFromEnum(linux.E.CANCELED))) return result;
+    switch (interruption) {
+        // Canceled by someone else (another thread closing the loop's view of the fd).
+        .none => return result,
+        .timeout => return error.Timeout,
+        .cancel => {
+            try task.checkCancel();
+            unreachable; // only this task acknowledges its own pending request
+        },
+    }
+}
+
+/// Parks until the operation's callback ran; cancels the operation first when the timer fires
+/// or a cancel request arrives. Returns what interrupted it, if anything.
+fn wait(task: *Task, pending: *Pending) Interruption {
+    const executor = task.executor;
+    var interruption: Interruption = .none;
+    while (true) {
+        executor.park(task);
+        if (pending.done) return interruption;
+        if (interruption == .none) {
+            if (task.timer_fired) {
+                interruption = .timeout;
+            } else if (task.cancelPending()) {
+                interruption = .cancel;
+            }
+            if (interruption != .none) executor.loop.cancel(&pending.completion);
+        }
+        // After a cancel the callback is near: wait for it uncancelably.
+        task.prepareWait(interruption == .none);
+    }
+}

@@ -1,0 +1,552 @@
+//! std.Io network entries, native on weft's loop.
+//!
+//! Waiting operations (accept, connect, send, receive) are loop operations performed through
+//! `sched/io_wait.zig`: each is a cancelation point that cancels the in-flight kernel
+//! operation, and `netConnectIp` honours `options.timeout` (which std.Io.Threaded does not).
+//! Calls that cannot wait (socket, bind, listen, shutdown, socketpair, close) are direct
+//! syscalls; those with `Canceled` in their error set check for cancelation first.
+//!
+//! Sockets are close-on-exec and non-blocking (`net/socket.zig`); every send passes
+//! MSG_NOSIGNAL, so writing to a closed peer is `error.SocketUnconnected`, never SIGPIPE.
+//! Unix-socket connects do not wait: a full backlog is `error.WouldBlock`.
+const std = @import("std");
+const Io = std.Io;
+const net = Io.net;
+const linux = std.os.linux;
+const posix = std.posix;
+const assert = std.debug.assert;
+const os = @import("../os/linux.zig");
+const socket = @import("../net/socket.zig");
+const io_wait = @import("../sched/io_wait.zig");
+const Executor = @import("../sched/Executor.zig");
+const time = @import("time.zig");
+const Op = @import("../loop/Completion.zig").Op;
+
+/// Iovecs per read or write, as std's `Stream` uses.
+const iovecs_max = 8;
+/// Bytes of a one-byte splat pattern expanded per iovec (std's Threaded uses the same).
+const splat_buffer_bytes = 64;
+
+fn checkCancel() Io.Cancelable!void {
+    if (Executor.currentTask()) |task| try task.checkCancel();
+}
+
+fn errnoOf(result: i32) os.E {
+    assert(result < 0);
+    return @enumFromInt(-result);
+}
+
+/// Performs a loop operation that has no deadline: `Timeout` cannot happen, and without a
+/// timer there is no allocation that could fail.
+fn performUntimed(op: Op) Io.Cancelable!i32 {
+    return io_wait.perform(op, null) catch |err| switch (err) {
+        error.Canceled => error.Canceled,
+        error.Timeout, error.SystemResources => unreachable, // no deadline, no timer
+    };
+}
+
+pub fn netListenIp(
+    userdata: ?*anyopaque,
+    address: *const net.IpAddress,
+    options: net.IpAddress.ListenOptions,
+) net.IpAddress.ListenError!net.Socket {
+    _ = userdata;
+    try checkCancel();
+    const fd = try socket.open(socket.family(address), options.mode, options.protocol);
+    errdefer os.closeFd(fd);
+    if (options.reuse_address) {
+        try socket.setOption(fd, linux.SOL.SOCKET, linux.SO.REUSEADDR, 1);
+        try socket.setOption(fd, linux.SOL.SOCKET, linux.SO.REUSEPORT, 1);
+    }
+    try bindIp(fd, address);
+    try socket.listen(fd, options.kernel_backlog);
+    return .{ .handle = fd, .address = try socket.localAddress(fd) };
+}
+
+/// `bind` for an IP socket, whose errors are a subset of the Unix ones.
+fn bindIp(fd: socket.fd_t, address: *const net.IpAddress) error{
+    AddressInUse,
+    AddressUnavailable,
+    AddressFamilyUnsupported,
+    SystemResources,
+    Unexpected,
+}!void {
+    var storage: socket.IpStorage = undefined;
+    const len = socket.ipToPosix(address, &storage);
+    socket.bind(fd, &storage.any, len) catch |err| switch (err) {
+        error.AddressInUse, error.AddressUnavailable => |e| return e,
+        error.AddressFamilyUnsupported, error.SystemResources => |e| return e,
+        // A privileged port without the capability: std's error sets have no name for it.
+        error.AccessDenied, error.PermissionDenied => return error.Unexpected,
+        error.SymLinkLoop, error.FileNotFound, error.NotDir => unreachable, // Unix only
+        error.ReadOnlyFileSystem => unreachable, // Unix only
+        error.Unexpected => return error.Unexpected,
+    };
+}
+
+pub fn netAccept(
+    userdata: ?*anyopaque,
+    server: net.Socket.Handle,
+    options: net.Server.AcceptOptions,
+) net.Server.AcceptError!net.Socket {
+    _ = userdata;
+    _ = options;
+    var storage: socket.IpStorage = undefined;
+    var len: posix.socklen_t = @sizeOf(socket.IpStorage);
+    const result = try performUntimed(.{ .accept = .{
+        .fd = server,
+        .addr = &storage.any,
+        .addr_len = &len,
+        .flags = socket.socket_flags,
+    } });
+    if (result >= 0) return .{ .handle = result, .address = socket.ipFromPosix(&storage) };
+    return switch (errnoOf(result)) {
+        .CONNABORTED => error.ConnectionAborted,
+        .INVAL => error.SocketNotListening,
+        .MFILE => error.ProcessFdQuotaExceeded,
+        .NFILE => error.SystemFdQuotaExceeded,
+        .NOBUFS, .NOMEM => error.SystemResources,
+        .PROTO => error.ProtocolFailure,
+        .PERM => error.BlockedByFirewall,
+        .NETDOWN => error.NetworkDown,
+        // Only a listener without a loop (a thread weft does not run) could say EAGAIN, and
+        // it waits in poll(2) instead; the rest are bugs of the caller.
+        .AGAIN, .BADF, .FAULT, .NOTSOCK, .OPNOTSUPP => |e| os.unexpectedErrno(e),
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+pub fn netBindIp(
+    userdata: ?*anyopaque,
+    address: *const net.IpAddress,
+    options: net.IpAddress.BindOptions,
+) net.IpAddress.BindError!net.Socket {
+    _ = userdata;
+    try checkCancel();
+    const fd = try socket.open(socket.family(address), options.mode, options.protocol);
+    errdefer os.closeFd(fd);
+    if (options.ip6_only) {
+        if (address.* != .ip6) return error.OptionUnsupported;
+        try socket.setOption(fd, linux.IPPROTO.IPV6, linux.IPV6.V6ONLY, 1);
+    }
+    try bindIp(fd, address);
+    if (options.allow_broadcast) {
+        try socket.setOption(fd, linux.SOL.SOCKET, linux.SO.BROADCAST, 1);
+    }
+    return .{ .handle = fd, .address = try socket.localAddress(fd) };
+}
+
+/// Cancelation point while connecting; `options.timeout` bounds the wait for the handshake
+/// (`error.Timeout`), and the half-open socket is closed either way.
+pub fn netConnectIp(
+    userdata: ?*anyopaque,
+    address: *const net.IpAddress,
+    options: net.IpAddress.ConnectOptions,
+) net.IpAddress.ConnectError!net.Socket {
+    _ = userdata;
+    const deadline_ns = time.deadlineNs(options.timeout);
+    const fd = try socket.open(socket.family(address), options.mode, options.protocol);
+    errdefer os.closeFd(fd);
+    var storage: socket.IpStorage = undefined;
+    const len = socket.ipToPosix(address, &storage);
+    const result = try io_wait.perform(.{ .connect = .{
+        .fd = fd,
+        .addr = &storage.any,
+        .addr_len = len,
+    } }, deadline_ns);
+    if (result < 0) return connectError(errnoOf(result));
+    return .{ .handle = fd, .address = try socket.localAddress(fd) };
+}
+
+fn connectError(e: os.E) net.IpAddress.ConnectError {
+    return switch (e) {
+        .ADDRNOTAVAIL => error.AddressUnavailable,
+        .AFNOSUPPORT => error.AddressFamilyUnsupported,
+        .ALREADY => error.ConnectionPending,
+        .CONNREFUSED => error.ConnectionRefused,
+        .CONNRESET => error.ConnectionResetByPeer,
+        .HOSTUNREACH => error.HostUnreachable,
+        .NETUNREACH => error.NetworkUnreachable,
+        .TIMEDOUT => error.Timeout,
+        .ACCES, .PERM => error.AccessDenied,
+        .NETDOWN => error.NetworkDown,
+        .NOBUFS, .NOMEM => error.SystemResources,
+        // The loop waits for EINPROGRESS/EAGAIN itself; the rest are bugs of the caller.
+        .AGAIN, .INPROGRESS => |err| os.unexpectedErrno(err),
+        .BADF, .CONNABORTED, .FAULT, .ISCONN, .NOENT, .NOTSOCK, .PROTOTYPE => |err| {
+            return os.unexpectedErrno(err);
+        },
+        else => |err| os.unexpectedErrno(err),
+    };
+}
+
+pub fn netListenUnix(
+    userdata: ?*anyopaque,
+    address: *const net.UnixAddress,
+    options: net.UnixAddress.ListenOptions,
+) net.UnixAddress.ListenError!net.Socket.Handle {
+    _ = userdata;
+    try checkCancel();
+    const fd = try openUnix();
+    errdefer os.closeFd(fd);
+    var storage: socket.UnixStorage = undefined;
+    const len = socket.unixToPosix(address, &storage);
+    try socket.bind(fd, &storage.any, len);
+    try socket.listen(fd, options.kernel_backlog);
+    return fd;
+}
+
+fn openUnix() error{
+    AddressFamilyUnsupported,
+    ProcessFdQuotaExceeded,
+    SystemFdQuotaExceeded,
+    SystemResources,
+    Unexpected,
+}!socket.fd_t {
+    return socket.open(linux.AF.UNIX, .stream, null) catch |err| switch (err) {
+        error.ProtocolUnsupportedBySystem,
+        error.ProtocolUnsupportedByAddressFamily,
+        error.SocketModeUnsupported,
+        => error.AddressFamilyUnsupported,
+        else => |e| e,
+    };
+}
+
+/// Does not wait: a Unix connect completes at once or finds the backlog full (WouldBlock).
+pub fn netConnectUnix(
+    userdata: ?*anyopaque,
+    address: *const net.UnixAddress,
+) net.UnixAddress.ConnectError!net.Socket.Handle {
+    _ = userdata;
+    try checkCancel();
+    const fd = try openUnix();
+    errdefer os.closeFd(fd);
+    var storage: socket.UnixStorage = undefined;
+    const len = socket.unixToPosix(address, &storage);
+    while (true) switch (os.errno(linux.connect(fd, &storage.any, len))) {
+        .SUCCESS => return fd,
+        .INTR => continue,
+        .AGAIN, .INPROGRESS => return error.WouldBlock,
+        .AFNOSUPPORT => return error.AddressFamilyUnsupported,
+        .ACCES => return error.AccessDenied,
+        .PERM => return error.PermissionDenied,
+        .LOOP => return error.SymLinkLoop,
+        .NOENT => return error.FileNotFound,
+        .NOTDIR => return error.NotDir,
+        .ROFS => return error.ReadOnlyFileSystem,
+        .NOMEM, .NOBUFS => return error.SystemResources,
+        // A socket file nobody listens on: std's error set has no better name.
+        .CONNREFUSED => |e| return os.unexpectedErrno(e),
+        .BADF, .CONNABORTED, .FAULT, .ISCONN, .NOTSOCK, .PROTOTYPE => |e| {
+            return os.unexpectedErrno(e);
+        },
+        else => |e| return os.unexpectedErrno(e),
+    };
+}
+
+pub fn netSocketCreatePair(
+    userdata: ?*anyopaque,
+    options: net.Socket.CreatePairOptions,
+) net.Socket.CreatePairError![2]net.Socket {
+    _ = userdata;
+    try checkCancel();
+    const domain: u32 = switch (options.family) {
+        .ip4 => linux.AF.INET,
+        .ip6 => linux.AF.INET6,
+    };
+    const fds = try socket.pair(domain, options.mode, options.protocol);
+    errdefer for (fds) |fd| os.closeFd(fd);
+    return .{
+        .{ .handle = fds[0], .address = try socket.localAddress(fds[0]) },
+        .{ .handle = fds[1], .address = try socket.localAddress(fds[1]) },
+    };
+}
+
+pub fn netClose(userdata: ?*anyopaque, handles: []const net.Socket.Handle) void {
+    _ = userdata;
+    for (handles) |handle| os.closeFd(handle);
+}
+
+pub fn netShutdown(
+    userdata: ?*anyopaque,
+    handle: net.Socket.Handle,
+    how: net.ShutdownHow,
+) net.ShutdownError!void {
+    _ = userdata;
+    try checkCancel();
+    return socket.shutdown(handle, how);
+}
+
+/// Reads into the first `iovecs_max` non-empty buffers of `data`; 0 at end of stream.
+pub fn netRead(
+    userdata: ?*anyopaque,
+    handle: net.Socket.Handle,
+    data: [][]u8,
+) net.Stream.Reader.Error!usize {
+    _ = userdata;
+    var iovecs: [iovecs_max]posix.iovec = undefined;
+    var count: usize = 0;
+    for (data) |buffer| {
+        if (count == iovecs.len) break;
+        if (buffer.len == 0) continue;
+        iovecs[count] = .{ .base = buffer.ptr, .len = buffer.len };
+        count += 1;
+    }
+    assert(count > 0); // std's reader always offers room
+    var msg: linux.msghdr = .{
+        .name = null,
+        .namelen = 0,
+        .iov = &iovecs,
+        .iovlen = count,
+        .control = null,
+        .controllen = 0,
+        .flags = 0,
+    };
+    const result = try performUntimed(.{ .recvmsg = .{ .fd = handle, .msg = &msg, .flags = 0 } });
+    if (result >= 0) return @intCast(result);
+    return switch (errnoOf(result)) {
+        .NOBUFS, .NOMEM => error.SystemResources,
+        .NOTCONN, .PIPE => error.SocketUnconnected,
+        .CONNRESET => error.ConnectionResetByPeer,
+        .TIMEDOUT => error.Timeout,
+        .NETDOWN => error.NetworkDown,
+        .AGAIN, .INVAL, .FAULT, .BADF, .NOTSOCK => |e| os.unexpectedErrno(e),
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+/// Writes `header`, then `data[0 .. data.len - 1]`, then the last element of `data` `splat`
+/// times, as far as `iovecs_max` iovecs reach, in one `sendmsg`. Returns the bytes written,
+/// which may be fewer than offered (std's writer continues from there).
+pub fn netWrite(
+    userdata: ?*anyopaque,
+    handle: net.Socket.Handle,
+    header: []const u8,
+    data: []const []const u8,
+    splat: usize,
+) net.Stream.Writer.Error!usize {
+    _ = userdata;
+    assert(data.len > 0);
+    var iovecs: Iovecs = .{};
+    var splat_buffer: [splat_buffer_bytes]u8 = undefined;
+    iovecs.add(header);
+    for (data[0 .. data.len - 1]) |bytes| iovecs.add(bytes);
+    iovecs.addSplat(data[data.len - 1], splat, &splat_buffer);
+    if (iovecs.count == 0) return 0; // nothing to write: do not make a zero-length send
+    const msg: linux.msghdr_const = .{
+        .name = null,
+        .namelen = 0,
+        .iov = &iovecs.buffer,
+        .iovlen = iovecs.count,
+        .control = null,
+        .controllen = 0,
+        .flags = 0,
+    };
+    const op_flags = linux.MSG.NOSIGNAL;
+    const op: Op = .{ .sendmsg = .{ .fd = handle, .msg = &msg, .flags = op_flags } };
+    const result = try performUntimed(op);
+    if (result >= 0) return @intCast(result);
+    return switch (errnoOf(result)) {
+        .ALREADY => error.FastOpenAlreadyInProgress,
+        .CONNRESET => error.ConnectionResetByPeer,
+        .NOBUFS, .NOMEM => error.SystemResources,
+        .PIPE, .NOTCONN => error.SocketUnconnected,
+        .AFNOSUPPORT => error.AddressFamilyUnsupported,
+        .HOSTUNREACH => error.HostUnreachable,
+        .NETUNREACH => error.NetworkUnreachable,
+        .NETDOWN => error.NetworkDown,
+        .CONNREFUSED => error.ConnectionRefused,
+        .ACCES, .AGAIN, .BADF, .DESTADDRREQ, .FAULT, .INVAL, .ISCONN, .MSGSIZE => |e| {
+            return os.unexpectedErrno(e);
+        },
+        .NOTSOCK, .OPNOTSUPP => |e| os.unexpectedErrno(e),
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+/// The iovecs of one write; empty buffers are left out (the kernel checks a pointer before
+/// its length), and what does not fit is left for the next write.
+const Iovecs = struct {
+    buffer: [iovecs_max]posix.iovec_const = undefined,
+    count: usize = 0,
+
+    fn add(iovecs: *Iovecs, bytes: []const u8) void {
+        if (bytes.len == 0 or iovecs.count == iovecs.buffer.len) return;
+        iovecs.buffer[iovecs.count] = .{ .base = bytes.ptr, .len = bytes.len };
+        iovecs.count += 1;
+    }
+
+    /// `pattern` repeated `splat` times. A one-byte pattern is expanded into `scratch`, which
+    /// then stands for up to `scratch.len` bytes per iovec.
+    fn addSplat(iovecs: *Iovecs, pattern: []const u8, splat: usize, scratch: []u8) void {
+        if (pattern.len == 0 or splat == 0) return;
+        if (pattern.len > 1 or splat == 1) {
+            for (0..splat) |_| {
+                if (iovecs.count == iovecs.buffer.len) return;
+                iovecs.add(pattern);
+            }
+            return;
+        }
+        @memset(scratch, pattern[0]);
+        var remaining = splat;
+        while (remaining > 0 and iovecs.count < iovecs.buffer.len) {
+            const chunk = @min(remaining, scratch.len);
+            iovecs.add(scratch[0..chunk]);
+            remaining -= chunk;
+        }
+    }
+};
+
+/// Sends each message as one datagram to its address, in order, and stops at the first
+/// failure. Returns the failure, if any, and how many messages were sent; each sent message's
+/// `data_len` becomes the bytes the kernel took.
+pub fn netSend(
+    userdata: ?*anyopaque,
+    handle: net.Socket.Handle,
+    messages: []net.OutgoingMessage,
+    flags: net.SendFlags,
+) struct { ?net.Socket.SendError, usize } {
+    _ = userdata;
+    const posix_flags: u32 = linux.MSG.NOSIGNAL |
+        @as(u32, if (flags.confirm) linux.MSG.CONFIRM else 0) |
+        @as(u32, if (flags.dont_route) linux.MSG.DONTROUTE else 0) |
+        @as(u32, if (flags.eor) linux.MSG.EOR else 0) |
+        @as(u32, if (flags.oob) linux.MSG.OOB else 0) |
+        @as(u32, if (flags.fastopen) linux.MSG.FASTOPEN else 0);
+    for (messages, 0..) |*message, index| {
+        sendOne(handle, message, posix_flags) catch |err| return .{ err, index };
+    }
+    return .{ null, messages.len };
+}
+
+fn sendOne(
+    handle: net.Socket.Handle,
+    message: *net.OutgoingMessage,
+    flags: u32,
+) net.Socket.SendError!void {
+    var storage: socket.IpStorage = undefined;
+    const iovec: posix.iovec_const = .{ .base = message.data_ptr, .len = message.data_len };
+    const msg: linux.msghdr_const = .{
+        .name = &storage.any,
+        .namelen = socket.ipToPosix(message.address, &storage),
+        .iov = (&iovec)[0..1],
+        .iovlen = 1,
+        // The kernel rejects an invalid pointer even with a zero length.
+        .control = if (message.control.len == 0) null else message.control.ptr,
+        .controllen = @intCast(message.control.len),
+        .flags = 0,
+    };
+    const op: Op = .{ .sendmsg = .{ .fd = handle, .msg = &msg, .flags = flags } };
+    const result = try performUntimed(op);
+    if (result >= 0) {
+        message.data_len = @intCast(result);
+        return;
+    }
+    return switch (errnoOf(result)) {
+        .ACCES => error.AccessDenied,
+        .ALREADY => error.FastOpenAlreadyInProgress,
+        .CONNRESET => error.ConnectionResetByPeer,
+        .CONNREFUSED => error.ConnectionRefused,
+        .MSGSIZE => error.MessageOversize,
+        .NOBUFS, .NOMEM => error.SystemResources,
+        .PIPE, .NOTCONN => error.SocketUnconnected,
+        .AFNOSUPPORT => error.AddressFamilyUnsupported,
+        .HOSTUNREACH => error.HostUnreachable,
+        .NETUNREACH => error.NetworkUnreachable,
+        .NETDOWN => error.NetworkDown,
+        .AGAIN, .BADF, .DESTADDRREQ, .FAULT, .INVAL, .ISCONN, .NOTSOCK, .OPNOTSUPP => |e| {
+            return os.unexpectedErrno(e);
+        },
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+/// The `net_receive` operation: waits for one datagram (or stream bytes) into
+/// `data_buffer` and describes it in `message_buffer[0]`. Cancelation point.
+pub fn netReceive(o: Io.Operation.NetReceive) Io.Cancelable!Io.Operation.NetReceive.Result {
+    assert(o.message_buffer.len > 0);
+    const message = &o.message_buffer[0];
+    var storage: socket.IpStorage = undefined;
+    var iovec: posix.iovec = .{ .base = o.data_buffer.ptr, .len = o.data_buffer.len };
+    var msg: linux.msghdr = .{
+        .name = &storage.any,
+        .namelen = @sizeOf(socket.IpStorage),
+        .iov = (&iovec)[0..1],
+        .iovlen = 1,
+        .control = if (message.control.len == 0) null else message.control.ptr,
+        .controllen = @intCast(message.control.len),
+        .flags = 0,
+    };
+    const flags: u32 = @as(u32, if (o.flags.oob) linux.MSG.OOB else 0) |
+        @as(u32, if (o.flags.peek) linux.MSG.PEEK else 0) |
+        @as(u32, if (o.flags.trunc) linux.MSG.TRUNC else 0);
+    const op: Op = .{ .recvmsg = .{ .fd = o.socket_handle, .msg = &msg, .flags = flags } };
+    const result = try performUntimed(op);
+    if (result < 0) return .{ receiveError(errnoOf(result)), 0 };
+    const received: usize = @min(@as(usize, @intCast(result)), o.data_buffer.len);
+    message.* = .{
+        .from = socket.ipFromPosix(&storage),
+        .data = o.data_buffer[0..received],
+        .control = if (msg.control) |ptr|
+            @as([*]u8, @ptrCast(ptr))[0..msg.controllen]
+        else
+            message.control,
+        .flags = .{
+            .eor = msg.flags & linux.MSG.EOR != 0,
+            .trunc = msg.flags & linux.MSG.TRUNC != 0,
+            .ctrunc = msg.flags & linux.MSG.CTRUNC != 0,
+            .oob = msg.flags & linux.MSG.OOB != 0,
+            .errqueue = msg.flags & linux.MSG.ERRQUEUE != 0,
+        },
+    };
+    return .{ null, 1 };
+}
+
+fn receiveError(e: os.E) net.Socket.ReceiveError {
+    return switch (e) {
+        .NFILE => error.SystemFdQuotaExceeded,
+        .MFILE => error.ProcessFdQuotaExceeded,
+        .NOBUFS, .NOMEM => error.SystemResources,
+        .NOTCONN, .PIPE => error.SocketUnconnected,
+        .MSGSIZE => error.MessageOversize,
+        .CONNRESET => error.ConnectionResetByPeer,
+        .NETDOWN => error.NetworkDown,
+        // An earlier datagram to this socket's peer met no listener (ICMP port unreachable).
+        .CONNREFUSED => error.PortUnreachable,
+        .AGAIN, .BADF, .FAULT, .INVAL, .NOTSOCK, .OPNOTSUPP => |err| os.unexpectedErrno(err),
+        else => |err| os.unexpectedErrno(err),
+    };
+}
+
+/// Results one delegated lookup may produce; std's contract lets a lookup block once the
+/// queue holds 16, and Threaded's DNS client stops well before this.
+const lookup_results_max = 64;
+
+/// Still std.Io.Threaded's resolver (hosts file, resolv.conf, DNS), run on a worker, but into
+/// a private queue that is then moved into `resolved` on the caller's fiber. Threaded fills a
+/// queue through its own futex, which cannot wake a fiber waiting on it: a fiber that waited
+/// on `resolved` while the worker filled it directly (as `HostName.connect` does) would never
+/// be woken.
+pub fn netLookup(
+    userdata: ?*anyopaque,
+    host_name: net.HostName,
+    resolved: *Io.Queue(net.HostName.LookupResult),
+    options: net.HostName.LookupOptions,
+) net.HostName.LookupError!void {
+    const weft_io: Io = .{ .userdata = userdata, .vtable = &@import("vtable.zig").vtable };
+    defer resolved.close(weft_io);
+    var buffer: [lookup_results_max]net.HostName.LookupResult = undefined;
+    var private: Io.Queue(net.HostName.LookupResult) = .init(&buffer);
+    const outcome = delegated_lookup(userdata, host_name, &private, options);
+    // The worker has finished and closed `private`: draining it does not wait.
+    while (private.getOneUncancelable(weft_io)) |result| {
+        resolved.putOneUncancelable(weft_io, result) catch |err| switch (err) {
+            error.Closed => unreachable, // `resolved` must stay open until we return
+        };
+    } else |err| switch (err) {
+        error.Closed => {},
+    }
+    return outcome;
+}
+
+const delegated_lookup = @import("delegated.zig").entry("netLookup");

@@ -1,0 +1,315 @@
+//! std.Io networking on weft, written against std.Io.net only (loopback). Runs on both
+//! backends (`WEFT_BACKEND`). No timed assertions: timeouts are only checked to happen.
+const std = @import("std");
+const Io = std.Io;
+const net = Io.net;
+const linux = std.os.linux;
+const testing = std.testing;
+const Runtime = @import("../Runtime.zig");
+
+fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    try body(rt.io());
+}
+
+const loopback: net.IpAddress = .{ .ip4 = .loopback(0) };
+
+/// Echoes everything the peer sends until it shuts its sending side, then closes.
+fn echoOne(io: Io, server: *net.Server) !void {
+    const stream = try server.accept(io);
+    defer stream.close(io);
+    var read_buffer: [64]u8 = undefined;
+    var write_buffer: [64]u8 = undefined;
+    var reader = stream.reader(io, &read_buffer);
+    var writer = stream.writer(io, &write_buffer);
+    _ = try reader.interface.streamRemaining(&writer.interface);
+    try writer.interface.flush();
+}
+
+/// Sends `message`, half-closes, and expects the same bytes back followed by end of stream.
+fn expectEcho(io: Io, stream: net.Stream, message: []const u8) !void {
+    var write_buffer: [16]u8 = undefined;
+    var writer = stream.writer(io, &write_buffer);
+    try writer.interface.writeAll(message);
+    try writer.interface.flush();
+    try stream.shutdown(io, .send);
+    var read_buffer: [16]u8 = undefined;
+    var reader = stream.reader(io, &read_buffer);
+    const echoed = try reader.interface.allocRemaining(testing.allocator, .unlimited);
+    defer testing.allocator.free(echoed);
+    try testing.expectEqualStrings(message, echoed);
+}
+
+test "net: TCP echo over loopback, half-close and end of stream" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var server = try loopback.listen(io, .{ .reuse_address = true });
+            defer server.deinit(io);
+            try testing.expect(server.socket.address.getPort() != 0);
+            var echo = try io.concurrent(echoOne, .{ io, &server });
+            const stream = try server.socket.address.connect(io, .{ .mode = .stream });
+            defer stream.close(io);
+            // Larger than every buffer on the way: partial reads and writes on both sides.
+            const message = "the quick brown fox jumps over the lazy dog, " ** 40;
+            try expectEcho(io, stream, message);
+            try echo.await(io);
+        }
+    }.body);
+}
+
+test "net: Unix socket echo" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var path_buffer: [64]u8 = undefined;
+            var suffix: [8]u8 = undefined;
+            io.random(&suffix);
+            const format = "/tmp/weft-net-{x}.sock\x00";
+            const path_z = try std.fmt.bufPrint(&path_buffer, format, .{suffix});
+            const path = path_z[0 .. path_z.len - 1];
+            const address = try net.UnixAddress.init(path);
+            var server = try address.listen(io, .{});
+            defer server.deinit(io);
+            defer _ = linux.unlink(@ptrCast(path_z.ptr));
+            var echo = try io.concurrent(echoOne, .{ io, &server });
+            const stream = try address.connect(io);
+            defer stream.close(io);
+            try expectEcho(io, stream, "over a Unix socket");
+            try echo.await(io);
+        }
+    }.body);
+}
+
+fn acceptAndReset(io: Io, server: *net.Server) !void {
+    const stream = try server.accept(io);
+    // Linger with a zero timeout: close sends RST instead of FIN.
+    const linger: linux.linger = .{ .onoff = 1, .linger = 0 };
+    const bytes = std.mem.asBytes(&linger);
+    const fd = stream.socket.handle;
+    const rc = linux.setsockopt(fd, linux.SOL.SOCKET, linux.SO.LINGER, bytes, bytes.len);
+    try testing.expectEqual(@as(usize, 0), rc);
+    stream.close(io);
+}
+
+test "net: peer reset is ConnectionResetByPeer; writes to it never raise SIGPIPE" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var server = try loopback.listen(io, .{});
+            defer server.deinit(io);
+            var resetter = try io.concurrent(acceptAndReset, .{ io, &server });
+            const stream = try server.socket.address.connect(io, .{ .mode = .stream });
+            defer stream.close(io);
+            try resetter.await(io);
+            var buffer: [8]u8 = undefined;
+            var reader = stream.reader(io, &buffer);
+            try testing.expectError(error.ReadFailed, reader.interface.takeByte());
+            try testing.expectEqual(error.ConnectionResetByPeer, reader.err.?);
+            // The connection is gone: a write fails with an error, the process lives on.
+            var writer = stream.writer(io, &.{});
+            try testing.expectError(error.WriteFailed, writer.interface.writeAll("x"));
+            try testing.expect(writer.err.? == error.SocketUnconnected or
+                writer.err.? == error.ConnectionResetByPeer);
+        }
+    }.body);
+}
+
+test "net: connect to a closed port is ConnectionRefused" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var server = try loopback.listen(io, .{});
+            const address = server.socket.address;
+            server.deinit(io);
+            try testing.expectError(
+                error.ConnectionRefused,
+                address.connect(io, .{ .mode = .stream }),
+            );
+        }
+    }.body);
+}
+
+/// Connects to `address` until the listener's accept queue is full (Linux then drops SYNs,
+/// so the next handshake never completes). Keeps the connections in `streams`; returns how
+/// many were made before one timed out, or null when none did.
+fn fillBacklog(io: Io, address: net.IpAddress, streams: []net.Stream) !?usize {
+    for (streams, 0..) |*stream, i| {
+        stream.* = address.connect(io, .{
+            .mode = .stream,
+            .timeout = .{ .duration = .{ .raw = .fromMilliseconds(100), .clock = .awake } },
+        }) catch |err| switch (err) {
+            error.Timeout => return i,
+            else => |e| return e,
+        };
+    }
+    return null;
+}
+
+test "net: connect timeout against a listener whose backlog is full" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var server = try loopback.listen(io, .{ .kernel_backlog = 0 });
+            defer server.deinit(io);
+            var streams: [8]net.Stream = undefined;
+            const made = try fillBacklog(io, server.socket.address, &streams) orelse
+                return error.TestExpectedTimeout;
+            defer for (streams[0..made]) |s| s.close(io);
+            try testing.expect(made < streams.len);
+        }
+    }.body);
+}
+
+fn connectForever(io: Io, address: net.IpAddress) !void {
+    const stream = try address.connect(io, .{ .mode = .stream });
+    stream.close(io);
+}
+
+test "net: cancel a blocked connect" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var server = try loopback.listen(io, .{ .kernel_backlog = 0 });
+            defer server.deinit(io);
+            var streams: [8]net.Stream = undefined;
+            const made = try fillBacklog(io, server.socket.address, &streams) orelse
+                return error.TestExpectedTimeout;
+            defer for (streams[0..made]) |s| s.close(io);
+            var future = try io.concurrent(connectForever, .{ io, server.socket.address });
+            try io.sleep(.fromMilliseconds(5), .awake);
+            try testing.expectError(error.Canceled, future.cancel(io));
+        }
+    }.body);
+}
+
+fn acceptOne(io: Io, server: *net.Server) !void {
+    const stream = try server.accept(io);
+    stream.close(io);
+}
+
+test "net: cancel a blocked accept; the listener still works" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var server = try loopback.listen(io, .{});
+            defer server.deinit(io);
+            var blocked = try io.concurrent(acceptOne, .{ io, &server });
+            try io.sleep(.fromMilliseconds(2), .awake);
+            try testing.expectError(error.Canceled, blocked.cancel(io));
+            var accepting = try io.concurrent(acceptOne, .{ io, &server });
+            const stream = try server.socket.address.connect(io, .{ .mode = .stream });
+            stream.close(io);
+            try accepting.await(io);
+        }
+    }.body);
+}
+
+fn readOne(io: Io, stream: net.Stream) !u8 {
+    var buffer: [1]u8 = undefined;
+    var reader = stream.reader(io, &buffer);
+    return reader.interface.takeByte() catch |err| switch (err) {
+        error.ReadFailed => return reader.err.?,
+        error.EndOfStream => return error.EndOfStream,
+    };
+}
+
+test "net: cancel a blocked read; the socket still works" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var server = try loopback.listen(io, .{});
+            defer server.deinit(io);
+            const client = try server.socket.address.connect(io, .{ .mode = .stream });
+            defer client.close(io);
+            const peer = try server.accept(io);
+            defer peer.close(io);
+            var blocked = try io.concurrent(readOne, .{ io, client });
+            try io.sleep(.fromMilliseconds(2), .awake);
+            try testing.expectError(error.Canceled, blocked.cancel(io));
+            var writer = peer.writer(io, &.{});
+            try writer.interface.writeAll("z");
+            try testing.expectEqual(@as(u8, 'z'), try readOne(io, client));
+        }
+    }.body);
+}
+
+test "net: UDP send and receive" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const a = try loopback.bind(io, .{ .mode = .dgram });
+            defer a.close(io);
+            const b = try loopback.bind(io, .{ .mode = .dgram });
+            defer b.close(io);
+            try a.send(io, &b.address, "datagram");
+            var buffer: [32]u8 = undefined;
+            const message = try b.receive(io, &buffer);
+            try testing.expectEqualStrings("datagram", message.data);
+            try testing.expectEqual(a.address.getPort(), message.from.getPort());
+        }
+    }.body);
+}
+
+fn receiveOne(io: Io, s: net.Socket) !void {
+    var buffer: [8]u8 = undefined;
+    _ = try s.receive(io, &buffer);
+}
+
+test "net: cancel a blocked UDP receive" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const s = try loopback.bind(io, .{ .mode = .dgram });
+            defer s.close(io);
+            var blocked = try io.concurrent(receiveOne, .{ io, s });
+            try io.sleep(.fromMilliseconds(2), .awake);
+            try testing.expectError(error.Canceled, blocked.cancel(io));
+        }
+    }.body);
+}
+
+test "net: IP socket pairs are OperationUnsupported on Linux" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            try testing.expectError(error.OperationUnsupported, net.Socket.createPair(io, .{}));
+        }
+    }.body);
+}
+
+/// Serves one connection with std.http.Server: "hello" on every request, keep-alive.
+fn serveHello(io: Io, server: *net.Server) !void {
+    const stream = try server.accept(io);
+    defer stream.close(io);
+    var read_buffer: [1024]u8 = undefined;
+    var write_buffer: [1024]u8 = undefined;
+    var reader = stream.reader(io, &read_buffer);
+    var writer = stream.writer(io, &write_buffer);
+    var http_server = std.http.Server.init(&reader.interface, &writer.interface);
+    while (true) {
+        var request = http_server.receiveHead() catch |err| switch (err) {
+            error.HttpConnectionClosing => return,
+            else => |e| return e,
+        };
+        try request.respond("hello from weft", .{});
+    }
+}
+
+test "net: std.http.Client fetches from std.http.Server, both on weft" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var server = try loopback.listen(io, .{});
+            defer server.deinit(io);
+            var serving = try io.concurrent(serveHello, .{ io, &server });
+            var client: std.http.Client = .{ .allocator = testing.allocator, .io = io };
+            var url_buffer: [64]u8 = undefined;
+            const url = try std.fmt.bufPrint(&url_buffer, "http://127.0.0.1:{d}/", .{
+                server.socket.address.getPort(),
+            });
+            var body_writer: Io.Writer.Allocating = .init(testing.allocator);
+            defer body_writer.deinit();
+            for (0..2) |_| { // twice over one kept-alive connection
+                body_writer.clearRetainingCapacity();
+                const result = try client.fetch(.{
+                    .location = .{ .url = url },
+                    .response_writer = &body_writer.writer,
+                });
+                try testing.expectEqual(std.http.Status.ok, result.status);
+                try testing.expectEqualStrings("hello from weft", body_writer.written());
+            }
+            client.deinit(); // closes the kept-alive connection: the server sees it end
+            try serving.await(io);
+        }
+    }.body);
+}
