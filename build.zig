@@ -44,16 +44,24 @@ fn weftModule(
 fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.builtin.OptimizeMode) void {
     const test_step = b.step("test", "Run weft's tests on the io_uring and the epoll backend");
     const filters = b.option([]const []const u8, "test-filter", "Only run tests matching") orelse &.{};
+    const tsan = b.option(bool, "tsan", "Build the tests with ThreadSanitizer (LLVM backend)") orelse false;
 
     const module = b.createModule(.{
         .root_source_file = b.path("src/root.zig"),
         .target = target,
         .optimize = optimize,
+        .sanitize_thread = tsan,
     });
     // The README's std.Io status table is checked against the real VTable by a test.
     module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
     module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
-    const tests = b.addTest(.{ .root_module = module, .filters = filters });
+    // TSan instruments only through LLVM; Debug x86_64 builds default to the self-hosted
+    // backend, which silently ignores -fsanitize-thread.
+    const tests = b.addTest(.{
+        .root_module = module,
+        .filters = filters,
+        .use_llvm = if (tsan) true else null,
+    });
 
     for ([_][]const u8{ "io_uring", "epoll" }) |backend| {
         const run = b.addRunArtifact(tests);
