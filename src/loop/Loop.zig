@@ -19,6 +19,9 @@ backend: union(Kind) {
 /// pays for the eventfd write, every other waker knows the loop will look on its own.
 sleeping: std.atomic.Value(bool) = .init(false),
 reaped: Completion.Queue = .{},
+/// The backend's eventfd, copied here so that other threads can wake the loop without reading
+/// `backend` (whose reap buffer the owning thread writes while they do).
+wake_fd: std.posix.fd_t = -1,
 
 pub const Kind = enum { io_uring, epoll };
 
@@ -33,7 +36,10 @@ pub fn init(loop: *Loop, choice: Choice) InitError!void {
     switch (choice) {
         .io_uring, .auto => {
             loop.backend = .{ .io_uring = undefined };
-            if (IoUringBackend.init(&loop.backend.io_uring)) |_| return else |err| switch (err) {
+            if (IoUringBackend.init(&loop.backend.io_uring)) |_| {
+                loop.wake_fd = loop.backend.io_uring.wake_fd;
+                return;
+            } else |err| switch (err) {
                 error.Unsupported => if (choice == .io_uring) return err,
                 else => return err,
             }
@@ -42,6 +48,7 @@ pub fn init(loop: *Loop, choice: Choice) InitError!void {
     }
     loop.backend = .{ .epoll = undefined };
     try EpollBackend.init(&loop.backend.epoll);
+    loop.wake_fd = loop.backend.epoll.wake_fd;
 }
 
 pub fn deinit(loop: *Loop) void {
@@ -100,9 +107,8 @@ pub fn poll(loop: *Loop, timeout_ns: ?u64) usize {
 
 /// Thread-safe: makes a blocked (or about to block) `poll` return.
 pub fn wake(loop: *Loop) void {
-    switch (loop.backend) {
-        inline else => |*backend| backend.wake(),
-    }
+    assert(loop.wake_fd >= 0);
+    @import("../os/linux.zig").eventFdSignal(loop.wake_fd);
 }
 
 /// Thread-safe: wakes the loop only if its thread announced it is going to sleep.
