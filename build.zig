@@ -131,7 +131,8 @@ fn addExamples(
     const names = listZigFiles(b, "examples");
     for (names) |name| {
         // examples/serve.zig is the weft-serve tool (bench/http.sh runs it).
-        const exe_name = if (std.mem.eql(u8, name, "serve")) "weft-serve" else b.fmt("example-{s}", .{name});
+        const is_serve = std.mem.eql(u8, name, "serve");
+        const exe_name = if (is_serve) "weft-serve" else b.fmt("example-{s}", .{name});
         const exe = b.addExecutable(.{
             .name = exe_name,
             .root_module = b.createModule(.{

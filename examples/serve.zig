@@ -81,11 +81,12 @@ fn parse(args: []const [:0]const u8) error{ BadArgument, MissingMode, MissingPor
             if (workers == 0 or workers > weft.config.server_workers_max) return error.BadArgument;
         } else return error.BadArgument;
     }
-    const shape: weft.Server.Shape = if (std.mem.eql(u8, mode orelse return error.MissingMode, "single"))
+    const name = mode orelse return error.MissingMode;
+    const shape: weft.Server.Shape = if (std.mem.eql(u8, name, "single"))
         .single
-    else if (std.mem.eql(u8, mode.?, "threaded"))
+    else if (std.mem.eql(u8, name, "threaded"))
         .{ .threaded = workers }
-    else if (std.mem.eql(u8, mode.?, "forked"))
+    else if (std.mem.eql(u8, name, "forked"))
         .{ .forked = workers }
     else
         return error.BadArgument;

@@ -190,7 +190,10 @@ pub fn serveOn(server: *Server, index: u32, handler: Handler) RunError!Worker.Re
     var rt = try Runtime.init(server.gpa, server.options.runtime);
     defer rt.deinit();
     const io = rt.io();
-    const listener: net.Socket = .{ .handle = server.listener_fds[index], .address = server.address };
+    const listener: net.Socket = .{
+        .handle = server.listener_fds[index],
+        .address = server.address,
+    };
     var worker: Worker = undefined;
     try worker.init(server.gpa, io, listener, handler, server.limits());
     defer worker.deinit(server.gpa);

@@ -69,8 +69,8 @@ fn serve(context: ?*anyopaque, connection: *Worker.Connection) Io.Cancelable!voi
 
 /// A bodiless error response that closes the connection; a failed write is the peer's loss.
 fn respondRaw(writer: *Io.Writer, comptime status: []const u8) void {
-    writer.writeAll("HTTP/1.1 " ++ status ++ "\r\nconnection: close\r\ncontent-length: 0\r\n\r\n") catch
-        return;
+    const head = "HTTP/1.1 " ++ status ++ "\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
+    writer.writeAll(head) catch return;
     writer.flush() catch {};
 }
 

@@ -77,7 +77,8 @@ const Client = struct {
             if (std.mem.eql(u8, line, "\r\n")) break;
             const prefix = "content-length: ";
             if (std.ascii.startsWithIgnoreCase(line, prefix)) {
-                content_length = try std.fmt.parseInt(usize, std.mem.trim(u8, line[prefix.len..], "\r\n"), 10);
+                const digits = std.mem.trim(u8, line[prefix.len..], "\r\n");
+                content_length = try std.fmt.parseInt(usize, digits, 10);
             }
         }
         const body = try in.take(content_length);
@@ -156,7 +157,8 @@ test "Server: a port in use is reported by init, in every shape" {
             .shape = shape,
         }));
     }
-    try testing.expectError(error.InvalidOptions, Server.init(testing.allocator, optionsOf(.{ .threaded = 0 })));
+    const no_workers = optionsOf(.{ .threaded = 0 });
+    try testing.expectError(error.InvalidOptions, Server.init(testing.allocator, no_workers));
 }
 
 test "Server: past connections_max a new connection is closed at once" {
@@ -294,4 +296,125 @@ test "Server: a request still running at the drain deadline is cut and reported"
     const status, const report = try stopDuringRequest(10_000, 100 * std.time.ns_per_ms);
     try testing.expectEqual(null, status);
     try testing.expectEqual(1, report.workers.cut_at_drain);
+}
+
+/// Pids listed in /proc/<pid>/task/<pid>/children (Linux ≥ 3.5 with CONFIG_PROC_CHILDREN).
+fn childrenOf(pid: linux.pid_t, pids: []linux.pid_t) ![]linux.pid_t {
+    var path_buffer: [64]u8 = undefined;
+    const path = try std.fmt.bufPrintZ(&path_buffer, "/proc/{d}/task/{d}/children", .{ pid, pid });
+    const fd_rc = linux.open(path, .{ .ACCMODE = .RDONLY, .CLOEXEC = true }, 0);
+    if (linux.errno(fd_rc) != .SUCCESS) return error.NoProcChildren;
+    const fd: linux.fd_t = @intCast(fd_rc);
+    defer _ = linux.close(fd);
+    var text_buffer: [256]u8 = undefined;
+    const len_rc = linux.read(fd, &text_buffer, text_buffer.len);
+    if (linux.errno(len_rc) != .SUCCESS) return error.NoProcChildren;
+    var count: usize = 0;
+    var it = std.mem.tokenizeScalar(u8, text_buffer[0..len_rc], ' ');
+    while (it.next()) |word| : (count += 1) {
+        if (count == pids.len) return error.TooManyChildren;
+        pids[count] = try std.fmt.parseInt(linux.pid_t, std.mem.trim(u8, word, "\n"), 10);
+    }
+    return pids[0..count];
+}
+
+/// Whether /proc still lists the process (alive, or a zombie nobody reaped).
+fn processExists(pid: linux.pid_t) bool {
+    var path_buffer: [32]u8 = undefined;
+    const path = std.fmt.bufPrintZ(&path_buffer, "/proc/{d}/stat", .{pid}) catch unreachable;
+    const rc = linux.access(path, linux.F_OK);
+    return linux.errno(rc) == .SUCCESS;
+}
+
+/// Polls `condition` every 20 ms for at most `seconds`.
+fn eventually(
+    io: Io,
+    seconds: u32,
+    context: anytype,
+    comptime condition: fn (@TypeOf(context)) bool,
+) !void {
+    for (0..seconds * 50) |_| {
+        if (condition(context)) return;
+        try io.sleep(.fromMilliseconds(20), .awake);
+    }
+    return error.TestTimedOut;
+}
+
+fn expectServes(io: Io, port: u16) !void {
+    var client: Client = undefined;
+    try client.connect(io, port);
+    defer client.close(io);
+    try testing.expectEqual(200, try client.get());
+    try testing.expectEqual(200, try client.get());
+}
+
+test "Server: .forked restarts a SIGKILLed worker, and SIGTERM drains, reaps and exits 0" {
+    // The supervisor is forked before this test makes a runtime, so it inherits none; the
+    // page allocator takes no lock a fork could leave held.
+    var server = try Server.init(std.heap.page_allocator, .{
+        .address = .{ .ip4 = .loopback(0) },
+        .shape = .{ .forked = 2 },
+        .drain_timeout_ns = std.time.ns_per_s,
+    });
+    const port = server.port();
+    const fork_rc = linux.fork();
+    try testing.expect(linux.errno(fork_rc) == .SUCCESS);
+    if (fork_rc == 0) {
+        // The supervisor: its exit status is the test's verdict on its report.
+        const handler = Server.http.handler(&hello.http_handler);
+        const report = server.run(handler) catch linux.exit_group(3);
+        const as_expected = report.workers_restarted == 1 and report.workers_killed == 0;
+        linux.exit_group(if (as_expected) 0 else 4);
+    }
+    server.deinit(); // the test's copy of the listener
+    const supervisor: linux.pid_t = @intCast(fork_rc);
+    var supervisor_reaped = false;
+    defer if (!supervisor_reaped) {
+        _ = linux.kill(supervisor, .KILL);
+        var status: u32 = 0;
+        _ = linux.waitpid(supervisor, &status, 0);
+    };
+
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    var pids_buffer: [8]linux.pid_t = undefined;
+    try eventually(io, 5, supervisor, struct {
+        fn two(pid: linux.pid_t) bool {
+            var buffer: [8]linux.pid_t = undefined;
+            return (childrenOf(pid, &buffer) catch return false).len == 2;
+        }
+    }.two);
+    const workers = try childrenOf(supervisor, &pids_buffer);
+    try expectServes(io, port);
+
+    const victim = workers[0];
+    _ = linux.kill(victim, .KILL);
+    // Reaped (no zombie) and replaced.
+    try eventually(io, 5, victim, struct {
+        fn gone(pid: linux.pid_t) bool {
+            return !processExists(pid);
+        }
+    }.gone);
+    try eventually(io, 5, supervisor, struct {
+        fn two(pid: linux.pid_t) bool {
+            var buffer: [8]linux.pid_t = undefined;
+            return (childrenOf(pid, &buffer) catch return false).len == 2;
+        }
+    }.two);
+    for (0..4) |_| try expectServes(io, port);
+    var after_buffer: [8]linux.pid_t = undefined;
+    const after = try childrenOf(supervisor, &after_buffer);
+
+    _ = linux.kill(supervisor, .TERM);
+    var status: u32 = 0;
+    for (0..250) |_| {
+        const rc = linux.waitpid(supervisor, &status, linux.W.NOHANG);
+        if (rc == supervisor) break;
+        try io.sleep(.fromMilliseconds(20), .awake);
+    } else return error.TestTimedOut;
+    supervisor_reaped = true;
+    try testing.expect(linux.W.IFEXITED(status));
+    try testing.expectEqual(0, linux.W.EXITSTATUS(status));
+    for (after) |worker| try testing.expect(!processExists(worker));
 }
