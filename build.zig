@@ -138,8 +138,11 @@ fn addExamples(
     const step = b.step("examples", "Build every program in examples/");
     const names = listZigFiles(b, "examples");
     for (names) |name| {
+        // examples/serve.zig is the weft-serve tool (bench/http.sh runs it).
+        const is_serve = std.mem.eql(u8, name, "serve");
+        const exe_name = if (is_serve) "weft-serve" else b.fmt("example-{s}", .{name});
         const exe = b.addExecutable(.{
-            .name = b.fmt("example-{s}", .{name}),
+            .name = exe_name,
             .root_module = b.createModule(.{
                 .root_source_file = b.path(b.fmt("examples/{s}.zig", .{name})),
                 .target = target,

@@ -50,6 +50,41 @@ pub const timer_slack_ns = 50 * std.time.ns_per_us;
 /// Executors a runtime may own (one io_uring and one OS thread each).
 pub const executors_max = 256;
 
+/// Workers (threads or processes) one `weft.Server` may run: each holds a listener, a runtime,
+/// and in the forked shape a process; past a few per core they only add contention.
+pub const server_workers_max = 64;
+
+/// Connections one server worker serves at once by default. Each live connection holds a
+/// fiber (its stack is committed only as touched) and two fds' worth of kernel buffers; past
+/// the limit a new connection is closed as soon as it is accepted.
+pub const server_connections_max_default = 4096;
+
+/// Bytes of one HTTP request head the HTTP helper accepts: the read buffer of a connection.
+/// A larger head gets 431. 8 KiB is what nginx and Go's net/http allow by default per line
+/// (Go allows 1 MiB in total; we stay on the fiber's stack).
+pub const server_head_bytes_max = 8 * 1024;
+
+/// Bytes of one connection's write buffer in the HTTP helper.
+pub const server_write_buffer_bytes = 4 * 1024;
+
+/// Default wait for a keep-alive connection's next request before it is closed.
+pub const server_idle_timeout_ns_default = 60 * std.time.ns_per_s;
+
+/// Default time from a request's first byte to its complete head: a slow-header (trickle)
+/// client is cut after it.
+pub const server_header_timeout_ns_default = 10 * std.time.ns_per_s;
+
+/// Default time a stopping server lets in-flight requests finish before cutting them.
+pub const server_drain_timeout_ns_default = 5 * std.time.ns_per_s;
+
+/// Bounds of the accept back-off under EMFILE/ENFILE/ENOMEM: it doubles from the first to
+/// the last and resets after a successful accept, so a full fd table never spins the loop.
+pub const server_accept_backoff_ns_min = 1 * std.time.ns_per_ms;
+pub const server_accept_backoff_ns_max = 256 * std.time.ns_per_ms;
+
+/// The kernel queue of a server's listener (capped by net.core.somaxconn).
+pub const server_backlog = 1024;
+
 comptime {
     assert(std.math.isPowerOfTwo(ring_entries));
     assert(reap_batch_max >= 8);
@@ -59,4 +94,8 @@ comptime {
     assert(stack_size_bytes_min <= stack_size_bytes_default);
     assert(dispatches_per_poll > 0 and check_cancel_calls_per_yield > 0);
     assert(map_count_reserve < 65530);
+    assert(server_workers_max > 0 and server_connections_max_default > 0);
+    assert(server_head_bytes_max >= 1024);
+    assert(server_accept_backoff_ns_min <= server_accept_backoff_ns_max);
+    assert(server_header_timeout_ns_default <= server_idle_timeout_ns_default);
 }

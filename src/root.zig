@@ -8,11 +8,14 @@
 //!
 //! Layers, each depending only on those before it: `os` (syscalls) → `loop` (completion loop,
 //! io_uring or epoll) → `fiber` (stacks, context switch) → `sched` (tasks, executor, futex,
-//! timers) → `std_io` (the VTable) → `Runtime`.
+//! timers) → `std_io` (the VTable) → `Runtime` → `Server`.
 const std = @import("std");
 
 pub const Runtime = @import("Runtime.zig");
 pub const config = @import("config.zig");
+/// One connection handler served `.single`, `.threaded` or `.forked`; `Server.http` serves
+/// HTTP/1.1 with std.http.Server.
+pub const Server = @import("server/Server.zig");
 /// Fiber-aware sync primitives and channels (Notify, Oneshot, Channel, ...).
 pub const sync = @import("sync/root.zig");
 
@@ -33,4 +36,5 @@ test {
     _ = @import("testing/readme_test.zig");
     _ = @import("sync/root.zig");
     _ = @import("testing/sync_test.zig");
+    _ = @import("testing/server_test.zig");
 }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# HTTP hello world: weft-serve in its three shapes against hyper and Go, in one run, with the
+# peers' harness (bench/peers/run.sh: wrk -t1 -c50 -d10s keep-alive, then ab -n 10000 -c 50).
+# One result line per server and tool on stdout; logs in $PEERS_LOG_DIR or a temp dir.
+#
+#   bash bench/http.sh            (WRK_DURATION=3s AB_REQUESTS=2000 for a quick look)
+#
+# Needs wrk and ab (bench/tools.sh) and the peers' servers (bench/peers/build.sh, run here).
+# Load goes only to 127.0.0.1; every server is stopped by its PID.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 1
+
+command -v wrk >/dev/null && command -v ab >/dev/null || bash bench/tools.sh >&2 || exit 1
+bash bench/peers/build.sh >&2 || exit 1
+./zigw build examples -Doptimize=ReleaseFast >&2 || exit 1
+
+PEERS_NO_MAIN=1 source bench/peers/run.sh
+echo "http.sh: logs in $log_dir" >&2
+
+serve=zig-out/bin/weft-serve
+peers=bench/peers/bin
+serve_and_measure http weft-single "$serve" --mode single --port '{port}'
+serve_and_measure http weft-threaded2 "$serve" --mode threaded --workers 2 --port '{port}'
+serve_and_measure http weft-forked2 "$serve" --mode forked --workers 2 --port '{port}'
+serve_and_measure http hyper-ct "$peers/peer-tokio" http_server --port '{port}' --threads 1
+serve_and_measure http hyper-mt2 "$peers/peer-tokio" http_server --port '{port}' --threads 2
+serve_and_measure http go-1 "$peers/peer-go" http_server --port '{port}' --threads 1
+serve_and_measure http go-2 "$peers/peer-go" http_server --port '{port}' --threads 2

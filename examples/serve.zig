@@ -1,0 +1,94 @@
+//! weft-serve: "Hello World" over HTTP/1.1 (keep-alive) with weft.Server, in any shape.
+//!
+//!   zig build examples -Doptimize=ReleaseFast
+//!   ./zig-out/bin/weft-serve --mode threaded --port 9123 --workers 2
+//!   curl http://127.0.0.1:9123/
+//!
+//! SIGINT or SIGTERM stops it: no new connections, requests in flight finish (5 s at most),
+//! then it prints what was served and cut and exits 0. Listens on 127.0.0.1.
+const std = @import("std");
+const weft = @import("weft");
+
+const usage =
+    \\usage: weft-serve --mode single|threaded|forked --port PORT [--workers N]
+    \\
+    \\  --mode     single: one runtime on one thread
+    \\             threaded: N threads, each a runtime with its own SO_REUSEPORT listener
+    \\             forked: a supervisor and N worker processes sharing one listener
+    \\  --port     TCP port on 127.0.0.1 (0: any free port, printed at start)
+    \\  --workers  threads or processes for threaded/forked (default 2)
+    \\
+;
+
+const hello = weft.Server.http.Fixed("Hello World");
+
+const Args = struct {
+    shape: weft.Server.Shape,
+    port: u16,
+};
+
+pub fn main(init: std.process.Init) u8 {
+    const argv = init.minimal.args.toSlice(init.arena.allocator()) catch return 1;
+    const args = parse(argv[1..]) catch |err| {
+        std.debug.print("weft-serve: {t}\n{s}", .{ err, usage });
+        return 2;
+    };
+    // The smp allocator: thread-safe for .threaded, and fork-safe here because the process
+    // has one thread when the supervisor forks.
+    var server = weft.Server.init(std.heap.smp_allocator, .{
+        .address = .{ .ip4 = .loopback(args.port) },
+        .shape = args.shape,
+        .stop_on_signals = true,
+    }) catch |err| {
+        std.debug.print("weft-serve: cannot listen on 127.0.0.1:{d}: {t}\n", .{ args.port, err });
+        return 1;
+    };
+    defer server.deinit();
+    std.debug.print("weft-serve: {t} x{d}, pid {d}, listening on http://127.0.0.1:{d}/\n", .{
+        args.shape, args.shape.workers(), std.os.linux.getpid(), server.port(),
+    });
+    const report = server.run(weft.Server.http.handler(&hello.http_handler)) catch |err| {
+        std.debug.print("weft-serve: {t}\n", .{err});
+        return 1;
+    };
+    const w = report.workers;
+    std.debug.print(
+        "weft-serve: stopped; accepted={d} rejected_full={d} closed_idle={d} cut_at_drain={d} " ++
+            "cut_idle={d} cut_header={d} restarted={d} killed={d}\n",
+        .{
+            w.accepted,         w.rejected_full,      w.closed_idle_at_drain,
+            w.cut_at_drain,     w.cut_idle_timeout,   w.cut_header_timeout,
+            report.workers_restarted, report.workers_killed,
+        },
+    );
+    return 0;
+}
+
+fn parse(args: []const [:0]const u8) error{ BadArgument, MissingMode, MissingPort }!Args {
+    var mode: ?[]const u8 = null;
+    var port: ?u16 = null;
+    var workers: u32 = 2;
+    var i: usize = 0;
+    while (i < args.len) : (i += 2) {
+        if (i + 1 >= args.len) return error.BadArgument;
+        const value = args[i + 1];
+        if (std.mem.eql(u8, args[i], "--mode")) {
+            mode = value;
+        } else if (std.mem.eql(u8, args[i], "--port")) {
+            port = std.fmt.parseInt(u16, value, 10) catch return error.BadArgument;
+        } else if (std.mem.eql(u8, args[i], "--workers")) {
+            workers = std.fmt.parseInt(u32, value, 10) catch return error.BadArgument;
+            if (workers == 0 or workers > weft.config.server_workers_max) return error.BadArgument;
+        } else return error.BadArgument;
+    }
+    const name = mode orelse return error.MissingMode;
+    const shape: weft.Server.Shape = if (std.mem.eql(u8, name, "single"))
+        .single
+    else if (std.mem.eql(u8, name, "threaded"))
+        .{ .threaded = workers }
+    else if (std.mem.eql(u8, name, "forked"))
+        .{ .forked = workers }
+    else
+        return error.BadArgument;
+    return .{ .shape = shape, .port = port orelse return error.MissingPort };
+}

@@ -1,0 +1,323 @@
+//! `weft.Server`: one connection handler served in one of three shapes.
+//!
+//! - `.single`: one runtime on the calling thread, one listener.
+//! - `.threaded = n`: n OS threads, each with its own runtime (one executor) and its own
+//!   `SO_REUSEPORT` listener on the same port; the kernel spreads connections over them. A
+//!   weft runtime has one executor today; once the multi-threaded scheduler lands, this shape
+//!   may become one runtime with n executors (one listener each), same API.
+//! - `.forked = n`: a supervisor process forks n worker processes, each with its own runtime.
+//!   The listener is opened once, before the fork, and shared (see `supervisor.zig` for why
+//!   not `SO_REUSEPORT`). The supervisor restarts a worker that dies and, on SIGTERM/SIGINT,
+//!   stops accepting, forwards the signal, waits for the drain and returns.
+//!
+//! ```
+//! var server = try weft.Server.init(gpa, .{ .address = address, .shape = .{ .threaded = 2 } });
+//! defer server.deinit();
+//! const report = try server.run(weft.Server.http.handler(&hello));
+//! ```
+//!
+//! In every shape a stop (`stop`, or a signal with `stop_on_signals`) ends accepting, closes
+//! idle keep-alive connections, lets requests in flight finish within `drain_timeout_ns`, and
+//! cuts the rest; `run` then returns a `Report` saying what was cut. Each worker serves at
+//! most `connections_max` connections (one more is closed as soon as it is accepted) and cuts
+//! connections idle past `idle_timeout_ns` or slower than `header_timeout_ns` to send a
+//! request head (see `Worker.zig`).
+//!
+//! Every fd weft opens is close-on-exec; a forked worker inherits the listener and nothing
+//! else from the supervisor, which holds no runtime.
+const Server = @This();
+
+const std = @import("std");
+const Io = std.Io;
+const net = Io.net;
+const linux = std.os.linux;
+const assert = std.debug.assert;
+const config = @import("../config.zig");
+const os = @import("../os/linux.zig");
+const socket = @import("../net/socket.zig");
+const Runtime = @import("../Runtime.zig");
+pub const Worker = @import("Worker.zig");
+pub const http = @import("http.zig");
+const supervisor = @import("supervisor.zig");
+
+pub const Connection = Worker.Connection;
+pub const Handler = Worker.Handler;
+
+gpa: std.mem.Allocator,
+options: Options,
+/// The bound address (the port resolved when `options.address` asked for port 0).
+address: net.IpAddress,
+/// One listener per worker for `.threaded`, one shared listener otherwise.
+listener_fds: [config.server_workers_max]socket.fd_t = undefined,
+listener_count: u32 = 0,
+/// Set by `stop`; read by the forked supervisor's loop.
+stopping: std.atomic.Value(bool) = .init(false),
+
+pub const Shape = union(enum) {
+    single,
+    /// Worker threads, each with a runtime and a listener.
+    threaded: u32,
+    /// Worker processes under a supervisor.
+    forked: u32,
+
+    pub fn workers(shape: Shape) u32 {
+        return switch (shape) {
+            .single => 1,
+            .threaded, .forked => |n| n,
+        };
+    }
+};
+
+pub const Options = struct {
+    address: net.IpAddress,
+    shape: Shape = .single,
+    /// Per worker.
+    connections_max: u32 = config.server_connections_max_default,
+    idle_timeout_ns: u64 = config.server_idle_timeout_ns_default,
+    header_timeout_ns: u64 = config.server_header_timeout_ns_default,
+    drain_timeout_ns: u64 = config.server_drain_timeout_ns_default,
+    /// `.single`/`.threaded`: SIGINT and SIGTERM call `stop` while `run` runs (one server per
+    /// process). The forked supervisor always handles them.
+    stop_on_signals: bool = false,
+    runtime: Runtime.Options = .{},
+};
+
+pub const Report = struct {
+    /// Summed over the workers (for `.forked`: over every worker process that exited
+    /// normally, restarted ones included).
+    workers: Worker.Report = .{},
+    /// `.forked`: workers that died (killed or crashed) and were started again.
+    workers_restarted: u32 = 0,
+    /// `.forked`: workers still running after the drain deadline, killed with SIGKILL.
+    workers_killed: u32 = 0,
+};
+
+pub const InitError = error{
+    /// No workers, more than `config.server_workers_max`, or `connections_max` of 0.
+    InvalidOptions,
+    /// Another socket listens on the address (with or without `SO_REUSEPORT`).
+    AddressInUse,
+    AddressUnavailable,
+    AddressFamilyUnsupported,
+    ProcessFdQuotaExceeded,
+    SystemFdQuotaExceeded,
+    SystemResources,
+    Unexpected,
+};
+
+/// Opens the listener(s), so that a port in use is reported before anything starts.
+pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Server {
+    const workers = options.shape.workers();
+    if (workers == 0 or workers > config.server_workers_max) return error.InvalidOptions;
+    if (options.connections_max == 0) return error.InvalidOptions;
+    var server: Server = .{ .gpa = gpa, .options = options, .address = options.address };
+    errdefer server.closeListeners();
+    switch (options.shape) {
+        .single, .forked => {
+            server.listener_fds[0] = try openListener(&server.address, .exclusive);
+            server.listener_count = 1;
+        },
+        .threaded => {
+            // A socket without SO_REUSEPORT cannot join a group of others: probing with one
+            // makes a port held by anyone (even another weft server) `AddressInUse`, and
+            // resolves port 0 for the group.
+            const probe = try openListener(&server.address, .exclusive);
+            os.closeFd(probe);
+            for (0..workers) |i| {
+                server.listener_fds[i] = try openListener(&server.address, .reuse_port);
+                server.listener_count += 1;
+            }
+        },
+    }
+    assert(server.listener_count >= 1);
+    assert(server.address.getPort() != 0);
+    return server;
+}
+
+/// Closes the listeners. Call after `run` returned.
+pub fn deinit(server: *Server) void {
+    server.closeListeners();
+    server.* = undefined;
+}
+
+fn closeListeners(server: *Server) void {
+    for (server.listener_fds[0..server.listener_count]) |fd| os.closeFd(fd);
+    server.listener_count = 0;
+}
+
+pub fn port(server: *const Server) u16 {
+    return server.address.getPort();
+}
+
+/// Stops accepting in every worker; each then drains. Returns at once. Thread-safe and
+/// async-signal-safe (an atomic store and `shutdown(2)` calls), so a signal handler may call
+/// it. Calling it more than once is harmless.
+pub fn stop(server: *Server) void {
+    server.stopping.store(true, .release); // pairs with the acquire load in the supervisor
+    for (server.listener_fds[0..server.listener_count]) |fd| {
+        // ENOTCONN after the first call; nothing else can fail on a listener we own.
+        _ = linux.shutdown(fd, linux.SHUT.RDWR);
+    }
+}
+
+pub const RunError = error{
+    /// A runtime or a worker thread could not be started (see the log); the other workers
+    /// were stopped.
+    WorkerStartFailed,
+} || Runtime.InitError || error{OutOfMemory};
+
+/// Serves until `stop` (or a signal, see `Options.stop_on_signals`), then drains. Blocks the
+/// calling thread. For `.forked` it returns in the supervisor only.
+pub fn run(server: *Server, handler: Handler) RunError!Report {
+    assert(server.listener_count >= 1);
+    return switch (server.options.shape) {
+        .single => server.runSingle(handler),
+        .threaded => server.runThreaded(handler),
+        .forked => supervisor.run(server, handler),
+    };
+}
+
+fn runSingle(server: *Server, handler: Handler) RunError!Report {
+    var signals: Signals = .{};
+    if (server.options.stop_on_signals) signals.install(server);
+    defer signals.restore();
+    return .{ .workers = try server.serveOn(0, handler) };
+}
+
+/// Runs one worker on a new runtime on the calling thread, over listener `index`.
+pub fn serveOn(server: *Server, index: u32, handler: Handler) RunError!Worker.Report {
+    assert(index < server.listener_count);
+    var rt = try Runtime.init(server.gpa, server.options.runtime);
+    defer rt.deinit();
+    const io = rt.io();
+    const listener: net.Socket = .{
+        .handle = server.listener_fds[index],
+        .address = server.address,
+    };
+    var worker: Worker = undefined;
+    try worker.init(server.gpa, io, listener, handler, server.limits());
+    defer worker.deinit(server.gpa);
+    // The runtime's main task is never canceled.
+    return worker.run() catch |err| switch (err) {
+        error.Canceled => unreachable,
+    };
+}
+
+fn limits(server: *const Server) Worker.Limits {
+    return .{
+        .connections_max = server.options.connections_max,
+        .idle_timeout_ns = server.options.idle_timeout_ns,
+        .header_timeout_ns = server.options.header_timeout_ns,
+        .drain_timeout_ns = server.options.drain_timeout_ns,
+    };
+}
+
+const ThreadResult = union(enum) { running, report: Worker.Report, failed: RunError };
+
+fn runThreaded(server: *Server, handler: Handler) RunError!Report {
+    const workers = server.listener_count;
+    assert(workers == server.options.shape.workers());
+    var signals: Signals = .{};
+    if (server.options.stop_on_signals) signals.install(server);
+    defer signals.restore();
+
+    var results: [config.server_workers_max]ThreadResult = @splat(.running);
+    var threads: [config.server_workers_max]std.Thread = undefined;
+    var started: u32 = 0;
+    var failed = false;
+    while (started < workers) : (started += 1) {
+        threads[started] = std.Thread.spawn(.{}, threadMain, .{
+            server, started, handler, &results[started],
+        }) catch {
+            failed = true;
+            server.stop();
+            break;
+        };
+    }
+    var report: Report = .{};
+    for (threads[0..started], results[0..started]) |thread, *result| {
+        thread.join();
+        switch (result.*) {
+            .running => unreachable, // joined
+            .report => |r| report.workers.add(r),
+            .failed => failed = true,
+        }
+    }
+    if (failed) return error.WorkerStartFailed;
+    return report;
+}
+
+fn threadMain(server: *Server, index: u32, handler: Handler, result: *ThreadResult) void {
+    result.* = if (server.serveOn(index, handler)) |report|
+        .{ .report = report }
+    else |err| failed: {
+        std.log.scoped(.weft_server).err("worker {d}: {t}", .{ index, err });
+        server.stop(); // the others stop too: a server with a dead worker is not what was asked
+        break :failed .{ .failed = err };
+    };
+}
+
+/// SIGINT and SIGTERM handlers that call `stop` on one server, and the previous handlers.
+pub const Signals = struct {
+    installed: bool = false,
+    previous: [2]linux.Sigaction = undefined,
+
+    var target: std.atomic.Value(?*Server) = .init(null);
+    const signals = [2]linux.SIG{ .INT, .TERM };
+
+    pub fn install(s: *Signals, server: *Server) void {
+        assert(!s.installed);
+        // One server per process owns the signals.
+        assert(target.swap(server, .acq_rel) == null);
+        const action: linux.Sigaction = .{
+            .handler = .{ .handler = &onSignal },
+            .mask = linux.sigemptyset(),
+            .flags = linux.SA.RESTART,
+        };
+        for (signals, &s.previous) |sig, *previous| {
+            assert(linux.sigaction(sig, &action, previous) == 0);
+        }
+        s.installed = true;
+    }
+
+    pub fn restore(s: *Signals) void {
+        if (!s.installed) return;
+        for (signals, &s.previous) |sig, *previous| {
+            assert(linux.sigaction(sig, previous, null) == 0);
+        }
+        assert(target.swap(null, .acq_rel) != null);
+        s.installed = false;
+    }
+
+    fn onSignal(_: linux.SIG) callconv(.c) void {
+        if (target.load(.acquire)) |server| server.stop();
+    }
+};
+
+const ListenerKind = enum { exclusive, reuse_port };
+
+/// A close-on-exec, non-blocking TCP listener bound to `address` (whose port 0 is replaced by
+/// the one the kernel chose).
+fn openListener(address: *net.IpAddress, kind: ListenerKind) InitError!socket.fd_t {
+    const fd = socket.open(socket.family(address), .stream, null) catch |err| switch (err) {
+        error.ProtocolUnsupportedBySystem,
+        error.ProtocolUnsupportedByAddressFamily,
+        error.SocketModeUnsupported,
+        => return error.Unexpected, // TCP over IPv4/6 is always there
+        else => |e| return e,
+    };
+    errdefer os.closeFd(fd);
+    // SO_REUSEADDR: a restarted server binds while old connections sit in TIME_WAIT.
+    try socket.setOption(fd, linux.SOL.SOCKET, linux.SO.REUSEADDR, 1);
+    if (kind == .reuse_port) try socket.setOption(fd, linux.SOL.SOCKET, linux.SO.REUSEPORT, 1);
+    var storage: socket.IpStorage = undefined;
+    const len = socket.ipToPosix(address, &storage);
+    socket.bind(fd, &storage.any, len) catch |err| switch (err) {
+        error.AddressInUse, error.AddressUnavailable => |e| return e,
+        error.AddressFamilyUnsupported, error.SystemResources => |e| return e,
+        else => return error.Unexpected, // privileged port, or a Unix-only error
+    };
+    try socket.listen(fd, config.server_backlog);
+    address.* = try socket.localAddress(fd);
+    return fd;
+}

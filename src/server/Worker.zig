@@ -1,0 +1,324 @@
+//! One runtime's share of a `weft.Server`: its accept loop, its table of connections, the
+//! reaper that enforces the idle and header timeouts, and the drain when the server stops.
+//!
+//! A worker lives on one runtime, and a runtime has one executor thread, so the worker's
+//! fields are touched by one thread only and need no atomics; the only cross-thread signal is
+//! `Server.stop`, which shuts the listener down (`shutdown(2)` wakes the pending accept with
+//! `SocketNotListening`, as std's `AcceptError` documents).
+//!
+//! Connection phases (`Connection.Phase`), owned by the connection's task:
+//!
+//!   free --accept--> idle --first byte--> head --head parsed--> busy --response--> idle ...
+//!
+//! The reaper cuts an `idle` connection past `idle_timeout_ns` and a `head` connection past
+//! `header_timeout_ns` with `shutdown(SHUT_RDWR)`: the task's pending read ends (end of
+//! stream), the handler returns and the slot becomes `free`. Cutting through the socket rather
+//! than canceling the task keeps one task per connection; the alternative of a timer task per
+//! connection (or a `Select` racing `sleep` on every read) doubles the tasks or allocates per
+//! request. A `busy` connection is never cut by a timeout: its handler owns it.
+//!
+//! Shutdown: accept ends → `draining`; `idle` connections are closed at once (no request in
+//! flight), `head`/`busy` ones finish their request and close instead of reading another;
+//! after `drain_timeout_ns` the rest are cut and counted in `Report.cut_at_drain`.
+const Worker = @This();
+
+const std = @import("std");
+const Io = std.Io;
+const net = Io.net;
+const assert = std.debug.assert;
+const config = @import("../config.zig");
+const os = @import("../os/linux.zig");
+
+io: Io,
+listener: net.Server,
+handler: Handler,
+limits: Limits,
+/// `limits.connections_max` entries; a slot's index is its place in `free_slots` when free.
+slots: []Connection,
+/// Stack of free slot indices; `free_count` of them are valid.
+free_slots: []u32,
+free_count: u32,
+/// Highest slot index ever used, plus one: the reaper and the drain scan only below it.
+slots_used: u32 = 0,
+group: Io.Group = .init,
+draining: bool = false,
+/// Set by the last connection to end while draining.
+drained: Io.Event = .unset,
+report: Report = .{},
+
+/// What a handler is given for each accepted connection. The handler reads and writes
+/// `stream` (the worker closes it afterwards) and reports its phase, so that timeouts and
+/// the drain know which connections may be closed.
+pub const Connection = struct {
+    stream: net.Stream = undefined,
+    worker: *Worker,
+    phase: Phase = .free,
+    /// Monotonic deadline of the current phase (`idle`, `head`); 0 when none.
+    deadline_ns: u64 = 0,
+
+    pub const Phase = enum { free, idle, head, busy };
+
+    pub fn io(connection: *const Connection) Io {
+        return connection.worker.io;
+    }
+
+    /// Call before waiting for the next request. Returns false when the server is stopping:
+    /// the handler should then return (the worker closes the connection).
+    pub fn awaitRequest(connection: *Connection) bool {
+        assert(connection.phase != .free);
+        if (connection.worker.draining) return false;
+        connection.phase = .idle;
+        connection.deadline_ns = deadlineAfter(connection.worker.limits.idle_timeout_ns);
+        return true;
+    }
+
+    /// Call when a request's first bytes have arrived: its head must be complete within the
+    /// header timeout.
+    pub fn receivingHead(connection: *Connection) void {
+        assert(connection.phase == .idle or connection.phase == .busy);
+        connection.phase = .head;
+        connection.deadline_ns = deadlineAfter(connection.worker.limits.header_timeout_ns);
+    }
+
+    /// Call when the request's head is read: no timeout cuts it while the handler works.
+    pub fn handling(connection: *Connection) void {
+        assert(connection.phase != .free);
+        connection.phase = .busy;
+        connection.deadline_ns = 0;
+    }
+
+    /// Whether the server is stopping (the response should be the connection's last).
+    pub fn stopping(connection: *const Connection) bool {
+        return connection.worker.draining;
+    }
+};
+
+/// Serves one connection. It returns when it is done with the connection; errors are its
+/// own to handle (answer, log, or just return), only cancelation propagates.
+pub const Handler = struct {
+    context: ?*anyopaque = null,
+    serveFn: *const fn (context: ?*anyopaque, connection: *Connection) Io.Cancelable!void,
+};
+
+pub const Limits = struct {
+    connections_max: u32,
+    idle_timeout_ns: u64,
+    header_timeout_ns: u64,
+    drain_timeout_ns: u64,
+};
+
+/// What one worker (or, summed, one server) saw. Counters only grow.
+pub const Report = struct {
+    accepted: u64 = 0,
+    /// Closed right after accept: `connections_max` were live.
+    rejected_full: u64 = 0,
+    /// Closed right after accept: no task could be created for them.
+    rejected_no_task: u64 = 0,
+    cut_idle_timeout: u64 = 0,
+    cut_header_timeout: u64 = 0,
+    /// Idle keep-alive connections closed when the drain began (no request lost).
+    closed_idle_at_drain: u64 = 0,
+    /// Connections still open when the drain deadline passed, cut mid-request.
+    cut_at_drain: u64 = 0,
+    /// Accepts that failed for lack of fds or memory and were retried after a back-off.
+    accept_backoffs: u64 = 0,
+    /// Accept errors of other kinds (logged, retried after a back-off).
+    accept_errors: u64 = 0,
+
+    pub fn add(report: *Report, other: Report) void {
+        inline for (@typeInfo(Report).@"struct".fields) |field| {
+            @field(report, field.name) += @field(other, field.name);
+        }
+    }
+};
+
+pub fn init(
+    worker: *Worker,
+    gpa: std.mem.Allocator,
+    io: Io,
+    listener: net.Socket,
+    handler: Handler,
+    limits: Limits,
+) error{OutOfMemory}!void {
+    assert(limits.connections_max > 0);
+    const slots = try gpa.alloc(Connection, limits.connections_max);
+    errdefer gpa.free(slots);
+    const free_slots = try gpa.alloc(u32, limits.connections_max);
+    for (slots) |*slot| slot.* = .{ .worker = worker };
+    // Lowest index on top, so that a lightly loaded worker scans few slots.
+    for (free_slots, 0..) |*entry, i| entry.* = @intCast(limits.connections_max - 1 - i);
+    worker.* = .{
+        .io = io,
+        .listener = .{ .socket = listener, .options = {} },
+        .handler = handler,
+        .limits = limits,
+        .slots = slots,
+        .free_slots = free_slots,
+        .free_count = limits.connections_max,
+    };
+}
+
+pub fn deinit(worker: *Worker, gpa: std.mem.Allocator) void {
+    assert(worker.free_count == worker.limits.connections_max); // every connection ended
+    gpa.free(worker.slots);
+    gpa.free(worker.free_slots);
+    worker.* = undefined;
+}
+
+/// Accepts and serves until the listener is shut down (`Server.stop`), then drains.
+/// Returns this worker's report. Runs on the runtime's executor thread.
+pub fn run(worker: *Worker) Io.Cancelable!Report {
+    const io = worker.io;
+    var reaper = io.concurrent(reap, .{worker}) catch null;
+    defer if (reaper) |*future| future.cancel(io) catch {};
+    // Canceled or not, the connections are drained before the worker's memory goes.
+    const accepted = worker.acceptLoop();
+    worker.drain();
+    assert(worker.free_count == worker.limits.connections_max);
+    try accepted;
+    return worker.report;
+}
+
+fn acceptLoop(worker: *Worker) Io.Cancelable!void {
+    const io = worker.io;
+    var backoff_ns: u64 = config.server_accept_backoff_ns_min;
+    while (true) {
+        const stream = worker.listener.accept(io) catch |err| switch (err) {
+            error.SocketNotListening => return, // Server.stop shut the listener down
+            error.Canceled => return error.Canceled,
+            error.ConnectionAborted => continue, // the peer left before we took it
+            error.ProcessFdQuotaExceeded,
+            error.SystemFdQuotaExceeded,
+            error.SystemResources,
+            => {
+                // The connection stays queued in the kernel; wait for fds to come back
+                // rather than spin on an accept that fails at once.
+                worker.report.accept_backoffs += 1;
+                try io.sleep(.fromNanoseconds(backoff_ns), .awake);
+                backoff_ns = @min(backoff_ns * 2, config.server_accept_backoff_ns_max);
+                continue;
+            },
+            else => |e| {
+                worker.report.accept_errors += 1;
+                std.log.scoped(.weft_server).warn("accept: {t}; retrying", .{e});
+                try io.sleep(.fromNanoseconds(backoff_ns), .awake);
+                backoff_ns = @min(backoff_ns * 2, config.server_accept_backoff_ns_max);
+                continue;
+            },
+        };
+        backoff_ns = config.server_accept_backoff_ns_min;
+        worker.report.accepted += 1;
+        worker.startConnection(stream);
+    }
+}
+
+fn startConnection(worker: *Worker, stream: net.Stream) void {
+    const io = worker.io;
+    if (worker.free_count == 0) {
+        worker.report.rejected_full += 1;
+        stream.close(io);
+        return;
+    }
+    worker.free_count -= 1;
+    const index = worker.free_slots[worker.free_count];
+    const connection = &worker.slots[index];
+    assert(connection.phase == .free);
+    connection.* = .{ .worker = worker, .stream = stream, .phase = .busy };
+    worker.slots_used = @max(worker.slots_used, index + 1);
+    worker.group.concurrent(io, serveConnection, .{ worker, index }) catch {
+        worker.report.rejected_no_task += 1;
+        worker.release(index);
+    };
+}
+
+fn serveConnection(worker: *Worker, index: u32) Io.Cancelable!void {
+    defer worker.release(index);
+    const connection = &worker.slots[index];
+    assert(connection.phase != .free);
+    try worker.handler.serveFn(worker.handler.context, connection);
+}
+
+/// Closes a connection's stream and returns its slot.
+fn release(worker: *Worker, index: u32) void {
+    const connection = &worker.slots[index];
+    assert(connection.phase != .free);
+    assert(worker.free_count < worker.limits.connections_max);
+    connection.stream.close(worker.io);
+    connection.phase = .free;
+    connection.deadline_ns = 0;
+    worker.free_slots[worker.free_count] = index;
+    worker.free_count += 1;
+    if (worker.draining and worker.free_count == worker.limits.connections_max) {
+        worker.drained.set(worker.io);
+    }
+}
+
+/// Ends a connection's pending and future reads and writes; its task then returns.
+fn cut(worker: *Worker, connection: *Connection) void {
+    assert(connection.phase != .free);
+    connection.stream.shutdown(worker.io, .both) catch {}; // already closed by the peer
+    connection.deadline_ns = 0;
+}
+
+/// Period of the reaper: a quarter of the shorter timeout, within [10 ms, 1 s], so a
+/// connection is cut at most 25% (or 10 ms) after its deadline.
+fn reapPeriodNs(limits: Limits) u64 {
+    const shortest = @min(limits.idle_timeout_ns, limits.header_timeout_ns);
+    return std.math.clamp(shortest / 4, 10 * std.time.ns_per_ms, std.time.ns_per_s);
+}
+
+fn reap(worker: *Worker) Io.Cancelable!void {
+    const period_ns = reapPeriodNs(worker.limits);
+    while (true) {
+        try worker.io.sleep(.fromNanoseconds(period_ns), .awake);
+        const now_ns = os.monotonicNs();
+        for (worker.slots[0..worker.slots_used]) |*connection| {
+            if (connection.deadline_ns == 0 or connection.deadline_ns > now_ns) continue;
+            switch (connection.phase) {
+                .idle => worker.report.cut_idle_timeout += 1,
+                .head => worker.report.cut_header_timeout += 1,
+                .free, .busy => continue, // no deadline in these phases
+            }
+            worker.cut(connection);
+        }
+    }
+}
+
+/// Closes idle connections, waits up to the drain timeout for the others, cuts what remains.
+fn drain(worker: *Worker) void {
+    const io = worker.io;
+    assert(!worker.draining);
+    worker.draining = true;
+    for (worker.slots[0..worker.slots_used]) |*connection| {
+        if (connection.phase != .idle) continue;
+        worker.report.closed_idle_at_drain += 1;
+        worker.cut(connection);
+    }
+    const deadline_ns = os.monotonicNs() + worker.limits.drain_timeout_ns;
+    // Bounded: each pass either returns or sleeps until the deadline (a spurious wake-up
+    // recomputes what is left).
+    while (worker.free_count < worker.limits.connections_max) {
+        const now_ns = os.monotonicNs();
+        if (now_ns >= deadline_ns) break;
+        worker.drained.waitTimeout(io, .{ .duration = .{
+            .raw = .fromNanoseconds(deadline_ns - now_ns),
+            .clock = .awake,
+        } }) catch |err| switch (err) {
+            error.Timeout => {},
+            error.Canceled => break, // cut now
+        };
+    }
+    for (worker.slots[0..worker.slots_used]) |*connection| {
+        if (connection.phase == .free) continue;
+        worker.report.cut_at_drain += 1;
+        worker.cut(connection);
+    }
+    // Cut connections end at their next read or write; cancel covers a handler that waits
+    // on something else.
+    worker.group.cancel(io);
+    assert(worker.free_count == worker.limits.connections_max);
+}
+
+fn deadlineAfter(timeout_ns: u64) u64 {
+    return os.monotonicNs() +| timeout_ns;
+}
