@@ -50,6 +50,20 @@ pub const timer_slack_ns = 50 * std.time.ns_per_us;
 /// Executors a runtime may own (one io_uring and one OS thread each).
 pub const executors_max = 256;
 
+/// Worker threads a blocking lane may own: a lane is for blocking syscalls, whose parallelism
+/// is bounded by the kernel and the devices, not by how many callers wait.
+pub const lane_threads_max = 1024;
+
+/// Default time a lane worker that ran out of jobs polls its queue before it parks. A caller
+/// that submits jobs one after another (a fiber doing blocking calls in a loop) submits the
+/// next one within a few microseconds of being woken; a worker still polling takes it without
+/// the futex wake-up, which costs more than the job. 0 parks at once.
+pub const lane_idle_spin_ns_default = 20 * std.time.ns_per_us;
+
+/// Default stack of a lane worker thread (virtual; committed when touched). Blocking calls
+/// from std (DNS, TLS, file system) and user code run there, so it is generous.
+pub const lane_stack_size_bytes_default = 1024 * 1024;
+
 comptime {
     assert(std.math.isPowerOfTwo(ring_entries));
     assert(reap_batch_max >= 8);
@@ -59,4 +73,7 @@ comptime {
     assert(stack_size_bytes_min <= stack_size_bytes_default);
     assert(dispatches_per_poll > 0 and check_cancel_calls_per_yield > 0);
     assert(map_count_reserve < 65530);
+    assert(lane_threads_max > 0);
+    assert(lane_idle_spin_ns_default < std.time.ns_per_ms); // a poll, not a busy worker
+    assert(lane_stack_size_bytes_default % std.heap.page_size_min == 0);
 }

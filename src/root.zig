@@ -15,6 +15,8 @@ pub const Runtime = @import("Runtime.zig");
 pub const config = @import("config.zig");
 /// Fiber-aware sync primitives and channels (Notify, Oneshot, Channel, ...).
 pub const sync = @import("sync/root.zig");
+/// A bounded pool of OS threads for blocking calls (and `Lane.Sharded`).
+pub const Lane = @import("lanes/Lane.zig");
 
 test {
     std.testing.refAllDecls(@This());
@@ -33,4 +35,5 @@ test {
     _ = @import("testing/readme_test.zig");
     _ = @import("sync/root.zig");
     _ = @import("testing/sync_test.zig");
+    _ = @import("testing/lane_test.zig");
 }
