@@ -60,6 +60,12 @@ pub const lane_threads_max = 1024;
 /// the futex wake-up, which costs more than the job. 0 parks at once.
 pub const lane_idle_spin_ns_default = 20 * std.time.ns_per_us;
 
+/// Default time a caller of a lane polls its job's completion before it parks. A trivial job
+/// (a `stat`, a short `read`) completes within a microsecond or two on a worker that was
+/// awake; parking the fiber and waking it again through the executor's loop costs several
+/// times that. The poll holds the caller's executor, so it stays short. 0 parks at once.
+pub const lane_caller_spin_ns_default = 2 * std.time.ns_per_us;
+
 /// Default stack of a lane worker thread (virtual; committed when touched). Blocking calls
 /// from std (DNS, TLS, file system) and user code run there, so it is generous.
 pub const lane_stack_size_bytes_default = 1024 * 1024;
@@ -75,5 +81,6 @@ comptime {
     assert(map_count_reserve < 65530);
     assert(lane_threads_max > 0);
     assert(lane_idle_spin_ns_default < std.time.ns_per_ms); // a poll, not a busy worker
+    assert(lane_caller_spin_ns_default <= lane_idle_spin_ns_default); // the executor matters more
     assert(lane_stack_size_bytes_default % std.heap.page_size_min == 0);
 }

@@ -115,6 +115,8 @@ pub const Options = struct {
     waiters_max: u32 = 1024,
     /// How long an idle worker polls the queue before it parks (see `config`).
     idle_spin_ns: u64 = config.lane_idle_spin_ns_default,
+    /// How long a caller polls its job's completion before it parks (see `config`).
+    caller_spin_ns: u64 = config.lane_caller_spin_ns_default,
     stack_size_bytes: usize = config.lane_stack_size_bytes_default,
 };
 
@@ -342,7 +344,11 @@ pub fn runTimeout(
             call.result = @call(.auto, function, call.args);
         }
     };
-    var call: Call = .{ .job = .{ .start = &Call.start, .io = io }, .args = args, .result = undefined };
+    var call: Call = .{
+        .job = .{ .start = &Call.start, .io = io },
+        .args = args,
+        .result = undefined,
+    };
     try lane.execute(io, &call.job, timeout.toTimestamp(io));
     return call.result;
 }
@@ -444,6 +450,7 @@ fn admitWake(lane: *Lane, admitted: Admitted) ?*Worker {
 pub fn wait(lane: *Lane, io: Io, job: *Job, deadline_initial: ?Io.Clock.Timestamp) Error!void {
     assert(job.state != .fresh);
     var deadline = deadline_initial;
+    if (pollCompletion(job, lane.options.caller_spin_ns)) |code| return outcome(code);
     while (true) {
         const code = job.completion.load(.acquire);
         if (code != pending) return outcome(code);
@@ -462,6 +469,19 @@ pub fn wait(lane: *Lane, io: Io, job: *Job, deadline_initial: ?Io.Clock.Timestam
         if (d.durationFromNow(io).raw.nanoseconds > 0) continue; // a spurious wake
         if (lane.withdraw(job)) return error.DeadlineExceeded;
         deadline = null; // accepted in time: the deadline no longer applies
+    }
+}
+
+/// Polls `job`'s completion word for up to `spin_ns`; its code if it completed meanwhile.
+fn pollCompletion(job: *Job, spin_ns: u64) ?u32 {
+    if (spin_ns == 0) return null;
+    const start_ns = os.monotonicNs();
+    var polls: u32 = 0;
+    while (true) : (polls += 1) {
+        const code = job.completion.load(.acquire);
+        if (code != pending) return code;
+        std.atomic.spinLoopHint();
+        if (polls % 16 == 15 and os.monotonicNs() - start_ns >= spin_ns) return null;
     }
 }
 
