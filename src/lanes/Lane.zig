@@ -65,6 +65,9 @@
 //! once; `shutdown` once; `deinit` once, after every `run` returned.
 const Lane = @This();
 
+/// N lanes of one queue each, picked round-robin or by key, spilling to a shard with room.
+pub const Sharded = @import("Sharded.zig");
+
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
@@ -333,24 +336,32 @@ pub fn runTimeout(
     comptime function: anytype,
     args: std.meta.ArgsTuple(@TypeOf(function)),
 ) Result(function) {
-    const Return = @typeInfo(@TypeOf(function)).@"fn".return_type.?;
-    const Call = struct {
-        job: Job,
-        args: @TypeOf(args),
-        result: Return,
-
-        fn start(job: *Job) void {
-            const call: *@This() = @fieldParentPtr("job", job);
-            call.result = @call(.auto, function, call.args);
-        }
-    };
-    var call: Call = .{
-        .job = .{ .start = &Call.start, .io = io },
-        .args = args,
-        .result = undefined,
-    };
+    var call: Call(function) = .init(io, args);
     try lane.execute(io, &call.job, timeout.toTimestamp(io));
     return call.result;
+}
+
+/// A job's typed frame on the caller's stack: the `Job` node, the arguments and the result.
+/// `run` builds one; `Sharded` too. The worker writes `result`; the caller reads it after
+/// `wait` returned without error.
+pub fn Call(comptime function: anytype) type {
+    const Function = @TypeOf(function);
+    return struct {
+        const Self = @This();
+
+        job: Job,
+        args: std.meta.ArgsTuple(Function),
+        result: @typeInfo(Function).@"fn".return_type.?,
+
+        pub fn init(io: Io, args: std.meta.ArgsTuple(Function)) Self {
+            return .{ .job = .{ .start = &start, .io = io }, .args = args, .result = undefined };
+        }
+
+        fn start(job: *Job) void {
+            const self: *Self = @fieldParentPtr("job", job);
+            self.result = @call(.auto, function, self.args);
+        }
+    };
 }
 
 /// Submits `job` and waits until it finished (`error` only if it never ran).

@@ -29,7 +29,8 @@ const Gate = struct {
 
     fn release(gate: *Gate) void {
         gate.open.store(1, .release);
-        os.futexWake(&gate.open, std.math.maxInt(u32));
+        // maxInt(i32): the kernel reads the count as an int, so maxInt(u32) would wake one.
+        os.futexWake(&gate.open, std.math.maxInt(i32));
     }
 };
 
@@ -401,4 +402,84 @@ test "Lane: works on std.Io.Threaded too" {
     defer lane.deinit(io);
     try testing.expectEqual(@as(u64, 81), try lane.run(io, square, .{9}));
     try testing.expectError(error.Odd, lane.run(io, failIfOdd, .{9}));
+}
+
+// ---------------------------------------------------------------------------------- Sharded
+
+fn passKeyed(
+    sharded: *Lane.Sharded,
+    io: Io,
+    key: u64,
+    gate: *Gate,
+    value: u64,
+) Lane.Result(Gate.pass) {
+    return sharded.runKeyed(io, key, .none, Gate.pass, .{ gate, value });
+}
+
+test "Lane.Sharded: a full shard spills to one with room; rejects only when all are full" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const sharded = try Lane.Sharded.init(testing.allocator, .{
+                .shards = 2,
+                .lane = .{ .threads = 1, .queue_limit = 1 },
+            });
+            defer sharded.deinit(io);
+            const shard0 = sharded.shards[0];
+            const shard1 = sharded.shards[1];
+            var gate: Gate = .{};
+            var counter: Counter = .{};
+            var a = try io.concurrent(passKeyed, .{ sharded, io, 0, &gate, 1 });
+            try waitShape(io, shard0, .{ .running = 1, .queued = 0, .waiting = 0 });
+            var b = try io.concurrent(passKeyed, .{ sharded, io, 0, &gate, 2 });
+            try waitShape(io, shard0, .{ .running = 1, .queued = 1, .waiting = 0 });
+            // Shard 0 is full; shard 1 is idle: the keyed call spills there and runs.
+            _ = try sharded.runKeyed(io, 0, .none, Counter.bump, .{&counter});
+            try testing.expectEqual(@as(u64, 1), counter.ran.load(.monotonic));
+            try testing.expectEqual(@as(u64, 1), shard1.stats().jobs_run);
+            var c = try io.concurrent(passKeyed, .{ sharded, io, 1, &gate, 3 });
+            try waitShape(io, shard1, .{ .running = 1, .queued = 0, .waiting = 0 });
+            var d = try io.concurrent(passKeyed, .{ sharded, io, 1, &gate, 4 });
+            try waitShape(io, shard1, .{ .running = 1, .queued = 1, .waiting = 0 });
+            try testing.expectError(
+                error.QueueFull,
+                sharded.runKeyed(io, 0, .none, Counter.bump, .{&counter}),
+            );
+            gate.release();
+            try testing.expectEqual(@as(u64, 1), try a.await(io));
+            try testing.expectEqual(@as(u64, 2), try b.await(io));
+            try testing.expectEqual(@as(u64, 3), try c.await(io));
+            try testing.expectEqual(@as(u64, 4), try d.await(io));
+            try testing.expectEqual(@as(u64, 1), counter.ran.load(.monotonic));
+            try testing.expectEqual(@as(u64, 5), sharded.stats().jobs_run);
+        }
+    }.body);
+}
+
+fn shardedBumps(sharded: *Lane.Sharded, io: Io, counter: *Counter) Io.Cancelable!void {
+    for (0..100) |_| _ = sharded.run(io, Counter.bump, .{counter}) catch |err| {
+        std.debug.panic("sharded run: {t}", .{err});
+    };
+}
+
+test "Lane.Sharded: round-robin from many fibers, every job once; shutdown sums reports" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const sharded = try Lane.Sharded.init(testing.allocator, .{
+                .shards = 3,
+                .lane = .{ .threads = 1, .queue_limit = 2, .admission = .wait },
+            });
+            defer sharded.deinit(io);
+            var counter: Counter = .{};
+            var group: Io.Group = .init;
+            defer group.cancel(io);
+            for (0..8) |_| try group.concurrent(io, shardedBumps, .{ sharded, io, &counter });
+            try group.await(io);
+            try testing.expectEqual(@as(u64, 800), counter.ran.load(.monotonic));
+            for (sharded.shards) |shard| try testing.expect(shard.stats().jobs_run > 0);
+            const report = sharded.shutdown(io, .{});
+            try testing.expectEqual(@as(u64, 800), report.jobs_run);
+            try testing.expectEqual(@as(u64, 0), report.jobs_left);
+            try testing.expectError(error.ShutdownInProgress, sharded.run(io, square, .{2}));
+        }
+    }.body);
 }
