@@ -85,6 +85,26 @@ pub const server_accept_backoff_ns_max = 256 * std.time.ns_per_ms;
 /// The kernel queue of a server's listener (capped by net.core.somaxconn).
 pub const server_backlog = 1024;
 
+/// Worker threads a blocking lane may own: a lane is for blocking syscalls, whose parallelism
+/// is bounded by the kernel and the devices, not by how many callers wait.
+pub const lane_threads_max = 1024;
+
+/// Default time a lane worker that ran out of jobs polls its queue before it parks. A caller
+/// that submits jobs one after another (a fiber doing blocking calls in a loop) submits the
+/// next one within a few microseconds of being woken; a worker still polling takes it without
+/// the futex wake-up, which costs more than the job. 0 parks at once.
+pub const lane_idle_spin_ns_default = 20 * std.time.ns_per_us;
+
+/// Default time a caller of a lane polls its job's completion before it parks. A trivial job
+/// (a `stat`, a short `read`) completes within a microsecond or two on a worker that was
+/// awake; parking the fiber and waking it again through the executor's loop costs several
+/// times that. The poll holds the caller's executor, so it stays short. 0 parks at once.
+pub const lane_caller_spin_ns_default = 2 * std.time.ns_per_us;
+
+/// Default stack of a lane worker thread (virtual; committed when touched). Blocking calls
+/// from std (DNS, TLS, file system) and user code run there, so it is generous.
+pub const lane_stack_size_bytes_default = 1024 * 1024;
+
 comptime {
     assert(std.math.isPowerOfTwo(ring_entries));
     assert(reap_batch_max >= 8);
@@ -98,4 +118,8 @@ comptime {
     assert(server_head_bytes_max >= 1024);
     assert(server_accept_backoff_ns_min <= server_accept_backoff_ns_max);
     assert(server_header_timeout_ns_default <= server_idle_timeout_ns_default);
+    assert(lane_threads_max > 0);
+    assert(lane_idle_spin_ns_default < std.time.ns_per_ms); // a poll, not a busy worker
+    assert(lane_caller_spin_ns_default <= lane_idle_spin_ns_default); // the executor matters more
+    assert(lane_stack_size_bytes_default % std.heap.page_size_min == 0);
 }

@@ -18,6 +18,8 @@ pub const config = @import("config.zig");
 pub const Server = @import("server/Server.zig");
 /// Fiber-aware sync primitives and channels (Notify, Oneshot, Channel, ...).
 pub const sync = @import("sync/root.zig");
+/// A bounded pool of OS threads for blocking calls (and `Lane.Sharded`).
+pub const Lane = @import("lanes/Lane.zig");
 
 test {
     std.testing.refAllDecls(@This());
@@ -37,4 +39,5 @@ test {
     _ = @import("sync/root.zig");
     _ = @import("testing/sync_test.zig");
     _ = @import("testing/server_test.zig");
+    _ = @import("testing/lane_test.zig");
 }

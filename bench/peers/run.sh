@@ -5,7 +5,7 @@
 #   bench=<name> runtime=<rt> <config...> status=ok|lost|failed|timeout|crashed <results...> peak_rss_kib=<n>
 #
 # Usage: bench/peers/run.sh [scenario...]     (default: all, in this order)
-#   sleep spawn pingpong yield spawn_tree sync echo http
+#   sleep spawn pingpong yield spawn_tree sync lane echo http
 #
 # Builds first (build.sh, quick when up to date). Build messages and server logs go to stderr
 # or to $PEERS_LOG_DIR, so stdout holds only result lines. Every program runs under a time
@@ -224,6 +224,14 @@ scenario_sync() {
         done
     done
 }
+scenario_lane() {
+    local path
+    for path in 0 1; do
+        run_one lane_roundtrip tokio-ct 60 "$bin/peer-tokio" lane_roundtrip --error "$path" --threads 1
+    done
+    run_one lane_sequential tokio-ct 60 "$bin/peer-tokio" lane_sequential --threads 1
+    run_one lane_concurrent tokio-ct 60 "$bin/peer-tokio" lane_concurrent --threads 1
+}
 scenario_echo() {
     serve_and_measure echo tokio-ct "$bin/peer-tokio" echo_server --port '{port}' --threads 1
     serve_and_measure echo tokio-mt2 "$bin/peer-tokio" echo_server --port '{port}' --threads 2
@@ -238,7 +246,7 @@ scenario_http() {
     serve_and_measure http go-2 "$bin/peer-go" http_server --port '{port}' --threads 2
 }
 
-all_scenarios=(sleep spawn pingpong yield spawn_tree sync echo http)
+all_scenarios=(sleep spawn pingpong yield spawn_tree sync lane echo http)
 
 main() {
     local scenario

@@ -187,7 +187,9 @@ pub fn futexWait(ptr: *const std.atomic.Value(u32), expected: u32, timeout_ns: ?
 }
 
 pub fn futexWake(ptr: *const std.atomic.Value(u32), waiters_max: u32) void {
-    const rc = linux.futex_3arg(&ptr.raw, .{ .cmd = .WAKE, .private = true }, waiters_max);
+    // The kernel reads the count as a signed int: maxInt(u32) would be -1 and wake only one.
+    const count: u32 = @min(waiters_max, std.math.maxInt(i32));
+    const rc = linux.futex_3arg(&ptr.raw, .{ .cmd = .WAKE, .private = true }, count);
     switch (errno(rc)) {
         .SUCCESS => {},
         .FAULT, .INVAL => unreachable,

@@ -17,6 +17,7 @@
 
 mod alloc;
 mod basic;
+mod lane;
 mod net;
 mod sync;
 
@@ -62,7 +63,8 @@ impl Args {
 
 fn usage() -> String {
     "usage: peer-tokio <scenario> [--threads N] [flags]\n\
-     scenarios: sleep spawn pingpong yield spawn_tree echo_server http_server sync_<row> list"
+     scenarios: sleep spawn pingpong yield spawn_tree echo_server http_server sync_<row>\n\
+     lane_roundtrip lane_sequential lane_concurrent list"
         .to_string()
 }
 
@@ -204,6 +206,9 @@ fn main() {
         "spawn_tree" => basic::spawn_tree(&args, threads),
         "echo_server" => net::echo_server(&args, threads),
         "http_server" => net::http_server(&args, threads),
+        "lane_roundtrip" => lane::roundtrip(&args, threads),
+        "lane_sequential" => lane::sequential(&args, threads),
+        "lane_concurrent" => lane::concurrent(&args, threads),
         "list" => {
             for row in sync::ROWS {
                 println!("{}", row.0);

@@ -1,0 +1,759 @@
+//! A bounded pool of OS threads for blocking calls: `lane.run(io, f, args)` runs `f` on one of
+//! the lane's worker threads and parks the caller (a fiber on weft, or a plain thread) until it
+//! returns. The executors never block in a syscall that has no asynchronous form.
+//!
+//! ```
+//! const lane = try weft.Lane.init(gpa, .{ .threads = 4, .queue_limit = 64 });
+//! defer lane.deinit(io);
+//! const bytes = try lane.run(io, std.posix.read, .{ fd, buffer });
+//! ```
+//!
+//! ## Semantics
+//!
+//! - The lane has `threads` workers and a FIFO queue of at most `queue_limit` accepted jobs.
+//!   With the queue full, admission (per lane) either fails at once (`.fail_fast`:
+//!   `error.QueueFull`) or waits in a FIFO admission line of at most `waiters_max` callers
+//!   (`.wait`; `error.Overloaded` past it). A caller in the line is admitted by a worker that
+//!   frees a queue slot, in arrival order; nobody overtakes the line.
+//! - A job is *accepted* once it is in the queue or running. Canceled before acceptance (a
+//!   request pending when `run` is called, or arriving while in the admission line): the job
+//!   never runs and the caller gets `error.Canceled`. After acceptance the job runs exactly
+//!   once, to completion, and the caller waits for it: **the job borrows the caller's memory**
+//!   (its arguments and result live in the caller's frame), so `run` cannot return before the
+//!   worker is done with them. A cancel request that arrives after acceptance is therefore not
+//!   delivered by `run`: `run` returns the job's own result and re-arms the request
+//!   (`io.recancel()`), so the caller sees `error.Canceled` at its next cancelation point.
+//!   (Rejected alternative: return `error.Canceled` and drop the result. The job may have done
+//!   something irreversible, such as writing a file, which the caller then could not learn.)
+//! - `runTimeout` bounds the time waiting for acceptance: `error.DeadlineExceeded` if the job
+//!   is still in the admission line then. Once accepted, the deadline no longer applies.
+//! - The result type is `f`'s own, with the lane's errors added (`Result(f)`): the job's error
+//!   set is preserved, never widened to `anyerror`.
+//!
+//! ## Workers
+//!
+//! Each worker has its own futex word and parks on it only after its queue poll found nothing
+//! for `idle_spin_ns`. A submitter wakes a parked worker only when it makes the queue go from
+//! empty to non-empty; a worker that takes a job and leaves more behind wakes a parked peer
+//! (so a burst spreads over the pool without every submission paying a syscall), and a woken
+//! worker keeps running jobs until the queue is empty (a batch per wake). Jobs are intrusive
+//! nodes on the callers' stacks carrying their own completion word: no ticket map, no
+//! allocation per call. The lane allocates once, in `init`.
+//!
+//! ## Job states (under the lane's lock, except the completion word)
+//!
+//!     waiting (admission line) ──worker frees a slot──▶ queued ──worker pops──▶ running
+//!        │  │                                            │                        │
+//!        │  └─shutdown: failed (ShutdownInProgress)      └─shutdown(.cancel):     └─▶ done
+//!        └─caller canceled / deadline: withdrawn            failed
+//!
+//! - `waiting`: linked in `admission`; the caller may withdraw it (it is not accepted).
+//! - `queued`: linked in `queue`; accepted, only a worker or `shutdown(.cancel)` removes it.
+//! - `running`: owned by a worker, unlinked; the arguments and result belong to the worker.
+//! - `done`/`failed`: the completion word leaves `pending` (release), after which the worker
+//!   or `shutdown` touches only its address (a futex wake); the caller owns everything again.
+//!
+//! ## Shutdown
+//!
+//! `shutdown` stops admission (`error.ShutdownInProgress`), fails every caller in the
+//! admission line, runs the queued jobs (`.run`) or fails them before they start (`.cancel`),
+//! waits for the workers up to a deadline, joins them if they all exited and returns a
+//! `Report`. Every caller is resumed exactly once on every path: by the worker that ran its
+//! job, by `shutdown` that failed it, or by itself when it withdrew.
+//!
+//! Thread-safety: `run`, `runTimeout` and `stats` may be called from any fiber or OS thread at
+//! once; `shutdown` once; `deinit` once, after every `run` returned.
+const Lane = @This();
+
+/// N lanes of one queue each, picked round-robin or by key, spilling to a shard with room.
+pub const Sharded = @import("Sharded.zig");
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Io = std.Io;
+const config = @import("../config.zig");
+const Lock = @import("../os/Mutex.zig");
+const os = @import("../os/linux.zig");
+
+gpa: std.mem.Allocator,
+options: Options,
+/// Guards the fields below up to `counts` (a short critical section, never held while a job
+/// runs or while anybody parks).
+lock: Lock = .{},
+phase: Phase = .open,
+queue: JobList = .{},
+admission: JobList = .{},
+/// Jobs a worker took and has not finished.
+running: u32 = 0,
+/// Parked workers, most recently parked first (its stack and caches are the warmest).
+idle: ?*Worker = null,
+/// The `Io` of the `shutdown` caller, which every exiting worker wakes.
+shutdown_io: ?Io = null,
+counts: Stats = .{},
+/// `Stats.jobs_run`, counted by the worker before it completes the job (atomic, outside the
+/// lock), so a caller that got its result also finds its job counted.
+jobs_run: std.atomic.Value(u64) = .init(0),
+/// `queue.len`, readable without the lock by polling workers (a hint).
+queued_hint: std.atomic.Value(u32) = .init(0),
+/// Workers started and not yet exited; `shutdown` waits on it (futex word).
+workers_live: std.atomic.Value(u32) = .init(0),
+workers: []Worker,
+/// Whether the worker threads were joined.
+joined: bool = false,
+
+pub const Admission = enum {
+    /// A full queue rejects the call at once with `error.QueueFull`.
+    fail_fast,
+    /// A full queue puts the caller in a FIFO line of at most `waiters_max`.
+    wait,
+};
+
+pub const Options = struct {
+    /// Worker threads, all started by `init`.
+    threads: u32 = 4,
+    /// Accepted jobs waiting for a worker, at most.
+    queue_limit: u32 = 256,
+    admission: Admission = .fail_fast,
+    /// Callers waiting for a queue slot (`.wait` admission), at most.
+    waiters_max: u32 = 1024,
+    /// How long an idle worker polls the queue before it parks (see `config`).
+    idle_spin_ns: u64 = config.lane_idle_spin_ns_default,
+    /// How long a caller polls its job's completion before it parks (see `config`).
+    caller_spin_ns: u64 = config.lane_caller_spin_ns_default,
+    stack_size_bytes: usize = config.lane_stack_size_bytes_default,
+};
+
+/// The lane's own errors, added to every job's result.
+pub const Error = error{
+    /// The caller was canceled before its job was accepted; the job never ran.
+    Canceled,
+    /// The queue was full and the lane's admission is `.fail_fast`.
+    QueueFull,
+    /// The queue was full and the admission line held `waiters_max` callers.
+    Overloaded,
+    /// The deadline of `runTimeout` passed before the job was accepted; it never ran.
+    DeadlineExceeded,
+    /// `shutdown` began before the job ran; it never ran.
+    ShutdownInProgress,
+};
+
+pub const InitError = error{InvalidOptions} || std.mem.Allocator.Error || std.Thread.SpawnError;
+
+/// What `shutdown` does with accepted jobs that have not started.
+pub const Policy = enum {
+    /// Run them (their callers get their results).
+    run,
+    /// Fail them before they start (their callers get `error.ShutdownInProgress`).
+    cancel,
+};
+
+pub const ShutdownOptions = struct {
+    policy: Policy = .run,
+    /// How long to wait for the workers to finish; `.none` waits as long as it takes.
+    timeout: Io.Timeout = .none,
+};
+
+/// Counters over the lane's life. Under the lock; a copy is returned by `stats`.
+pub const Stats = struct {
+    /// Jobs that ran to completion (kept in `Lane.jobs_run`; filled in by `stats`).
+    jobs_run: u64 = 0,
+    /// Accepted jobs failed by `shutdown(.cancel)` before they started.
+    jobs_failed: u64 = 0,
+    /// Callers in the admission line failed by `shutdown`.
+    waiters_failed: u64 = 0,
+    /// Callers that left the admission line (canceled or past their deadline).
+    waiters_withdrawn: u64 = 0,
+    /// Calls refused outright (`QueueFull`, `Overloaded`, `ShutdownInProgress`, or canceled
+    /// before they asked).
+    calls_rejected: u64 = 0,
+};
+
+/// What `shutdown` reports.
+pub const Report = struct {
+    /// Jobs that ran to completion over the lane's life.
+    jobs_run: u64,
+    /// Accepted jobs failed before they started (policy `.cancel`).
+    jobs_failed: u64,
+    /// Callers of the admission line failed.
+    waiters_failed: u64,
+    /// Jobs still running or queued when the deadline passed (0 when every worker exited;
+    /// `deinit` then waits for them).
+    jobs_left: u64,
+};
+
+const Phase = enum { open, draining };
+
+/// A job's completion word: `pending`, then how it ended.
+const pending: u32 = 0;
+const outcome_ran: u32 = 1;
+const outcome_failed: u32 = 2;
+
+/// A unit of work, on the caller's stack. Type-erased: `start` knows where the arguments and
+/// the result are (`run` embeds the `Job` in a typed call frame).
+pub const Job = struct {
+    start: *const fn (job: *Job) void,
+    /// The caller's Io: the worker wakes the caller through it.
+    io: Io,
+    state: State = .fresh,
+    prev: ?*Job = null,
+    next: ?*Job = null,
+    /// The futex word the caller parks on.
+    completion: std.atomic.Value(u32) = .init(pending),
+
+    pub const State = enum { fresh, waiting, queued, running, finished, withdrawn };
+};
+
+/// An intrusive doubly linked FIFO of jobs. Under the lane's lock.
+const JobList = struct {
+    head: ?*Job = null,
+    tail: ?*Job = null,
+    len: u32 = 0,
+
+    fn push(list: *JobList, job: *Job) void {
+        assert(job.prev == null and job.next == null);
+        job.prev = list.tail;
+        if (list.tail) |tail| tail.next = job else list.head = job;
+        list.tail = job;
+        list.len += 1;
+    }
+
+    fn pop(list: *JobList) ?*Job {
+        const job = list.head orelse return null;
+        list.remove(job);
+        return job;
+    }
+
+    fn remove(list: *JobList, job: *Job) void {
+        assert(list.len > 0);
+        if (job.prev) |prev| prev.next = job.next else list.head = job.next;
+        if (job.next) |next| next.prev = job.prev else list.tail = job.prev;
+        job.prev = null;
+        job.next = null;
+        list.len -= 1;
+        assert((list.len == 0) == (list.head == null));
+    }
+};
+
+const Worker = struct {
+    lane: *Lane,
+    thread: ?std.Thread = null,
+    /// Futex word: `parked` while on the idle list, `woken` once taken off it.
+    signal: std.atomic.Value(u32) = .init(woken),
+    next_idle: ?*Worker = null,
+
+    const parked: u32 = 0;
+    const woken: u32 = 1;
+};
+
+/// `f`'s return type with the lane's errors added: `E!T` becomes `(E || Error)!T`, `T`
+/// becomes `Error!T`.
+pub fn Result(comptime function: anytype) type {
+    const Return = @typeInfo(@TypeOf(function)).@"fn".return_type orelse
+        @compileError("Lane.run needs a function with a concrete return type");
+    return switch (@typeInfo(Return)) {
+        .error_union => |info| (info.error_set || Error)!info.payload,
+        else => Error!Return,
+    };
+}
+
+/// Allocates the lane and starts its worker threads. Call `deinit` to stop and free it.
+pub fn init(gpa: std.mem.Allocator, options: Options) InitError!*Lane {
+    if (options.threads == 0 or options.threads > config.lane_threads_max) {
+        return error.InvalidOptions;
+    }
+    if (options.queue_limit == 0) return error.InvalidOptions;
+    if (options.admission == .wait and options.waiters_max == 0) return error.InvalidOptions;
+    const lane = try gpa.create(Lane);
+    errdefer gpa.destroy(lane);
+    const workers = try gpa.alloc(Worker, options.threads);
+    errdefer gpa.free(workers);
+    lane.* = .{ .gpa = gpa, .options = options, .workers = workers };
+    for (workers) |*worker| worker.* = .{ .lane = lane };
+    for (workers, 0..) |*worker, index| {
+        _ = lane.workers_live.fetchAdd(1, .monotonic);
+        worker.thread = std.Thread.spawn(
+            .{ .stack_size = options.stack_size_bytes, .allocator = gpa },
+            workerMain,
+            .{worker},
+        ) catch |err| {
+            _ = lane.workers_live.fetchSub(1, .monotonic);
+            lane.stopStarted(workers[0..index]);
+            return err;
+        };
+    }
+    assert(lane.workers_live.load(.monotonic) == options.threads);
+    return lane;
+}
+
+/// `init` failed part-way: stops and joins the workers already started (no job ran).
+fn stopStarted(lane: *Lane, started: []Worker) void {
+    lane.lock.lock();
+    lane.phase = .draining;
+    var idle = lane.idle;
+    lane.idle = null;
+    lane.lock.unlock();
+    while (idle) |worker| {
+        idle = worker.next_idle;
+        wakeWorker(worker);
+    }
+    for (started) |*worker| worker.thread.?.join();
+}
+
+/// Shuts the lane down if `shutdown` was not called (policy `.run`, no deadline), joins the
+/// worker threads (blocking until jobs left running by a `shutdown` deadline finish) and
+/// frees the lane. Every `run` must have returned.
+pub fn deinit(lane: *Lane, io: Io) void {
+    if (lane.phase == .open) _ = lane.shutdown(io, .{});
+    assert(lane.phase == .draining);
+    if (!lane.joined) lane.joinWorkers();
+    assert(lane.queue.len == 0 and lane.admission.len == 0);
+    assert(lane.running == 0);
+    const gpa = lane.gpa;
+    gpa.free(lane.workers);
+    gpa.destroy(lane);
+}
+
+/// Runs `function(args...)` on a worker and returns its result. See `runTimeout`.
+pub fn run(
+    lane: *Lane,
+    io: Io,
+    comptime function: anytype,
+    args: std.meta.ArgsTuple(@TypeOf(function)),
+) Result(function) {
+    return lane.runTimeout(io, .none, function, args);
+}
+
+/// Runs `function(args...)` on a worker thread, parks the caller until it returns, and returns
+/// its result. Cancelation point until the job is accepted; then the caller waits for the job
+/// uncancelably and a cancel request is re-armed (see the file doc). `timeout` bounds the wait
+/// for acceptance only. Thread-safe; any fiber or OS thread.
+///
+/// Errors, besides the job's own: see `Error`. On every error of `Error` the job never ran.
+pub fn runTimeout(
+    lane: *Lane,
+    io: Io,
+    timeout: Io.Timeout,
+    comptime function: anytype,
+    args: std.meta.ArgsTuple(@TypeOf(function)),
+) Result(function) {
+    var call: Call(function) = .init(io, args);
+    try lane.execute(io, &call.job, timeout.toTimestamp(io));
+    return call.result;
+}
+
+/// A job's typed frame on the caller's stack: the `Job` node, the arguments and the result.
+/// `run` builds one; `Sharded` too. The worker writes `result`; the caller reads it after
+/// `wait` returned without error.
+pub fn Call(comptime function: anytype) type {
+    const Function = @TypeOf(function);
+    return struct {
+        const Self = @This();
+
+        job: Job,
+        args: std.meta.ArgsTuple(Function),
+        result: @typeInfo(Function).@"fn".return_type.?,
+
+        pub fn init(io: Io, args: std.meta.ArgsTuple(Function)) Self {
+            return .{ .job = .{ .start = &start, .io = io }, .args = args, .result = undefined };
+        }
+
+        fn start(job: *Job) void {
+            const self: *Self = @fieldParentPtr("job", job);
+            self.result = @call(.auto, function, self.args);
+        }
+    };
+}
+
+/// Submits `job` and waits until it finished (`error` only if it never ran).
+pub fn execute(lane: *Lane, io: Io, job: *Job, deadline: ?Io.Clock.Timestamp) Error!void {
+    assert(job.state == .fresh);
+    io.checkCancel() catch {
+        lane.countRejected();
+        return error.Canceled;
+    };
+    try lane.submit(job, lane.options.admission);
+    return lane.wait(io, job, deadline);
+}
+
+/// Accepts `job` into the queue if there is room and nobody waits in the admission line;
+/// never waits. Returns false (the job untouched) when it cannot: `Sharded` then tries another
+/// lane. A building block of `run`; after `true`, `wait` for the job.
+pub fn trySubmit(lane: *Lane, job: *Job) error{ShutdownInProgress}!bool {
+    assert(job.state == .fresh);
+    lane.lock.lock();
+    const admitted = lane.admit(job, null);
+    const wake = lane.admitWake(admitted);
+    lane.lock.unlock();
+    if (wake) |worker| wakeWorker(worker);
+    return switch (admitted) {
+        .accepted => true,
+        .full => false,
+        .waiting, .queue_full, .overloaded => unreachable, // no admission given
+        .shutdown => error.ShutdownInProgress,
+    };
+}
+
+/// Accepts `job`, or puts it in the admission line (`.wait`), or refuses it. Never parks; a
+/// building block of `run`: afterwards `wait` for the job.
+pub fn submit(lane: *Lane, job: *Job, admission: Admission) Error!void {
+    assert(job.state == .fresh);
+    lane.lock.lock();
+    const admitted = lane.admit(job, admission);
+    const wake = lane.admitWake(admitted);
+    lane.lock.unlock();
+    if (wake) |worker| wakeWorker(worker);
+    return switch (admitted) {
+        .accepted, .waiting => {},
+        .full => unreachable, // an admission was given
+        .queue_full => error.QueueFull,
+        .overloaded => error.Overloaded,
+        .shutdown => error.ShutdownInProgress,
+    };
+}
+
+const Admitted = union(enum) {
+    /// Queued; the payload tells whether the queue was empty before.
+    accepted: bool,
+    waiting,
+    /// No room and no admission policy given (`trySubmit`).
+    full,
+    queue_full,
+    overloaded,
+    shutdown,
+};
+
+/// The admission decision, under the lock. FIFO: nobody overtakes the admission line.
+fn admit(lane: *Lane, job: *Job, admission: ?Admission) Admitted {
+    if (lane.phase != .open) {
+        lane.counts.calls_rejected += 1;
+        return .shutdown;
+    }
+    if (lane.admission.len == 0 and lane.queue.len < lane.options.queue_limit) {
+        return .{ .accepted = lane.enqueue(job) };
+    }
+    switch (admission orelse return .full) {
+        .fail_fast => {
+            lane.counts.calls_rejected += 1;
+            return .queue_full;
+        },
+        .wait => if (lane.admission.len >= lane.options.waiters_max) {
+            lane.counts.calls_rejected += 1;
+            return .overloaded;
+        },
+    }
+    job.state = .waiting;
+    lane.admission.push(job);
+    assert(lane.admission.len <= lane.options.waiters_max);
+    return .waiting;
+}
+
+/// The worker to wake for an admission decision (under the lock): one parked worker, and only
+/// when the queue went from empty to non-empty.
+fn admitWake(lane: *Lane, admitted: Admitted) ?*Worker {
+    return switch (admitted) {
+        .accepted => |was_empty| if (was_empty) lane.takeIdle() else null,
+        else => null,
+    };
+}
+
+/// Parks until `job` (submitted) finished or failed, or withdraws it from the admission line
+/// on cancelation or at `deadline`.
+pub fn wait(lane: *Lane, io: Io, job: *Job, deadline_initial: ?Io.Clock.Timestamp) Error!void {
+    assert(job.state != .fresh);
+    var deadline = deadline_initial;
+    if (pollCompletion(job, lane.options.caller_spin_ns)) |code| return outcome(code);
+    while (true) {
+        const code = job.completion.load(.acquire);
+        if (code != pending) return outcome(code);
+        const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+        io.futexWaitTimeout(u32, &job.completion.raw, pending, timeout) catch |err| switch (err) {
+            error.Canceled => {
+                if (lane.withdraw(job)) return error.Canceled;
+                // Accepted: the job borrows our memory, so wait for it, then re-arm.
+                const code_final = waitUncancelable(io, job);
+                io.recancel();
+                return outcome(code_final);
+            },
+        };
+        const d = deadline orelse continue;
+        if (job.completion.load(.acquire) != pending) continue;
+        if (d.durationFromNow(io).raw.nanoseconds > 0) continue; // a spurious wake
+        if (lane.withdraw(job)) return error.DeadlineExceeded;
+        deadline = null; // accepted in time: the deadline no longer applies
+    }
+}
+
+/// Polls `job`'s completion word for up to `spin_ns`; its code if it completed meanwhile.
+fn pollCompletion(job: *Job, spin_ns: u64) ?u32 {
+    if (spin_ns == 0) return null;
+    const start_ns = os.monotonicNs();
+    var polls: u32 = 0;
+    while (true) : (polls += 1) {
+        const code = job.completion.load(.acquire);
+        if (code != pending) return code;
+        std.atomic.spinLoopHint();
+        if (polls % 16 == 15 and os.monotonicNs() - start_ns >= spin_ns) return null;
+    }
+}
+
+fn waitUncancelable(io: Io, job: *Job) u32 {
+    while (true) {
+        const code = job.completion.load(.acquire);
+        if (code != pending) return code;
+        io.futexWaitUncancelable(u32, &job.completion.raw, pending);
+    }
+}
+
+fn outcome(code: u32) Error!void {
+    switch (code) {
+        outcome_ran => {},
+        outcome_failed => return error.ShutdownInProgress,
+        else => unreachable, // completion codes are written only by this file
+    }
+}
+
+/// Takes `job` out of the admission line if it is still there (it never runs then).
+fn withdraw(lane: *Lane, job: *Job) bool {
+    lane.lock.lock();
+    defer lane.lock.unlock();
+    if (job.state != .waiting) return false;
+    assert(job.completion.load(.monotonic) == pending);
+    lane.admission.remove(job);
+    job.state = .withdrawn;
+    lane.counts.waiters_withdrawn += 1;
+    return true;
+}
+
+fn countRejected(lane: *Lane) void {
+    lane.lock.lock();
+    defer lane.lock.unlock();
+    lane.counts.calls_rejected += 1;
+}
+
+/// Appends an accepted job (under the lock); returns whether the queue was empty before.
+fn enqueue(lane: *Lane, job: *Job) bool {
+    assert(job.state == .fresh or job.state == .waiting);
+    assert(lane.queue.len < lane.options.queue_limit);
+    const was_empty = lane.queue.len == 0;
+    job.state = .queued;
+    lane.queue.push(job);
+    lane.queued_hint.store(lane.queue.len, .monotonic);
+    return was_empty;
+}
+
+/// Takes a parked worker off the idle list (under the lock); the caller wakes it.
+fn takeIdle(lane: *Lane) ?*Worker {
+    const worker = lane.idle orelse return null;
+    lane.idle = worker.next_idle;
+    worker.next_idle = null;
+    assert(worker.signal.load(.monotonic) == Worker.parked);
+    worker.signal.store(Worker.woken, .release);
+    return worker;
+}
+
+fn wakeWorker(worker: *Worker) void {
+    os.futexWake(&worker.signal, 1);
+}
+
+/// A snapshot of the lane's counters.
+pub fn stats(lane: *Lane) Stats {
+    lane.lock.lock();
+    defer lane.lock.unlock();
+    var snapshot = lane.counts;
+    // Ordered before the completion of every job counted (release store of the completion).
+    snapshot.jobs_run = lane.jobs_run.load(.monotonic);
+    return snapshot;
+}
+
+// ------------------------------------------------------------------------------- workers
+
+fn workerMain(worker: *Worker) void {
+    const lane = worker.lane;
+    lane.lock.lock();
+    while (true) {
+        if (lane.queue.pop()) |job| {
+            const peer = lane.startJob(job);
+            lane.lock.unlock();
+            if (peer) |p| wakeWorker(p);
+            lane.finishJob(job);
+            lane.lock.lock();
+            assert(lane.running > 0);
+            lane.running -= 1;
+            continue;
+        }
+        if (lane.phase != .open) break;
+        lane.lock.unlock();
+        const found = lane.pollQueue();
+        lane.lock.lock();
+        if (found or lane.queue.len > 0 or lane.phase != .open) continue;
+        lane.park(worker);
+    }
+    // Exiting: the queue is empty and admission is closed, so no job can arrive any more.
+    assert(lane.queue.len == 0);
+    const io = lane.shutdown_io;
+    const live = lane.workers_live.fetchSub(1, .release);
+    assert(live > 0);
+    lane.lock.unlock();
+    // `shutdown` is still waiting (it joins the threads afterwards), so the lane lives.
+    if (live == 1) if (io) |shutdown_io| shutdown_io.futexWake(u32, &lane.workers_live.raw, 1);
+}
+
+/// A worker popped `job` (under the lock): it runs now. Moves the oldest caller of the
+/// admission line into the freed slot, and returns a parked peer to wake if jobs remain.
+fn startJob(lane: *Lane, job: *Job) ?*Worker {
+    assert(job.state == .queued);
+    assert(lane.queue.len < lane.options.queue_limit);
+    job.state = .running;
+    lane.running += 1;
+    if (lane.admission.pop()) |admitted| {
+        assert(admitted.state == .waiting);
+        assert(lane.phase == .open); // shutdown empties the line
+        _ = lane.enqueue(admitted);
+    }
+    lane.queued_hint.store(lane.queue.len, .monotonic);
+    if (lane.queue.len == 0) return null;
+    return lane.takeIdle();
+}
+
+/// Runs `job` and completes it. Without the lock.
+fn finishJob(lane: *Lane, job: *Job) void {
+    assert(job.state == .running);
+    job.start(job);
+    job.state = .finished;
+    _ = lane.jobs_run.fetchAdd(1, .monotonic);
+    const io = job.io;
+    // Release: the result written by `start` is visible to the caller that sees the code.
+    // From here on the caller may return and reuse the memory: only the address is used.
+    job.completion.store(outcome_ran, .release);
+    io.futexWake(u32, &job.completion.raw, 1);
+}
+
+/// Polls the queue (without the lock) for up to `idle_spin_ns`; true if a job showed up.
+fn pollQueue(lane: *Lane) bool {
+    const spin_ns = lane.options.idle_spin_ns;
+    if (spin_ns == 0) return false;
+    const start_ns = os.monotonicNs();
+    var polls: u32 = 0;
+    while (true) : (polls += 1) {
+        if (lane.queued_hint.load(.monotonic) > 0) return true;
+        std.atomic.spinLoopHint();
+        if (polls % 64 == 63 and os.monotonicNs() - start_ns >= spin_ns) return false;
+    }
+}
+
+/// Parks the worker (called and returns with the lock held) until a submitter, a peer or
+/// `shutdown` takes it off the idle list.
+fn park(lane: *Lane, worker: *Worker) void {
+    assert(lane.queue.len == 0);
+    assert(worker.next_idle == null);
+    worker.signal.store(Worker.parked, .monotonic);
+    worker.next_idle = lane.idle;
+    lane.idle = worker;
+    lane.lock.unlock();
+    // Acquire: pairs with the release store of `takeIdle`.
+    while (worker.signal.load(.acquire) == Worker.parked) {
+        os.futexWait(&worker.signal, Worker.parked, null);
+    }
+    lane.lock.lock();
+}
+
+// ------------------------------------------------------------------------------ shutdown
+
+/// Stops the lane: new calls fail with `error.ShutdownInProgress`, callers in the admission
+/// line are failed, accepted jobs run or are failed by `options.policy`, and the workers are
+/// waited for until `options.timeout`, then joined if they all exited. Not a cancelation point
+/// (the wait is protected, so that shutdown is deterministic). Call once.
+pub fn shutdown(lane: *Lane, io: Io, options: ShutdownOptions) Report {
+    const deadline = options.timeout.toTimestamp(io);
+    var failed: JobList = .{};
+    lane.lock.lock();
+    assert(lane.phase == .open); // shutdown is called once
+    lane.phase = .draining;
+    lane.shutdown_io = io;
+    while (lane.admission.pop()) |job| {
+        failed.push(job);
+        lane.counts.waiters_failed += 1;
+    }
+    if (options.policy == .cancel) while (lane.queue.pop()) |job| {
+        failed.push(job);
+        lane.counts.jobs_failed += 1;
+    };
+    lane.queued_hint.store(lane.queue.len, .monotonic);
+    var idle = lane.idle;
+    lane.idle = null;
+    var cursor = idle;
+    while (cursor) |worker| : (cursor = worker.next_idle) {
+        worker.signal.store(Worker.woken, .release);
+    }
+    lane.lock.unlock();
+    failJobs(&failed);
+    while (idle) |worker| {
+        idle = worker.next_idle;
+        worker.next_idle = null;
+        wakeWorker(worker);
+    }
+    lane.awaitWorkers(io, deadline);
+    lane.lock.lock();
+    defer lane.lock.unlock();
+    const all_exited = lane.workers_live.load(.acquire) == 0;
+    const report: Report = .{
+        .jobs_run = lane.jobs_run.load(.monotonic),
+        .jobs_failed = lane.counts.jobs_failed,
+        .waiters_failed = lane.counts.waiters_failed,
+        .jobs_left = lane.running + lane.queue.len,
+    };
+    assert(!all_exited or report.jobs_left == 0);
+    if (all_exited) {
+        lane.lock.unlock();
+        lane.joinWorkers();
+        lane.lock.lock();
+    }
+    return report;
+}
+
+/// Completes every job of `failed` with `error.ShutdownInProgress`. Without the lock.
+fn failJobs(failed: *JobList) void {
+    while (failed.pop()) |job| {
+        assert(job.state == .waiting or job.state == .queued);
+        job.state = .finished;
+        const io = job.io;
+        job.completion.store(outcome_failed, .release);
+        io.futexWake(u32, &job.completion.raw, 1);
+    }
+}
+
+/// Waits (uncancelably) until every worker exited or `deadline` passed.
+fn awaitWorkers(lane: *Lane, io: Io, deadline: ?Io.Clock.Timestamp) void {
+    const protection = io.swapCancelProtection(.blocked);
+    defer _ = io.swapCancelProtection(protection);
+    const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+    while (true) {
+        const live = lane.workers_live.load(.acquire);
+        if (live == 0) return;
+        if (deadline) |d| if (d.durationFromNow(io).raw.nanoseconds <= 0) return;
+        io.futexWaitTimeout(u32, &lane.workers_live.raw, live, timeout) catch |err| switch (err) {
+            error.Canceled => unreachable, // protected above
+        };
+    }
+}
+
+fn joinWorkers(lane: *Lane) void {
+    assert(!lane.joined);
+    for (lane.workers) |*worker| worker.thread.?.join();
+    lane.joined = true;
+    assert(lane.workers_live.load(.acquire) == 0);
+}
+
+test "Lane: Result keeps the job's error set and adds the lane's" {
+    const Job0 = struct {
+        fn plain(x: u32) u32 {
+            return x;
+        }
+        fn failing(x: u32) error{Broken}!u64 {
+            return x;
+        }
+    };
+    comptime assert(Result(Job0.plain) == Error!u32);
+    comptime assert(Result(Job0.failing) == (error{Broken} || Error)!u64);
+    comptime assert(@typeInfo(Result(Job0.failing)).error_union.error_set != anyerror);
+}

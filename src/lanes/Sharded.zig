@@ -1,0 +1,147 @@
+//! `Lane.Sharded`: N independent lanes ("shards"), each with its own lock, queue and workers,
+//! so that many callers do not contend on one lock. A call goes to a preferred shard (the
+//! next one round-robin for `run`, `key % shards` for `runKeyed`); if that shard's queue is
+//! full, it spills to the next shard with room, in order, and only when every shard is full
+//! does the preferred shard's admission policy apply (`error.QueueFull`, or its FIFO line).
+//! So no call is rejected while another shard has room. (Rejected alternative: a shared
+//! overflow queue; it brings back the single lock that sharding removes.)
+//!
+//! A keyed call therefore runs on its key's shard only while that shard has room: keys give
+//! locality, not exclusion. Per call, the semantics are `Lane`'s: acceptance, cancelation,
+//! deadline, error sets, shutdown.
+//!
+//! Thread-safety: as `Lane`. `shutdown` stops every shard with the same deadline.
+const Sharded = @This();
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Io = std.Io;
+const Lane = @import("Lane.zig");
+
+gpa: std.mem.Allocator,
+shards: []*Lane,
+/// The round-robin cursor of `run`.
+next: std.atomic.Value(u32) = .init(0),
+
+pub const Options = struct {
+    shards: u32 = 2,
+    /// Options of every shard (`threads`, `queue_limit`, ... are per shard).
+    lane: Lane.Options = .{},
+};
+
+pub const InitError = Lane.InitError;
+
+/// Allocates the shards and starts their workers (`shards * lane.threads` threads).
+pub fn init(gpa: std.mem.Allocator, options: Options) InitError!*Sharded {
+    if (options.shards == 0) return error.InvalidOptions;
+    const sharded = try gpa.create(Sharded);
+    errdefer gpa.destroy(sharded);
+    const shards = try gpa.alloc(*Lane, options.shards);
+    errdefer gpa.free(shards);
+    for (shards, 0..) |*shard, index| {
+        shard.* = Lane.init(gpa, options.lane) catch |err| {
+            for (shards[0..index]) |started| started.deinit(undefined_io);
+            return err;
+        };
+    }
+    sharded.* = .{ .gpa = gpa, .shards = shards };
+    return sharded;
+}
+
+/// Only for shards that never had a caller: their shutdown has nobody to wake.
+const undefined_io: Io = Io.failing;
+
+/// Shuts down every shard not yet shut down (policy `.run`, no deadline), joins all workers
+/// and frees everything. Every call must have returned.
+pub fn deinit(sharded: *Sharded, io: Io) void {
+    for (sharded.shards) |shard| shard.deinit(io);
+    const gpa = sharded.gpa;
+    gpa.free(sharded.shards);
+    gpa.destroy(sharded);
+}
+
+/// `Lane.run` on the next shard round-robin (spilling as described above).
+pub fn run(
+    sharded: *Sharded,
+    io: Io,
+    comptime function: anytype,
+    args: std.meta.ArgsTuple(@TypeOf(function)),
+) Lane.Result(function) {
+    const preferred = sharded.next.fetchAdd(1, .monotonic) % sharded.shards.len;
+    return sharded.runOn(io, preferred, .none, function, args);
+}
+
+/// `Lane.runTimeout` on the shard of `key` (spilling as described above).
+pub fn runKeyed(
+    sharded: *Sharded,
+    io: Io,
+    key: u64,
+    timeout: Io.Timeout,
+    comptime function: anytype,
+    args: std.meta.ArgsTuple(@TypeOf(function)),
+) Lane.Result(function) {
+    const preferred: usize = @intCast(key % sharded.shards.len);
+    return sharded.runOn(io, preferred, timeout, function, args);
+}
+
+fn runOn(
+    sharded: *Sharded,
+    io: Io,
+    preferred: usize,
+    timeout: Io.Timeout,
+    comptime function: anytype,
+    args: std.meta.ArgsTuple(@TypeOf(function)),
+) Lane.Result(function) {
+    assert(preferred < sharded.shards.len);
+    var call: Lane.Call(function) = .init(io, args);
+    const deadline = timeout.toTimestamp(io);
+    try io.checkCancel();
+    const shard = try sharded.submit(&call.job, preferred);
+    try shard.wait(io, &call.job, deadline);
+    return call.result;
+}
+
+/// Accepts `job` on the first shard with room, from `preferred` on; if none has room, applies
+/// the preferred shard's admission policy there. Returns the shard that holds the job.
+fn submit(sharded: *Sharded, job: *Lane.Job, preferred: usize) Lane.Error!*Lane {
+    const count = sharded.shards.len;
+    for (0..count) |offset| {
+        const shard = sharded.shards[(preferred + offset) % count];
+        if (try shard.trySubmit(job)) return shard;
+    }
+    const shard = sharded.shards[preferred];
+    try shard.submit(job, shard.options.admission);
+    return shard;
+}
+
+/// `Lane.shutdown` of every shard, all with the same deadline; the reports summed.
+pub fn shutdown(sharded: *Sharded, io: Io, options: Lane.ShutdownOptions) Lane.Report {
+    const deadline = options.timeout.toTimestamp(io);
+    const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+    var total: Lane.Report = .{
+        .jobs_run = 0,
+        .jobs_failed = 0,
+        .waiters_failed = 0,
+        .jobs_left = 0,
+    };
+    for (sharded.shards) |shard| {
+        const report = shard.shutdown(io, .{ .policy = options.policy, .timeout = timeout });
+        total.jobs_run += report.jobs_run;
+        total.jobs_failed += report.jobs_failed;
+        total.waiters_failed += report.waiters_failed;
+        total.jobs_left += report.jobs_left;
+    }
+    return total;
+}
+
+/// The shards' counters, summed.
+pub fn stats(sharded: *Sharded) Lane.Stats {
+    var total: Lane.Stats = .{};
+    for (sharded.shards) |shard| {
+        const s = shard.stats();
+        inline for (@typeInfo(Lane.Stats).@"struct".fields) |field| {
+            @field(total, field.name) += @field(s, field.name);
+        }
+    }
+    return total;
+}

@@ -1,0 +1,485 @@
+//! Behaviour of `Lane` (and `Lane.Sharded`) on weft: admission outcomes, cancelation before
+//! and after acceptance, shutdown under each policy, foreign threads, and an exactly-once
+//! stress test. No timed assertions: tests wait for lane states (a job running, a caller in
+//! the admission line), never for time. Blocked jobs wait on a `Gate` the test opens.
+const std = @import("std");
+const Io = std.Io;
+const testing = std.testing;
+const Runtime = @import("../Runtime.zig");
+const Lane = @import("../lanes/Lane.zig");
+const os = @import("../os/linux.zig");
+
+fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    try body(rt.io());
+}
+
+/// A job that blocks its worker thread until the test opens the gate (kernel futex: the job
+/// runs on a lane worker, not on a fiber).
+const Gate = struct {
+    open: std.atomic.Value(u32) = .init(0),
+    passed: std.atomic.Value(u32) = .init(0),
+
+    fn pass(gate: *Gate, value: u64) u64 {
+        while (gate.open.load(.acquire) == 0) os.futexWait(&gate.open, 0, null);
+        _ = gate.passed.fetchAdd(1, .monotonic);
+        return value;
+    }
+
+    fn release(gate: *Gate) void {
+        gate.open.store(1, .release);
+        // maxInt(i32): the kernel reads the count as an int, so maxInt(u32) would wake one.
+        os.futexWake(&gate.open, std.math.maxInt(i32));
+    }
+};
+
+const Counter = struct {
+    ran: std.atomic.Value(u64) = .init(0),
+
+    fn bump(counter: *Counter) u64 {
+        return counter.ran.fetchAdd(1, .monotonic) + 1;
+    }
+};
+
+const Shape = struct { running: u32, queued: u32, waiting: u32 };
+
+fn shapeOf(lane: *Lane) Shape {
+    lane.lock.lock();
+    defer lane.lock.unlock();
+    return .{ .running = lane.running, .queued = lane.queue.len, .waiting = lane.admission.len };
+}
+
+/// Sleeps in short steps until the lane has this shape (a state, never a time).
+fn waitShape(io: Io, lane: *Lane, shape: Shape) !void {
+    var polls: u32 = 0;
+    while (!std.meta.eql(shapeOf(lane), shape)) : (polls += 1) {
+        if (polls == 100_000) return error.StateNeverReached; // ~ seconds: a hang, not a race
+        try io.sleep(.fromMicroseconds(20), .awake);
+    }
+}
+
+fn passThrough(lane: *Lane, io: Io, gate: *Gate, value: u64) Lane.Result(Gate.pass) {
+    return lane.run(io, Gate.pass, .{ gate, value });
+}
+
+fn bumpThrough(lane: *Lane, io: Io, counter: *Counter) Lane.Result(Counter.bump) {
+    return lane.run(io, Counter.bump, .{counter});
+}
+
+fn square(x: u64) u64 {
+    return x * x;
+}
+
+fn failIfOdd(x: u64) error{Odd}!u64 {
+    if (x % 2 == 1) return error.Odd;
+    return x / 2;
+}
+
+test "Lane: results and the job's own errors come back; error sets are preserved" {
+    comptime std.debug.assert(Lane.Result(failIfOdd) == (error{Odd} || Lane.Error)!u64);
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const lane = try Lane.init(testing.allocator, .{ .threads = 2 });
+            defer lane.deinit(io);
+            try testing.expectEqual(@as(u64, 49), try lane.run(io, square, .{7}));
+            try testing.expectEqual(@as(u64, 3), try lane.run(io, failIfOdd, .{6}));
+            try testing.expectError(error.Odd, lane.run(io, failIfOdd, .{5}));
+            try testing.expectEqual(@as(u64, 3), lane.stats().jobs_run);
+        }
+    }.body);
+}
+
+test "Lane: a full queue fails fast with QueueFull; the job never runs" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const lane = try Lane.init(testing.allocator, .{ .threads = 1, .queue_limit = 1 });
+            defer lane.deinit(io);
+            var gate: Gate = .{};
+            var counter: Counter = .{};
+            var running = try io.concurrent(passThrough, .{ lane, io, &gate, 1 });
+            try waitShape(io, lane, .{ .running = 1, .queued = 0, .waiting = 0 });
+            var queued = try io.concurrent(passThrough, .{ lane, io, &gate, 2 });
+            try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 0 });
+            try testing.expectError(error.QueueFull, lane.run(io, Counter.bump, .{&counter}));
+            gate.release();
+            try testing.expectEqual(@as(u64, 1), try running.await(io));
+            try testing.expectEqual(@as(u64, 2), try queued.await(io));
+            try testing.expectEqual(@as(u64, 0), counter.ran.load(.monotonic));
+            try testing.expectEqual(@as(u64, 1), lane.stats().calls_rejected);
+        }
+    }.body);
+}
+
+test "Lane: the admission line is FIFO, Overloaded past waiters_max, deadline withdraws" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const lane = try Lane.init(testing.allocator, .{
+                .threads = 1,
+                .queue_limit = 1,
+                .admission = .wait,
+                .waiters_max = 2,
+            });
+            defer lane.deinit(io);
+            var gate: Gate = .{};
+            var counter: Counter = .{};
+            var a = try io.concurrent(passThrough, .{ lane, io, &gate, 1 });
+            try waitShape(io, lane, .{ .running = 1, .queued = 0, .waiting = 0 });
+            var b = try io.concurrent(passThrough, .{ lane, io, &gate, 2 });
+            try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 0 });
+            var c = try io.concurrent(passThrough, .{ lane, io, &gate, 3 });
+            try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 1 });
+            // Waits in the line (second place) until its deadline, then withdraws: never runs.
+            const timeout: Io.Timeout = .{ .duration = .{
+                .raw = .fromMilliseconds(2),
+                .clock = .awake,
+            } };
+            try testing.expectError(
+                error.DeadlineExceeded,
+                lane.runTimeout(io, timeout, Counter.bump, .{&counter}),
+            );
+            var d = try io.concurrent(passThrough, .{ lane, io, &gate, 4 });
+            try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 2 });
+            try testing.expectError(error.Overloaded, lane.run(io, Counter.bump, .{&counter}));
+            gate.release();
+            try testing.expectEqual(@as(u64, 1), try a.await(io));
+            try testing.expectEqual(@as(u64, 2), try b.await(io));
+            try testing.expectEqual(@as(u64, 3), try c.await(io));
+            try testing.expectEqual(@as(u64, 4), try d.await(io));
+            try testing.expectEqual(@as(u64, 0), counter.ran.load(.monotonic));
+            const stats = lane.stats();
+            try testing.expectEqual(@as(u64, 4), stats.jobs_run);
+            try testing.expectEqual(@as(u64, 1), stats.waiters_withdrawn);
+            try testing.expectEqual(@as(u64, 1), stats.calls_rejected);
+        }
+    }.body);
+}
+
+const AfterCancel = struct { result: u64 = 0, recanceled: bool = false, resumed: u32 = 0 };
+
+fn passThenCheck(lane: *Lane, io: Io, gate: *Gate, out: *AfterCancel) Io.Cancelable!void {
+    const result = lane.run(io, Gate.pass, .{ gate, 5 }) catch |err| switch (err) {
+        error.Canceled => return error.Canceled, // not expected: accepted before the cancel
+        else => unreachable,
+    };
+    out.resumed += 1;
+    out.result = result;
+    io.checkCancel() catch {
+        out.recanceled = true;
+        return error.Canceled;
+    };
+}
+
+test "Lane: canceled after acceptance, the job runs once and the request is re-armed" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const lane = try Lane.init(testing.allocator, .{ .threads = 1 });
+            defer lane.deinit(io);
+            var gate: Gate = .{};
+            var out: AfterCancel = .{};
+            var future = try io.concurrent(passThenCheck, .{ lane, io, &gate, &out });
+            try waitShape(io, lane, .{ .running = 1, .queued = 0, .waiting = 0 });
+            // The cancel blocks until the caller returns, so the gate opens from a thread.
+            const opener = try std.Thread.spawn(.{}, openWhenCanceled, .{ io, &gate });
+            try testing.expectError(error.Canceled, future.cancel(io));
+            opener.join();
+            try testing.expectEqual(@as(u64, 5), out.result);
+            try testing.expect(out.recanceled);
+            try testing.expectEqual(@as(u32, 1), out.resumed);
+            try testing.expectEqual(@as(u32, 1), gate.passed.load(.monotonic));
+        }
+        fn openWhenCanceled(io: Io, gate: *Gate) void {
+            io.sleep(.fromMilliseconds(1), .awake) catch {};
+            gate.release();
+        }
+    }.body);
+}
+
+test "Lane: canceled in the admission line, the job never runs" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const lane = try Lane.init(testing.allocator, .{
+                .threads = 1,
+                .queue_limit = 1,
+                .admission = .wait,
+            });
+            defer lane.deinit(io);
+            var gate: Gate = .{};
+            var counter: Counter = .{};
+            var a = try io.concurrent(passThrough, .{ lane, io, &gate, 1 });
+            try waitShape(io, lane, .{ .running = 1, .queued = 0, .waiting = 0 });
+            var b = try io.concurrent(passThrough, .{ lane, io, &gate, 2 });
+            try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 0 });
+            var c = try io.concurrent(bumpThrough, .{ lane, io, &counter });
+            try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 1 });
+            try testing.expectError(error.Canceled, c.cancel(io));
+            try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 0 });
+            gate.release();
+            try testing.expectEqual(@as(u64, 1), try a.await(io));
+            try testing.expectEqual(@as(u64, 2), try b.await(io));
+            try testing.expectEqual(@as(u64, 0), counter.ran.load(.monotonic));
+            try testing.expectEqual(@as(u64, 1), lane.stats().waiters_withdrawn);
+        }
+    }.body);
+}
+
+/// Fills a 1-thread lane: one job running (gated), one queued, one in the admission line.
+const Filled = struct {
+    running: Io.Future(Lane.Result(Gate.pass)),
+    queued: Io.Future(Lane.Result(Gate.pass)),
+    waiting: Io.Future(Lane.Result(Gate.pass)),
+
+    fn fill(io: Io, lane: *Lane, gate: *Gate) !Filled {
+        var filled: Filled = undefined;
+        filled.running = try io.concurrent(passThrough, .{ lane, io, gate, 1 });
+        try waitShape(io, lane, .{ .running = 1, .queued = 0, .waiting = 0 });
+        filled.queued = try io.concurrent(passThrough, .{ lane, io, gate, 2 });
+        try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 0 });
+        filled.waiting = try io.concurrent(passThrough, .{ lane, io, gate, 3 });
+        try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 1 });
+        return filled;
+    }
+};
+
+fn testShutdown(io: Io, policy: Lane.Policy) !void {
+    const lane = try Lane.init(testing.allocator, .{
+        .threads = 1,
+        .queue_limit = 1,
+        .admission = .wait,
+    });
+    defer lane.deinit(io);
+    var gate: Gate = .{};
+    var filled = try Filled.fill(io, lane, &gate);
+    // The running job is blocked: shutdown's deadline passes with jobs left.
+    const report = lane.shutdown(io, .{
+        .policy = policy,
+        .timeout = .{ .duration = .{ .raw = .fromMilliseconds(2), .clock = .awake } },
+    });
+    try testing.expectEqual(@as(u64, 1), report.waiters_failed);
+    try testing.expectError(error.ShutdownInProgress, filled.waiting.await(io));
+    var counter: Counter = .{};
+    try testing.expectError(error.ShutdownInProgress, lane.run(io, Counter.bump, .{&counter}));
+    switch (policy) {
+        .run => {
+            try testing.expectEqual(@as(u64, 2), report.jobs_left);
+            try testing.expectEqual(@as(u64, 0), report.jobs_failed);
+            gate.release();
+            try testing.expectEqual(@as(u64, 2), try filled.queued.await(io));
+        },
+        .cancel => {
+            try testing.expectEqual(@as(u64, 1), report.jobs_left);
+            try testing.expectEqual(@as(u64, 1), report.jobs_failed);
+            try testing.expectError(error.ShutdownInProgress, filled.queued.await(io));
+            gate.release();
+        },
+    }
+    try testing.expectEqual(@as(u64, 1), try filled.running.await(io));
+    try testing.expectEqual(@as(u64, 0), counter.ran.load(.monotonic));
+}
+
+test "Lane: shutdown(.run) fails the line, runs queued jobs, reports what was left" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            try testShutdown(io, .run);
+        }
+    }.body);
+}
+
+test "Lane: shutdown(.cancel) fails the line and queued jobs before they start" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            try testShutdown(io, .cancel);
+        }
+    }.body);
+}
+
+test "Lane: shutdown without a deadline waits for every job and joins the workers" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const lane = try Lane.init(testing.allocator, .{ .threads = 3 });
+            defer lane.deinit(io);
+            var counter: Counter = .{};
+            for (0..10) |_| _ = try lane.run(io, Counter.bump, .{&counter});
+            const report = lane.shutdown(io, .{});
+            try testing.expectEqual(@as(u64, 10), report.jobs_run);
+            try testing.expectEqual(@as(u64, 0), report.jobs_left);
+            try testing.expect(lane.joined);
+        }
+    }.body);
+}
+
+fn foreignThread(lane: *Lane, io: Io, counter: *Counter, jobs: u32, failures: *u32) void {
+    for (0..jobs) |_| _ = lane.run(io, Counter.bump, .{counter}) catch {
+        failures.* += 1;
+    };
+}
+
+test "Lane: plain OS threads call the lane through weft's Io" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const lane = try Lane.init(testing.allocator, .{ .threads = 2, .admission = .wait });
+            defer lane.deinit(io);
+            var counter: Counter = .{};
+            var failures: [3]u32 = @splat(0);
+            var threads: [3]std.Thread = undefined;
+            for (&threads, &failures) |*thread, *failed| {
+                thread.* = try std.Thread.spawn(.{}, foreignThread, .{
+                    lane, io, &counter, 200, failed,
+                });
+            }
+            for (0..200) |_| _ = try lane.run(io, Counter.bump, .{&counter}); // and a fiber
+            for (threads) |thread| thread.join();
+            try testing.expectEqualSlices(u32, &.{ 0, 0, 0 }, &failures);
+            try testing.expectEqual(@as(u64, 800), counter.ran.load(.monotonic));
+            try testing.expectEqual(@as(u64, 800), lane.stats().jobs_run);
+        }
+    }.body);
+}
+
+const stress_fibers = 32;
+const stress_jobs = 200;
+
+const Tally = struct {
+    slots: [stress_fibers * stress_jobs]std.atomic.Value(u8) = @splat(.init(0)),
+
+    fn mark(tally: *Tally, slot: usize) usize {
+        _ = tally.slots[slot].fetchAdd(1, .monotonic);
+        return slot;
+    }
+};
+
+fn stressFiber(lane: *Lane, io: Io, tally: *Tally, fiber: usize, resumed: *u64) !void {
+    for (0..stress_jobs) |job| {
+        const slot = fiber * stress_jobs + job;
+        try testing.expectEqual(slot, try lane.run(io, Tally.mark, .{ tally, slot }));
+        resumed.* += 1;
+    }
+}
+
+test "Lane: stress, many fibers x jobs through a small queue, each job runs exactly once" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const lane = try Lane.init(testing.allocator, .{
+                .threads = 2,
+                .queue_limit = 4,
+                .admission = .wait,
+                .waiters_max = stress_fibers,
+            });
+            defer lane.deinit(io);
+            const tally = try testing.allocator.create(Tally);
+            defer testing.allocator.destroy(tally);
+            tally.* = .{};
+            var resumed: [stress_fibers]u64 = @splat(0);
+            var group: Io.Group = .init;
+            defer group.cancel(io);
+            for (0..stress_fibers) |fiber| {
+                try group.concurrent(io, stressFiberChecked, .{
+                    lane, io, tally, fiber, &resumed[fiber],
+                });
+            }
+            try group.await(io);
+            for (&tally.slots) |*slot| try testing.expectEqual(@as(u8, 1), slot.load(.monotonic));
+            for (resumed) |count| try testing.expectEqual(@as(u64, stress_jobs), count);
+            try testing.expectEqual(@as(u64, stress_fibers * stress_jobs), lane.stats().jobs_run);
+        }
+        fn stressFiberChecked(
+            lane: *Lane,
+            io: Io,
+            tally: *Tally,
+            fiber: usize,
+            resumed: *u64,
+        ) Io.Cancelable!void {
+            stressFiber(lane, io, tally, fiber, resumed) catch |err| {
+                std.debug.panic("stress fiber {d}: {t}", .{ fiber, err });
+            };
+        }
+    }.body);
+}
+
+test "Lane: works on std.Io.Threaded too" {
+    const io = testing.io;
+    const lane = try Lane.init(testing.allocator, .{ .threads = 2 });
+    defer lane.deinit(io);
+    try testing.expectEqual(@as(u64, 81), try lane.run(io, square, .{9}));
+    try testing.expectError(error.Odd, lane.run(io, failIfOdd, .{9}));
+}
+
+// ---------------------------------------------------------------------------------- Sharded
+
+fn passKeyed(
+    sharded: *Lane.Sharded,
+    io: Io,
+    key: u64,
+    gate: *Gate,
+    value: u64,
+) Lane.Result(Gate.pass) {
+    return sharded.runKeyed(io, key, .none, Gate.pass, .{ gate, value });
+}
+
+test "Lane.Sharded: a full shard spills to one with room; rejects only when all are full" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const sharded = try Lane.Sharded.init(testing.allocator, .{
+                .shards = 2,
+                .lane = .{ .threads = 1, .queue_limit = 1 },
+            });
+            defer sharded.deinit(io);
+            const shard0 = sharded.shards[0];
+            const shard1 = sharded.shards[1];
+            var gate: Gate = .{};
+            var counter: Counter = .{};
+            var a = try io.concurrent(passKeyed, .{ sharded, io, 0, &gate, 1 });
+            try waitShape(io, shard0, .{ .running = 1, .queued = 0, .waiting = 0 });
+            var b = try io.concurrent(passKeyed, .{ sharded, io, 0, &gate, 2 });
+            try waitShape(io, shard0, .{ .running = 1, .queued = 1, .waiting = 0 });
+            // Shard 0 is full; shard 1 is idle: the keyed call spills there and runs.
+            _ = try sharded.runKeyed(io, 0, .none, Counter.bump, .{&counter});
+            try testing.expectEqual(@as(u64, 1), counter.ran.load(.monotonic));
+            try testing.expectEqual(@as(u64, 1), shard1.stats().jobs_run);
+            var c = try io.concurrent(passKeyed, .{ sharded, io, 1, &gate, 3 });
+            try waitShape(io, shard1, .{ .running = 1, .queued = 0, .waiting = 0 });
+            var d = try io.concurrent(passKeyed, .{ sharded, io, 1, &gate, 4 });
+            try waitShape(io, shard1, .{ .running = 1, .queued = 1, .waiting = 0 });
+            try testing.expectError(
+                error.QueueFull,
+                sharded.runKeyed(io, 0, .none, Counter.bump, .{&counter}),
+            );
+            gate.release();
+            try testing.expectEqual(@as(u64, 1), try a.await(io));
+            try testing.expectEqual(@as(u64, 2), try b.await(io));
+            try testing.expectEqual(@as(u64, 3), try c.await(io));
+            try testing.expectEqual(@as(u64, 4), try d.await(io));
+            try testing.expectEqual(@as(u64, 1), counter.ran.load(.monotonic));
+            try testing.expectEqual(@as(u64, 5), sharded.stats().jobs_run);
+        }
+    }.body);
+}
+
+fn shardedBumps(sharded: *Lane.Sharded, io: Io, counter: *Counter) Io.Cancelable!void {
+    for (0..100) |_| _ = sharded.run(io, Counter.bump, .{counter}) catch |err| {
+        std.debug.panic("sharded run: {t}", .{err});
+    };
+}
+
+test "Lane.Sharded: round-robin from many fibers, every job once; shutdown sums reports" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const sharded = try Lane.Sharded.init(testing.allocator, .{
+                .shards = 3,
+                .lane = .{ .threads = 1, .queue_limit = 2, .admission = .wait },
+            });
+            defer sharded.deinit(io);
+            var counter: Counter = .{};
+            var group: Io.Group = .init;
+            defer group.cancel(io);
+            for (0..8) |_| try group.concurrent(io, shardedBumps, .{ sharded, io, &counter });
+            try group.await(io);
+            try testing.expectEqual(@as(u64, 800), counter.ran.load(.monotonic));
+            for (sharded.shards) |shard| try testing.expect(shard.stats().jobs_run > 0);
+            const report = sharded.shutdown(io, .{});
+            try testing.expectEqual(@as(u64, 800), report.jobs_run);
+            try testing.expectEqual(@as(u64, 0), report.jobs_left);
+            try testing.expectError(error.ShutdownInProgress, sharded.run(io, square, .{2}));
+        }
+    }.body);
+}
