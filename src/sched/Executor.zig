@@ -254,12 +254,10 @@ fn pollIo(executor: *Executor, block: bool) void {
         // task is in `inject` by now (seq_cst on both sides).
         executor.loop.sleeping.store(true, .seq_cst);
         if (executor.inject_count.load(.seq_cst) > 0) timeout_ns = 0;
-    } else if (executor.loop.inFlight() == 0) {
-        // No operation can complete: skip the syscall on the all-CPU path; timers still fire.
-        if (!executor.timers.isEmpty()) _ = executor.timers.expire(os.monotonicNs());
-        return;
     }
-    _ = executor.loop.poll(timeout_ns);
+    // A non-blocking poll with nothing in flight cannot reap anything: skip the syscall on the
+    // all-CPU path (timers still fire below).
+    if (block or executor.loop.inFlight() > 0) _ = executor.loop.poll(timeout_ns);
     if (block) executor.loop.sleeping.store(false, .monotonic);
     if (!executor.timers.isEmpty()) _ = executor.timers.expire(os.monotonicNs());
 }
