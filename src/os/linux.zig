@@ -62,11 +62,8 @@ const pidfd_self: linux.fd_t = -10000;
 /// `error.Unsupported`: this kernel cannot (no `PIDFD_SELF`, or guards not allowed through
 /// `process_madvise`); the caller installs them one `madvise` at a time.
 pub fn adviseGuardBatch(ranges: []const IoVec) error{ Unsupported, SystemResources }!void {
-    var done: usize = 0;
-    var bytes_wanted: usize = 0;
-    for (ranges) |range| bytes_wanted += range.len;
     // The kernel may stop early (it returns the bytes advised); go on from where it stopped.
-    var skip_bytes: usize = 0;
+    var done: usize = 0;
     while (done < ranges.len) {
         const rc = linux.syscall5(
             .process_madvise,
@@ -87,15 +84,13 @@ pub fn adviseGuardBatch(ranges: []const IoVec) error{ Unsupported, SystemResourc
             else => return error.Unsupported,
         }
         if (rc == 0) return error.Unsupported; // no progress: do not loop on it
-        skip_bytes += rc;
-        while (done < ranges.len and skip_bytes >= ranges[done].len) {
-            skip_bytes -= ranges[done].len;
-            bytes_wanted -= ranges[done].len;
+        var advised_bytes: usize = rc;
+        while (done < ranges.len and advised_bytes >= ranges[done].len) {
+            advised_bytes -= ranges[done].len;
             done += 1;
         }
-        assert(skip_bytes == 0); // guard ranges are whole pages, advised whole
+        assert(advised_bytes == 0); // guard ranges are whole pages, advised whole
     }
-    assert(bytes_wanted == 0);
 }
 
 pub fn unmap(memory: []align(std.heap.page_size_min) u8) void {
