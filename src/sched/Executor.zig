@@ -259,7 +259,7 @@ fn pollIo(executor: *Executor, block: bool) void {
     // all-CPU path (timers still fire below).
     if (block or executor.loop.inFlight() > 0) _ = executor.loop.poll(timeout_ns);
     if (block) executor.loop.sleeping.store(false, .monotonic);
-    if (!executor.timers.isEmpty()) _ = executor.timers.expire(os.monotonicNs());
+    if (!executor.timers.isEmpty()) executor.timers.expire(os.monotonicNs());
 }
 
 /// Starts a timer for the running task; `Task.timer_fired` tells whether it went off.

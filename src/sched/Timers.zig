@@ -47,10 +47,6 @@ pub fn isEmpty(timers: *const Timers) bool {
     return timers.ordered_len == 0 and timers.heap.items.len == 0;
 }
 
-pub fn len(timers: *const Timers) usize {
-    return timers.ordered_len + timers.heap.items.len;
-}
-
 /// The earliest deadline, or null when no timer is set.
 pub fn peekDeadline(timers: *const Timers) ?u64 {
     const ordered: ?u64 = if (timers.ordered_head) |task| task.timer_deadline_ns else null;
@@ -118,17 +114,14 @@ pub fn remove(timers: *Timers, task: *Task) void {
 }
 
 /// Fires every timer whose deadline is at or before `now_ns`, earliest first: marks its task
-/// and wakes it. Returns how many fired.
-pub fn expire(timers: *Timers, now_ns: u64) usize {
-    var fired: usize = 0;
+/// and wakes it.
+pub fn expire(timers: *Timers, now_ns: u64) void {
     while (timers.earliest()) |task| {
         if (task.timer_deadline_ns > now_ns) break;
         timers.remove(task);
         task.timer_fired = true;
         task.wake();
-        fired += 1;
     }
-    return fired;
 }
 
 fn earliest(timers: *const Timers) ?*Task {
