@@ -256,7 +256,10 @@ fn findReady(executor: *Executor) ?*Task {
     }
     if (executor.lifo) |task| {
         executor.lifo = null;
-        if (executor.lifo_streak < config.lifo_streak_max) {
+        // The cap is there for the queued tasks: with none queued, moving the task through
+        // the ring would only show it to thieves (and wake one) for nothing.
+        const others_queued = !executor.local.isEmpty() or !executor.ring.isEmpty();
+        if (executor.lifo_streak < config.lifo_streak_max or !others_queued) {
             executor.lifo_streak += 1;
             return task;
         }
