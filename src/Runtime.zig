@@ -25,6 +25,7 @@ const Loop = @import("loop/Loop.zig");
 const stack_mod = @import("fiber/stack.zig");
 const vtable_mod = @import("std_io/vtable.zig");
 const task_io = @import("std_io/task.zig");
+const Blocking = @import("fs/Blocking.zig");
 
 state: *State,
 
@@ -56,6 +57,8 @@ pub const State = struct {
     executor: Executor,
     /// The reference implementation, whose syscall paths the delegated entries run.
     threaded: Io.Threaded,
+    /// Runs the file system calls the loop cannot (its threads start on first use).
+    blocking: Blocking,
     tasks_live: std.atomic.Value(usize) = .init(0),
     hooks: Executor.Hooks = .{ .run = &runTask },
 
@@ -174,6 +177,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
         .options = options,
         .executor = undefined,
         .threaded = .init(gpa, .{}),
+        .blocking = .init(gpa),
     };
     errdefer state.threaded.deinit();
     try state.executor.init(gpa, .{
@@ -197,6 +201,7 @@ fn chooseBackend(options: Options) error{InvalidOptions}!Loop.Choice {
 pub fn deinit(rt: Runtime) void {
     const state = rt.state;
     const gpa = state.gpa;
+    state.blocking.deinit(state.io());
     state.executor.deinit();
     state.threaded.deinit();
     gpa.destroy(state);

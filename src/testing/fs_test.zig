@@ -1,0 +1,248 @@
+//! std.Io files and directories on weft, written against std.Io only. Runs on both backends
+//! (`WEFT_BACKEND`): io_uring runs the file system operations on the loop, epoll on the
+//! blocking lane. Errors are compared with std.Io.Threaded's for the same call.
+const std = @import("std");
+const Io = std.Io;
+const File = Io.File;
+const Dir = Io.Dir;
+const linux = std.os.linux;
+const testing = std.testing;
+const Runtime = @import("../Runtime.zig");
+
+fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    try body(rt.io());
+}
+
+/// A fresh directory under /tmp, deleted with everything in it by `deinit`.
+pub const TmpDir = struct {
+    parent: Dir,
+    dir: Dir,
+    name_buffer: [40]u8,
+    name_len: usize,
+
+    pub fn init(io: Io) !TmpDir {
+        var suffix: [8]u8 = undefined;
+        io.random(&suffix);
+        var tmp: TmpDir = .{ .parent = undefined, .dir = undefined, .name_buffer = undefined, .name_len = 0 };
+        const name = try std.fmt.bufPrint(&tmp.name_buffer, "weft-fs-{x}", .{suffix});
+        tmp.name_len = name.len;
+        tmp.parent = try Dir.cwd().openDir(io, "/tmp", .{});
+        errdefer tmp.parent.close(io);
+        try tmp.parent.createDir(io, name, .default_dir);
+        tmp.dir = try tmp.parent.openDir(io, name, .{ .iterate = true });
+        return tmp;
+    }
+
+    pub fn deinit(tmp: *TmpDir, io: Io) void {
+        tmp.dir.close(io);
+        tmp.parent.deleteTree(io, tmp.name_buffer[0..tmp.name_len]) catch {};
+        tmp.parent.close(io);
+    }
+};
+
+/// A pipe as two std.Io files: [0] reads, [1] writes.
+pub fn pipe() ![2]File {
+    var fds: [2]i32 = undefined;
+    try testing.expectEqual(@as(usize, 0), linux.pipe2(&fds, .{ .CLOEXEC = true }));
+    return .{
+        .{ .handle = fds[0], .flags = .{ .nonblocking = false } },
+        .{ .handle = fds[1], .flags = .{ .nonblocking = false } },
+    };
+}
+
+test "fs: positional write and read, stat, length, setLength, sync" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const file = try tmp.dir.createFile(io, "data", .{ .read = true });
+            defer file.close(io);
+            try file.writePositionalAll(io, "hello, world", 0);
+            try file.writePositionalAll(io, "W", 7);
+            var buffer: [32]u8 = undefined;
+            const n = try file.readPositionalAll(io, &buffer, 0);
+            try testing.expectEqualStrings("hello, World", buffer[0..n]);
+            // Past the end: 0, not an error.
+            try testing.expectEqual(@as(usize, 0), try file.readPositional(io, &.{&buffer}, 100));
+            const stat = try file.stat(io);
+            try testing.expectEqual(@as(u64, 12), stat.size);
+            try testing.expectEqual(File.Kind.file, stat.kind);
+            try file.setLength(io, 5);
+            try testing.expectEqual(@as(u64, 5), try file.length(io));
+            try file.sync(io);
+            try testing.expectError(error.FileTooBig, file.setLength(io, std.math.maxInt(u64)));
+        }
+    }.body);
+}
+
+test "fs: streaming writer and reader, seek" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const file = try tmp.dir.createFile(io, "stream", .{ .read = true });
+            defer file.close(io);
+            var write_buffer: [8]u8 = undefined;
+            var writer = file.writerStreaming(io, &write_buffer);
+            // Larger than the buffer, with a splat: several drains.
+            try writer.interface.writeAll("line one\nline two\n");
+            try writer.interface.splatByteAll('=', 100);
+            try writer.interface.flush();
+            try io.vtable.fileSeekTo(io.userdata, file, 5);
+            var read_buffer: [16]u8 = undefined;
+            var reader = file.readerStreaming(io, &read_buffer);
+            const rest = try reader.interface.allocRemaining(testing.allocator, .unlimited);
+            defer testing.allocator.free(rest);
+            try testing.expectEqual(@as(usize, 13 + 100), rest.len);
+            try testing.expect(std.mem.startsWith(u8, rest, "one\nline two\n===="));
+            try io.vtable.fileSeekTo(io.userdata, file, 0);
+            try io.vtable.fileSeekBy(io.userdata, file, 9);
+            var small: [4]u8 = undefined;
+            try testing.expectEqual(@as(usize, 4), try file.readStreaming(io, &.{&small}));
+            try testing.expectEqualStrings("line", &small);
+        }
+    }.body);
+}
+
+test "fs: a pipe read blocked in the kernel is canceled" {
+    try withRuntime(struct {
+        fn readOne(io: Io, file: File) !usize {
+            var buffer: [8]u8 = undefined;
+            return file.readStreaming(io, &.{&buffer});
+        }
+        fn body(io: Io) !void {
+            const ends = try pipe();
+            defer File.closeMany(io, &ends);
+            var blocked = try io.concurrent(readOne, .{ io, ends[0] });
+            try io.sleep(.fromMilliseconds(5), .awake); // let it block (not required to)
+            try testing.expectError(error.Canceled, blocked.cancel(io));
+            // The pipe still works: nothing was consumed by the canceled read.
+            try ends[1].writeStreamingAll(io, "after");
+            var buffer: [8]u8 = undefined;
+            const n = try ends[0].readStreaming(io, &.{&buffer});
+            try testing.expectEqualStrings("after", buffer[0..n]);
+        }
+    }.body);
+}
+
+test "fs: flock — tryLock, a waiting lock, cancel of a waiting lock, downgrade" {
+    try withRuntime(struct {
+        fn lockExclusive(io: Io, file: File) !void {
+            try file.lock(io, .exclusive);
+        }
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const first = try tmp.dir.createFile(io, "lock", .{});
+            defer first.close(io);
+            // A second open file description: flock locks conflict between the two.
+            const second = try tmp.dir.openFile(io, "lock", .{});
+            defer second.close(io);
+            try first.lock(io, .exclusive);
+            try testing.expect(!try second.tryLock(io, .shared));
+            var waiting = try io.concurrent(lockExclusive, .{ io, second });
+            try testing.expectError(error.Canceled, waiting.cancel(io));
+            waiting = try io.concurrent(lockExclusive, .{ io, second });
+            first.unlock(io);
+            try waiting.await(io);
+            try testing.expect(!try first.tryLock(io, .shared));
+            try second.downgradeLock(io);
+            try testing.expect(try first.tryLock(io, .shared));
+            first.unlock(io);
+            second.unlock(io);
+        }
+    }.body);
+}
+
+test "fs: setPermissions and setOwner" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const file = try tmp.dir.createFile(io, "mode", .{});
+            defer file.close(io);
+            try file.setPermissions(io, .fromMode(0o640));
+            try testing.expectEqual(@as(u32, 0o640), (try file.stat(io)).permissions.toMode() & 0o777);
+            // Leaving both unchanged is allowed for anyone.
+            try file.setOwner(io, null, null);
+            try testing.expect(!try file.isTty(io));
+        }
+    }.body);
+}
+
+/// Runs `call` on std.Io.Threaded and on weft and expects the same outcome.
+fn expectSameAsThreaded(comptime call: fn (io: Io, dir: Dir) anyerror!void) !void {
+    var threaded: Io.Threaded = .init(testing.allocator, .{});
+    defer threaded.deinit();
+    const reference: anyerror!void = reference: {
+        const t_io = threaded.io();
+        var tmp: TmpDir = try .init(t_io);
+        defer tmp.deinit(t_io);
+        break :reference call(t_io, tmp.dir);
+    };
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    var tmp: TmpDir = try .init(io);
+    defer tmp.deinit(io);
+    const outcome = call(io, tmp.dir);
+    if (reference) |_| {
+        try outcome;
+    } else |expected| {
+        try testing.expectError(expected, outcome);
+    }
+}
+
+test "fs: errors are std.Io.Threaded's" {
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            const file = try dir.createFile(io, "w", .{});
+            defer file.close(io);
+            var buffer: [4]u8 = undefined;
+            _ = try file.readPositional(io, &.{&buffer}, 0);
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            (try dir.createFile(io, "r", .{})).close(io);
+            const file = try dir.openFile(io, "r", .{});
+            defer file.close(io);
+            try file.writePositionalAll(io, "x", 0);
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            _ = dir;
+            const ends = try pipe();
+            defer File.closeMany(io, &ends);
+            try ends[1].writePositionalAll(io, "x", 0);
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            _ = dir;
+            const ends = try pipe();
+            defer File.closeMany(io, &ends);
+            try io.vtable.fileSeekTo(io.userdata, ends[0], 1);
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            _ = dir;
+            const null_file = try Dir.cwd().openFile(io, "/dev/null", .{ .mode = .read_write });
+            defer null_file.close(io);
+            try null_file.setLength(io, 1);
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            _ = dir;
+            const ends = try pipe();
+            ends[0].close(io);
+            defer ends[1].close(io);
+            try ends[1].writeStreamingAll(io, "x");
+        }
+    }.call);
+}
