@@ -96,6 +96,9 @@ pub const Op = union(enum) {
     pub const Read = @FieldType(Op, "read");
     pub const Write = @FieldType(Op, "write");
     pub const Ftruncate = @FieldType(Op, "ftruncate");
+    pub const Openat = @FieldType(Op, "openat");
+    pub const Mkdirat = @FieldType(Op, "mkdirat");
+    pub const Symlinkat = @FieldType(Op, "symlinkat");
 
     /// The descriptor the operation works on (for a path operation, its directory).
     pub fn fd(op: Op) posix.fd_t {

@@ -7,6 +7,7 @@ const time = @import("time.zig");
 const net = @import("net.zig");
 const operate = @import("operate.zig");
 const file = @import("file.zig");
+const dir = @import("dir.zig");
 const delegated = @import("delegated.zig");
 
 /// `native`: weft runs it on its loop or as a direct non-blocking syscall (file system
@@ -50,6 +51,21 @@ const native = .{
     .{ "netWrite", net.netWrite },
     .{ "netClose", net.netClose },
     .{ "netShutdown", net.netShutdown },
+    .{ "dirCreateDir", dir.dirCreateDir },
+    .{ "dirCreateDirPath", dir.dirCreateDirPath },
+    .{ "dirCreateDirPathOpen", dir.dirCreateDirPathOpen },
+    .{ "dirOpenDir", dir.dirOpenDir },
+    .{ "dirStat", dir.dirStat },
+    .{ "dirStatFile", dir.dirStatFile },
+    .{ "dirCreateFile", dir.dirCreateFile },
+    .{ "dirOpenFile", dir.dirOpenFile },
+    .{ "dirClose", dir.dirClose },
+    .{ "dirDeleteFile", dir.dirDeleteFile },
+    .{ "dirDeleteDir", dir.dirDeleteDir },
+    .{ "dirRename", dir.dirRename },
+    .{ "dirRenamePreserve", dir.dirRenamePreserve },
+    .{ "dirSymLink", dir.dirSymLink },
+    .{ "dirHardLink", dir.dirHardLink },
     .{ "fileStat", file.fileStat },
     .{ "fileLength", file.fileLength },
     .{ "fileClose", file.fileClose },
@@ -68,6 +84,11 @@ const native = .{
 
 /// Entries that always run on the runtime's blocking lane (no loop operation exists for them).
 const lane = .{
+    .{ "dirAccess", dir.dirAccess },
+    .{ "dirRead", dir.dirRead },
+    .{ "dirReadLink", dir.dirReadLink },
+    .{ "dirSetOwner", dir.dirSetOwner },
+    .{ "dirSetPermissions", dir.dirSetPermissions },
     .{ "fileSetOwner", file.fileSetOwner },
     .{ "fileSetPermissions", file.fileSetPermissions },
 };

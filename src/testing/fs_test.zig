@@ -246,3 +246,126 @@ test "fs: errors are std.Io.Threaded's" {
         }
     }.call);
 }
+
+test "fs: directories — create, iterate, stat, rename, delete" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            try tmp.dir.createDirPath(io, "a/b/c");
+            try testing.expectEqual(Dir.CreatePathStatus.existed, try tmp.dir.createDirPathStatus(io, "a/b", .default_dir));
+            var sub = try tmp.dir.createDirPathOpen(io, "a/b/d", .{ .open_options = .{ .iterate = true } });
+            defer sub.close(io);
+            try sub.writeFile(io, .{ .sub_path = "f1", .data = "one" });
+            try sub.writeFile(io, .{ .sub_path = "f2", .data = "two" });
+            try sub.createDir(io, "inner", .default_dir);
+            // Iteration sees every entry once, with its kind, and not . or ..
+            var seen: [3]bool = @splat(false);
+            var it = sub.iterate();
+            while (try it.next(io)) |entry| {
+                const names = [_][]const u8{ "f1", "f2", "inner" };
+                const kinds = [_]File.Kind{ .file, .file, .directory };
+                for (names, kinds, 0..) |name, kind, i| {
+                    if (!std.mem.eql(u8, name, entry.name)) continue;
+                    try testing.expect(!seen[i]);
+                    try testing.expectEqual(kind, entry.kind);
+                    seen[i] = true;
+                }
+            }
+            try testing.expect(seen[0] and seen[1] and seen[2]);
+            const stat = try sub.statFile(io, "f1", .{});
+            try testing.expectEqual(@as(u64, 3), stat.size);
+            try testing.expectEqual(File.Kind.directory, (try sub.stat(io)).kind);
+            try sub.rename("f1", sub, "g1", io);
+            try testing.expectError(error.FileNotFound, sub.statFile(io, "f1", .{}));
+            try testing.expectError(error.PathAlreadyExists, sub.renamePreserve("g1", sub, "f2", io));
+            try sub.access(io, "g1", .{ .read = true });
+            try testing.expectError(error.FileNotFound, sub.access(io, "f1", .{}));
+            try sub.deleteFile(io, "g1");
+            try testing.expectError(error.IsDir, sub.deleteFile(io, "inner"));
+            try sub.deleteDir(io, "inner");
+            var buffer: [8]u8 = undefined;
+            try testing.expectEqualStrings("two", try sub.readFile(io, "f2", &buffer));
+            try testing.expectError(error.IsDir, tmp.dir.openFile(io, "a", .{ .allow_directory = false }));
+        }
+    }.body);
+}
+
+test "fs: symlinks and hard links" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            try tmp.dir.writeFile(io, .{ .sub_path = "target", .data = "data" });
+            try tmp.dir.symLink(io, "target", "link", .{});
+            var buffer: [64]u8 = undefined;
+            const n = try tmp.dir.readLink(io, "link", &buffer);
+            try testing.expectEqualStrings("target", buffer[0..n]);
+            try testing.expectError(error.NotLink, tmp.dir.readLink(io, "target", &buffer));
+            const link_stat = try tmp.dir.statFile(io, "link", .{ .follow_symlinks = false });
+            try testing.expectEqual(File.Kind.sym_link, link_stat.kind);
+            try testing.expectEqual(File.Kind.file, (try tmp.dir.statFile(io, "link", .{})).kind);
+            try tmp.dir.hardLink("target", tmp.dir, "hard", io, .{});
+            try testing.expectEqualStrings("data", try tmp.dir.readFile(io, "hard", &buffer));
+            try testing.expectError(error.PathAlreadyExists, tmp.dir.symLink(io, "x", "hard", .{}));
+            try tmp.dir.setPermissions(io, .fromMode(0o750));
+            try testing.expectEqual(@as(u32, 0o750), (try tmp.dir.stat(io)).permissions.toMode() & 0o777);
+        }
+    }.body);
+}
+
+test "fs: directory errors are std.Io.Threaded's" {
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            _ = try dir.openFile(io, "missing", .{});
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            (try dir.createFile(io, "x", .{})).close(io);
+            _ = try dir.createFile(io, "x", .{ .exclusive = true });
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            (try dir.createFile(io, "x", .{})).close(io);
+            _ = try dir.openDir(io, "x", .{});
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            try dir.createDir(io, "d", .default_dir);
+            (try dir.createFile(io, "d/x", .{})).close(io);
+            try dir.deleteDir(io, "d");
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            try dir.createDir(io, "d", .default_dir);
+            try dir.createDir(io, "e", .default_dir);
+            (try dir.createFile(io, "e/x", .{})).close(io);
+            try dir.rename("d", dir, "e", io);
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            (try dir.createFile(io, "x", .{})).close(io);
+            try dir.createDirPath(io, "x/y");
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            _ = try dir.statFile(io, "missing/x", .{});
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            try dir.deleteFile(io, "missing");
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            _ = try dir.openFile(io, "bad\x00name", .{});
+        }
+    }.call);
+}
