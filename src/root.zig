@@ -42,5 +42,6 @@ test {
     _ = @import("testing/lane_test.zig");
     _ = @import("fs/syscall.zig");
     _ = @import("testing/fs_test.zig");
+    _ = @import("testing/process_test.zig");
     _ = @import("std_io/iovecs.zig");
 }

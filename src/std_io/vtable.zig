@@ -8,6 +8,7 @@ const net = @import("net.zig");
 const operate = @import("operate.zig");
 const file = @import("file.zig");
 const dir = @import("dir.zig");
+const process = @import("process.zig");
 const delegated = @import("delegated.zig");
 
 /// `native`: weft runs it on its loop or as a direct non-blocking syscall (file system
@@ -66,6 +67,8 @@ const native = .{
     .{ "dirRenamePreserve", dir.dirRenamePreserve },
     .{ "dirSymLink", dir.dirSymLink },
     .{ "dirHardLink", dir.dirHardLink },
+    .{ "childWait", process.childWait },
+    .{ "childKill", process.childKill },
     .{ "fileStat", file.fileStat },
     .{ "fileLength", file.fileLength },
     .{ "fileClose", file.fileClose },
