@@ -9,6 +9,7 @@ const operate = @import("operate.zig");
 const file = @import("file.zig");
 const dir = @import("dir.zig");
 const process = @import("process.zig");
+const batch = @import("batch.zig");
 const delegated = @import("delegated.zig");
 
 /// `native`: weft runs it on its loop or as a direct non-blocking syscall (file system
@@ -35,6 +36,9 @@ const native = .{
     .{ "futexWaitUncancelable", time.futexWaitUncancelable },
     .{ "futexWake", time.futexWake },
     .{ "operate", operate.operate },
+    .{ "batchAwaitAsync", batch.batchAwaitAsync },
+    .{ "batchAwaitConcurrent", batch.batchAwaitConcurrent },
+    .{ "batchCancel", batch.batchCancel },
     .{ "now", time.now },
     .{ "clockResolution", time.clockResolution },
     .{ "sleep", time.sleep },

@@ -369,3 +369,62 @@ test "fs: directory errors are std.Io.Threaded's" {
         }
     }.call);
 }
+
+test "fs: Batch — awaitAsync, awaitConcurrent with a timeout, cancel" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const first = try pipe();
+            defer File.closeMany(io, &first);
+            const second = try pipe();
+            defer File.closeMany(io, &second);
+            var buffers: [2][8]u8 = undefined;
+            var storage: [2]Io.Operation.Storage = undefined;
+            var batch: Io.Batch = .init(&storage);
+            defer batch.cancel(io);
+            const data_a = [_][]u8{&buffers[0]};
+            const data_b = [_][]u8{&buffers[1]};
+            const a = batch.add(.{ .file_read_streaming = .{ .file = first[0], .data = &data_a } });
+            const b = batch.add(.{ .file_read_streaming = .{ .file = second[0], .data = &data_b } });
+            // Nothing to read: the wait times out and both stay submitted.
+            try testing.expectError(error.Timeout, batch.awaitConcurrent(io, .{ .duration = .{
+                .raw = .fromMilliseconds(2),
+                .clock = .awake,
+            } }));
+            try testing.expectEqual(@as(?Io.Batch.Completion, null), batch.next());
+            try second[1].writeStreamingAll(io, "two");
+            try batch.awaitConcurrent(io, .none);
+            const done = batch.next().?;
+            try testing.expectEqual(b, done.index);
+            try testing.expectEqual(@as(usize, 3), try done.result.file_read_streaming);
+            try testing.expectEqual(@as(?Io.Batch.Completion, null), batch.next());
+            try first[1].writeStreamingAll(io, "one!");
+            try batch.awaitAsync(io);
+            const other = batch.next().?;
+            try testing.expectEqual(a, other.index);
+            try testing.expectEqualStrings("one!", buffers[0][0..try other.result.file_read_streaming]);
+            // Re-armed and then canceled before anything arrives.
+            batch.addAt(a, .{ .file_read_streaming = .{ .file = first[0], .data = &data_a } });
+        }
+    }.body);
+}
+
+test "fs: Batch — a blocked awaitConcurrent is canceled" {
+    try withRuntime(struct {
+        fn waitBatch(io: Io, file: File) !void {
+            var buffer: [8]u8 = undefined;
+            var storage: [1]Io.Operation.Storage = undefined;
+            var batch: Io.Batch = .init(&storage);
+            defer batch.cancel(io);
+            const data = [_][]u8{&buffer};
+            _ = batch.add(.{ .file_read_streaming = .{ .file = file, .data = &data } });
+            try batch.awaitConcurrent(io, .none);
+        }
+        fn body(io: Io) !void {
+            const ends = try pipe();
+            defer File.closeMany(io, &ends);
+            var waiting = try io.concurrent(waitBatch, .{ io, ends[0] });
+            try io.sleep(.fromMilliseconds(5), .awake);
+            try testing.expectError(error.Canceled, waiting.cancel(io));
+        }
+    }.body);
+}
