@@ -590,7 +590,49 @@ pub fn dirHardLink(
         .flags = if (options.follow_symlinks) linux.AT.SYMLINK_FOLLOW else 0,
     } });
     if (result >= 0) return;
-    return switch (errnoOf(result)) {
+    return linkError(errnoOf(result));
+}
+
+/// A hard link to an open file (`linkat` with `AT_EMPTY_PATH`). Without `follow_symlinks`,
+/// a kernel that refuses empty paths to unprivileged callers is asked through the file's
+/// `/proc/self/fd` entry instead, as std.Io.Threaded does.
+pub fn fileHardLink(
+    userdata: ?*anyopaque,
+    file: File,
+    new_dir: Dir,
+    new_sub_path: []const u8,
+    options: File.HardLinkOptions,
+) File.HardLinkError!void {
+    var new_buffer: PathBuffer = undefined;
+    const new_path = try pathToPosix(new_sub_path, &new_buffer);
+    const blocking, const io = blockingOf(userdata);
+    const follow: u32 = if (options.follow_symlinks) linux.AT.SYMLINK_FOLLOW else 0;
+    const result = try blocking.perform(io, .{ .linkat = .{
+        .fd = file.handle,
+        .path = "",
+        .new_fd = new_dir.handle,
+        .new_path = new_path.ptr,
+        .flags = follow | linux.AT.EMPTY_PATH,
+    } });
+    if (result >= 0) return;
+    const e = errnoOf(result);
+    if (e != .NOENT or options.follow_symlinks) return linkError(e);
+    var proc_buffer: ["/proc/self/fd/-2147483648\x00".len]u8 = undefined;
+    const proc_path = std.fmt.bufPrintZ(&proc_buffer, "/proc/self/fd/{d}", .{file.handle}) catch
+        unreachable; // sized for any descriptor
+    const retried = try blocking.perform(io, .{ .linkat = .{
+        .fd = linux.AT.FDCWD,
+        .path = proc_path.ptr,
+        .new_fd = new_dir.handle,
+        .new_path = new_path.ptr,
+        .flags = linux.AT.SYMLINK_FOLLOW,
+    } });
+    if (retried >= 0) return;
+    return linkError(errnoOf(retried));
+}
+
+fn linkError(e: os.E) File.HardLinkError {
+    return switch (e) {
         .ACCES => error.AccessDenied,
         .DQUOT => error.DiskQuota,
         .EXIST => error.PathAlreadyExists,
@@ -606,8 +648,8 @@ pub fn dirHardLink(
         .ROFS => error.ReadOnlyFileSystem,
         .XDEV => error.CrossDevice,
         .ILSEQ => error.BadPathName,
-        .FAULT, .INVAL => |e| errnoBug(e),
-        else => |e| os.unexpectedErrno(e),
+        .FAULT, .INVAL => errnoBug(e),
+        else => os.unexpectedErrno(e),
     };
 }
 
@@ -703,5 +745,115 @@ fn direntKind(dirent_type: u8) File.Kind {
         linux.DT.REG => .file,
         linux.DT.SOCK => .unix_domain_socket,
         else => .unknown,
+    };
+}
+
+/// The path of the directory, as `fileRealPath` finds it.
+pub fn dirRealPath(userdata: ?*anyopaque, dir: Dir, out_buffer: []u8) Dir.RealPathError!usize {
+    _ = userdata;
+    try file_io.checkCancel();
+    return file_io.realPath(dir.handle, out_buffer);
+}
+
+/// Opens `sub_path` as a path-only descriptor (never blocks on a FIFO or device), then reads
+/// its path as `fileRealPath` does.
+pub fn dirRealPathFile(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    out_buffer: []u8,
+) Dir.RealPathFileError!usize {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const flags: linux.O = .{ .NONBLOCK = true, .CLOEXEC = true, .PATH = true };
+    const blocking, const io = blockingOf(userdata);
+    const result = try blocking.perform(io, .{ .openat = .{
+        .fd = dir.handle,
+        .path = path.ptr,
+        .flags = flags,
+        .mode = 0,
+    } });
+    if (result < 0) return switch (openError(errnoOf(result))) {
+        // Errors a path-only open cannot produce (no lock, no creation, no write).
+        error.FileLocksUnsupported, error.WouldBlock, error.FileBusy => error.Unexpected,
+        error.ReadOnlyFileSystem, error.PathAlreadyExists => error.Unexpected,
+        error.AntivirusInterference, error.PipeBusy, error.NetworkNotFound => error.Unexpected,
+        else => |e| e,
+    };
+    defer os.closeFd(result);
+    return file_io.realPath(result, out_buffer);
+}
+
+/// `utimensat` on the blocking lane.
+pub fn dirSetTimestamps(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    options: Dir.SetTimestampsOptions,
+) Dir.SetTimestampsError!void {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    var times = file_io.timestamps(options.access_timestamp, options.modify_timestamp);
+    const flags: u32 = if (options.follow_symlinks) 0 else linux.AT.SYMLINK_NOFOLLOW;
+    const blocking, const io = blockingOf(userdata);
+    const args = .{ dir.handle, path.ptr, times.pointer(), flags };
+    const result = try blocking.syscall(io, linux.utimensat, args);
+    if (result >= 0) return;
+    return file_io.timestampsError(errnoOf(result));
+}
+
+/// `fchownat` on the blocking lane; a null owner or group is left as it is. (std.Io.Threaded
+/// does not implement this entry yet: its errors are mapped as for `fchown`.)
+pub fn dirSetFileOwner(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    owner: ?File.Uid,
+    group: ?File.Gid,
+    options: Dir.SetFileOwnerOptions,
+) Dir.SetFileOwnerError!void {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const uid = owner orelse ~@as(linux.uid_t, 0);
+    const gid = group orelse ~@as(linux.gid_t, 0);
+    const flags: u32 = if (options.follow_symlinks) 0 else linux.AT.SYMLINK_NOFOLLOW;
+    const blocking, const io = blockingOf(userdata);
+    const result = try blocking.syscall(io, linux.fchownat, .{ dir.handle, path.ptr, uid, gid, flags });
+    if (result >= 0) return;
+    return file_io.ownerOrModeError(errnoOf(result));
+}
+
+/// `fchmodat`, or `fchmodat2` (Linux 6.6+) when symlinks are not followed, on the blocking
+/// lane. On an older kernel, not following symlinks is `error.OperationUnsupported`.
+pub fn dirSetFilePermissions(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    permissions: Dir.Permissions,
+    options: Dir.SetFilePermissionsOptions,
+) Dir.SetFilePermissionsError!void {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const mode = permissions.toMode();
+    const blocking, const io = blockingOf(userdata);
+    const result = if (options.follow_symlinks)
+        try blocking.syscall(io, linux.fchmodat, .{ dir.handle, path.ptr, mode })
+    else
+        try blocking.syscall(io, linux.fchmodat2, .{ dir.handle, path.ptr, mode, linux.AT.SYMLINK_NOFOLLOW });
+    if (result >= 0) return;
+    return switch (errnoOf(result)) {
+        .ACCES => error.AccessDenied,
+        .IO => error.InputOutput,
+        .LOOP => error.SymLinkLoop,
+        .MFILE => error.ProcessFdQuotaExceeded,
+        .NAMETOOLONG => error.NameTooLong,
+        .NFILE => error.SystemFdQuotaExceeded,
+        .NOENT, .NOTDIR => error.FileNotFound,
+        .NOMEM => error.SystemResources,
+        .OPNOTSUPP, .NOSYS => error.OperationUnsupported,
+        .PERM => error.PermissionDenied,
+        .ROFS => error.ReadOnlyFileSystem,
+        .BADF, .FAULT, .INVAL => |e| errnoBug(e),
+        else => |e| os.unexpectedErrno(e),
     };
 }

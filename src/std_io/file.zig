@@ -326,7 +326,7 @@ pub fn fileSetOwner(
 }
 
 /// The errors of fchmod and fchown, which std.Io.Threaded maps alike.
-fn ownerOrModeError(e: os.E) (File.SetOwnerError || File.SetPermissionsError) {
+pub fn ownerOrModeError(e: os.E) (File.SetOwnerError || File.SetPermissionsError) {
     return switch (e) {
         .ACCES => error.AccessDenied,
         .IO => error.InputOutput,
@@ -440,5 +440,77 @@ pub fn fileDowngradeLock(userdata: ?*anyopaque, file: File) File.DowngradeLockEr
         // The file was not locked exclusively, or bad arguments: the caller's bug.
         .AGAIN, .BADF, .INVAL, .NOLCK, .OPNOTSUPP => |e| return errnoBug(e),
         else => |e| return os.unexpectedErrno(e),
+    };
+}
+
+/// The path of an open file, read from `/proc/self/fd/<fd>` (procfs builds it from the
+/// kernel's dentry cache: the call never waits for a device, so it runs directly).
+pub fn fileRealPath(userdata: ?*anyopaque, file: File, out_buffer: []u8) File.RealPathError!usize {
+    _ = userdata;
+    try checkCancel();
+    return realPath(file.handle, out_buffer);
+}
+
+pub fn realPath(fd: posix.fd_t, out_buffer: []u8) File.RealPathError!usize {
+    var proc_buffer: ["/proc/self/fd/-2147483648\x00".len]u8 = undefined;
+    const proc_path = std.fmt.bufPrintZ(&proc_buffer, "/proc/self/fd/{d}", .{fd}) catch
+        unreachable; // sized for any descriptor
+    const cwd = linux.AT.FDCWD;
+    while (true) {
+        const rc = linux.readlinkat(cwd, proc_path, out_buffer.ptr, out_buffer.len);
+        switch (os.errno(rc)) {
+            .SUCCESS => return rc,
+            .INTR => continue,
+            .ACCES => return error.AccessDenied,
+            .IO => return error.FileSystem,
+            .LOOP => return error.SymLinkLoop,
+            .NAMETOOLONG => return error.NameTooLong,
+            .NOENT => return error.FileNotFound,
+            .NOMEM => return error.SystemResources,
+            .NOTDIR => return error.NotDir,
+            .FAULT, .ILSEQ => |e| return errnoBug(e),
+            else => |e| return os.unexpectedErrno(e),
+        }
+    }
+}
+
+/// `futimens` on the blocking lane.
+pub fn fileSetTimestamps(
+    userdata: ?*anyopaque,
+    file: File,
+    options: File.SetTimestampsOptions,
+) File.SetTimestampsError!void {
+    var times = timestamps(options.access_timestamp, options.modify_timestamp);
+    const blocking, const io = blockingOf(userdata);
+    const args = .{ file.handle, null, times.pointer(), 0 };
+    const result = try blocking.syscall(io, linux.utimensat, args);
+    if (result >= 0) return;
+    return timestampsError(errnoOf(result));
+}
+
+/// The two `utimensat` times; no array at all when both are "now", as the kernel prefers.
+pub const Timestamps = struct {
+    times: [2]linux.timespec,
+    both_now: bool,
+
+    pub fn pointer(t: *const Timestamps) ?*const [2]linux.timespec {
+        return if (t.both_now) null else &t.times;
+    }
+};
+
+pub fn timestamps(access: File.SetTimestamp, modify: File.SetTimestamp) Timestamps {
+    return .{
+        .times = .{ Threaded.setTimestampToPosix(access), Threaded.setTimestampToPosix(modify) },
+        .both_now = access == .now and modify == .now,
+    };
+}
+
+pub fn timestampsError(e: os.E) File.SetTimestampsError {
+    return switch (e) {
+        .ACCES => error.AccessDenied,
+        .PERM => error.PermissionDenied,
+        .ROFS => error.ReadOnlyFileSystem,
+        .BADF, .FAULT, .INVAL => errnoBug(e),
+        else => os.unexpectedErrno(e),
     };
 }

@@ -428,3 +428,43 @@ test "fs: Batch — a blocked awaitConcurrent is canceled" {
         }
     }.body);
 }
+
+test "fs: realPath, timestamps, permissions and owner by path, hard link of an open file" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            var dir_path_buffer: [256]u8 = undefined;
+            const dir_path = dir_path_buffer[0..try tmp.dir.realPath(io, &dir_path_buffer)];
+            try testing.expect(std.mem.startsWith(u8, dir_path, "/tmp/weft-fs-"));
+            const file = try tmp.dir.createFile(io, "f", .{});
+            defer file.close(io);
+            var file_path_buffer: [256]u8 = undefined;
+            const file_path = file_path_buffer[0..try file.realPath(io, &file_path_buffer)];
+            try testing.expect(std.mem.endsWith(u8, file_path, "/f"));
+            var by_name_buffer: [256]u8 = undefined;
+            const by_name = by_name_buffer[0..try tmp.dir.realPathFile(io, "f", &by_name_buffer)];
+            try testing.expectEqualStrings(file_path, by_name);
+            try testing.expectError(error.FileNotFound, tmp.dir.realPathFile(io, "missing", &by_name_buffer));
+
+            const when: Io.Timestamp = .{ .nanoseconds = 1_000_000_000 * std.time.ns_per_s };
+            try file.setTimestamps(io, .{ .modify_timestamp = .{ .new = when } });
+            try testing.expectEqual(when.nanoseconds, (try file.stat(io)).mtime.nanoseconds);
+            const later: Io.Timestamp = .{ .nanoseconds = when.nanoseconds + std.time.ns_per_s };
+            try tmp.dir.setTimestamps(io, "f", .{ .modify_timestamp = .{ .new = later } });
+            try testing.expectEqual(later.nanoseconds, (try file.stat(io)).mtime.nanoseconds);
+
+            try tmp.dir.setFilePermissions(io, "f", .fromMode(0o604), .{});
+            try testing.expectEqual(@as(u32, 0o604), (try file.stat(io)).permissions.toMode() & 0o777);
+            // std 0.16's `Dir.setFileOwner` does not compile (its error set lacks the path
+            // errors of the entry it calls): call the entry itself.
+            const set_owner = io.vtable.dirSetFileOwner;
+            try set_owner(io.userdata, tmp.dir, "f", null, null, .{});
+            const missing = set_owner(io.userdata, tmp.dir, "missing", null, null, .{});
+            try testing.expectError(error.FileNotFound, missing);
+
+            try file.hardLink(io, tmp.dir, "g", .{});
+            try testing.expectEqual((try file.stat(io)).inode, (try tmp.dir.statFile(io, "g", .{})).inode);
+        }
+    }.body);
+}
