@@ -228,6 +228,51 @@ pub fn writeStreaming(
     };
 }
 
+/// Writes what `file_reader` holds buffered (after `header`) at the file position; reports
+/// `error.EndOfStream` when the reader is at its known end, and otherwise
+/// `error.Unimplemented`, upon which std's writers copy the file by reading and writing,
+/// which here are loop operations. (Not yet done: a zero-copy `splice`/`copy_file_range`
+/// path, which std.Io.Threaded takes on a worker thread.)
+pub fn fileWriteFileStreaming(
+    userdata: ?*anyopaque,
+    file: File,
+    header: []const u8,
+    file_reader: *File.Reader,
+    limit: Io.Limit,
+) File.Writer.WriteFileError!usize {
+    const buffered = try bufferedToWrite(header, file_reader, limit);
+    const n = try writeStreaming(userdata, .{ .file = file, .header = header, .data = &.{buffered} });
+    file_reader.interface.toss(n -| header.len);
+    return n;
+}
+
+/// `fileWriteFileStreaming` at `offset`.
+pub fn fileWriteFilePositional(
+    userdata: ?*anyopaque,
+    file: File,
+    header: []const u8,
+    file_reader: *File.Reader,
+    limit: Io.Limit,
+    offset: u64,
+) File.WriteFilePositionalError!usize {
+    const buffered = try bufferedToWrite(header, file_reader, limit);
+    const n = try fileWritePositional(userdata, file, header, &.{buffered}, 1, offset);
+    file_reader.interface.toss(n -| header.len);
+    return n;
+}
+
+/// The reader's buffered bytes a file-to-file write sends now, or why it sends none.
+fn bufferedToWrite(
+    header: []const u8,
+    file_reader: *File.Reader,
+    limit: Io.Limit,
+) error{ EndOfStream, Unimplemented }![]const u8 {
+    const buffered = file_reader.interface.buffered();
+    if (header.len != 0 or buffered.len != 0) return limit.slice(buffered);
+    if (file_reader.size) |size| if (size == file_reader.pos) return error.EndOfStream;
+    return error.Unimplemented;
+}
+
 /// The `device_io_control` operation: `ioctl` on the blocking lane (what a device does in an
 /// ioctl is up to its driver, and may take long). Returns the result or `-errno`.
 pub fn deviceIoControl(
@@ -351,6 +396,19 @@ pub fn fileIsTty(userdata: ?*anyopaque, file: File) Io.Cancelable!bool {
         .INTR => continue,
         else => return false,
     };
+}
+
+/// On Linux a terminal understands ANSI escape codes: the same as `fileIsTty`.
+pub fn fileSupportsAnsiEscapeCodes(userdata: ?*anyopaque, file: File) Io.Cancelable!bool {
+    return fileIsTty(userdata, file);
+}
+
+/// Nothing to switch on Linux: succeeds for a terminal, `error.NotTerminalDevice` otherwise.
+pub fn fileEnableAnsiEscapeCodes(
+    userdata: ?*anyopaque,
+    file: File,
+) File.EnableAnsiEscapeCodesError!void {
+    if (!try fileIsTty(userdata, file)) return error.NotTerminalDevice;
 }
 
 /// Takes a `flock` lock, waiting while another holder has it. Cancelation point while

@@ -468,3 +468,29 @@ test "fs: realPath, timestamps, permissions and owner by path, hard link of an o
         }
     }.body);
 }
+
+test "fs: copying a file through a Writer (sendFile falls back to reads and writes)" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const content = "0123456789" ** 1000;
+            try tmp.dir.writeFile(io, .{ .sub_path = "source", .data = content });
+            try tmp.dir.copyFile("source", tmp.dir, "copy", io, .{});
+            var buffer: [content.len + 1]u8 = undefined;
+            try testing.expectEqualStrings(content, try tmp.dir.readFile(io, "copy", &buffer));
+            // Streaming mode.
+            const source = try tmp.dir.openFile(io, "source", .{});
+            defer source.close(io);
+            var read_buffer: [64]u8 = undefined;
+            var reader = source.reader(io, &read_buffer);
+            const copy = try tmp.dir.createFile(io, "copy2", .{});
+            defer copy.close(io);
+            var write_buffer: [64]u8 = undefined;
+            var writer = copy.writerStreaming(io, &write_buffer);
+            try testing.expectEqual(@as(usize, content.len), try writer.interface.sendFileAll(&reader, .unlimited));
+            try writer.interface.flush();
+            try testing.expectEqual(@as(u64, content.len), try copy.length(io));
+        }
+    }.body);
+}
