@@ -83,12 +83,14 @@ test "syscall: file operations as blocking syscalls" {
     var path_buffer: [64]u8 = undefined;
     const path = try std.fmt.bufPrintZ(&path_buffer, "/tmp/weft-syscall-{d}", .{os.currentTid()});
     const flags: linux.O = .{ .ACCMODE = .RDWR, .CREAT = true, .TRUNC = true, .CLOEXEC = true };
-    const fd = run(.{ .openat = .{ .fd = linux.AT.FDCWD, .path = path, .flags = flags, .mode = 0o600 } });
+    const cwd = linux.AT.FDCWD;
+    const fd = run(.{ .openat = .{ .fd = cwd, .path = path, .flags = flags, .mode = 0o600 } });
     try testing.expect(fd >= 0);
     defer os.closeFd(fd);
-    defer _ = run(.{ .unlinkat = .{ .fd = linux.AT.FDCWD, .path = path, .flags = 0 } });
+    defer _ = run(.{ .unlinkat = .{ .fd = cwd, .path = path, .flags = 0 } });
     const out = [_]std.posix.iovec_const{.{ .base = "hello", .len = 5 }};
-    try testing.expectEqual(@as(i32, 5), run(.{ .write = .{ .fd = fd, .iovecs = &out, .offset = 0 } }));
+    const written = run(.{ .write = .{ .fd = fd, .iovecs = &out, .offset = 0 } });
+    try testing.expectEqual(@as(i32, 5), written);
     try testing.expectEqual(@as(i32, 0), run(.{ .ftruncate = .{ .fd = fd, .length = 3 } }));
     var statx: linux.Statx = undefined;
     const stat_op: Completion.Op = .{ .statx = .{
@@ -100,6 +102,6 @@ test "syscall: file operations as blocking syscalls" {
     } };
     try testing.expectEqual(@as(i32, 0), run(stat_op));
     try testing.expectEqual(@as(u64, 3), statx.size);
-    const missing = run(.{ .unlinkat = .{ .fd = linux.AT.FDCWD, .path = "/nonexistent/x", .flags = 0 } });
+    const missing = run(.{ .unlinkat = .{ .fd = cwd, .path = "/nonexistent/x", .flags = 0 } });
     try testing.expectEqual(-@as(i32, @intFromEnum(linux.E.NOENT)), missing);
 }

@@ -211,7 +211,11 @@ fn interestOfFd(b: *const Batch, fd: os.fd_t) u32 {
 
 /// Performs each submitted operation whose descriptor is in `ready` with the readiness it
 /// waits for (an error or hang-up counts: the operation then reports it).
-fn performReady(userdata: ?*anyopaque, b: *Batch, ready: []const linux.epoll_event) Io.Cancelable!void {
+fn performReady(
+    userdata: ?*anyopaque,
+    b: *Batch,
+    ready: []const linux.epoll_event,
+) Io.Cancelable!void {
     var prev: Index = .none;
     var index = b.submitted.head;
     while (index != .none) {
@@ -237,7 +241,8 @@ fn performReady(userdata: ?*anyopaque, b: *Batch, ready: []const linux.epoll_eve
 fn performInTurn(userdata: ?*anyopaque, b: *Batch) Io.Cancelable!void {
     while (b.submitted.head != .none) {
         const index = b.submitted.head;
-        const result = try operate_mod.operate(userdata, b.storage[index.toIndex()].submission.operation);
+        const operation = b.storage[index.toIndex()].submission.operation;
+        const result = try operate_mod.operate(userdata, operation);
         complete(b, .none, index, result);
     }
 }

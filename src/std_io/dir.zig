@@ -70,7 +70,7 @@ fn openFile(
     var path_buffer: PathBuffer = undefined;
     const path = try pathToPosix(sub_path, &path_buffer);
     const blocking, const io = blockingOf(userdata);
-    const op_open: Op.Openat = .{ .fd = dir.handle, .path = path.ptr, .flags = flags, .mode = mode };
+    const op_open: Op.Openat = .{ .fd = dir.handle, .path = path, .flags = flags, .mode = mode };
     const result = try blocking.perform(io, .{ .openat = op_open });
     if (result < 0) return openError(errnoOf(result));
     const file: File = .{ .handle = result, .flags = .{ .nonblocking = false } };
@@ -179,7 +179,8 @@ pub fn dirClose(userdata: ?*anyopaque, dirs: []const Dir) void {
 }
 
 pub fn dirStat(userdata: ?*anyopaque, dir: Dir) Dir.StatError!Dir.Stat {
-    return file_io.fileStat(userdata, .{ .handle = dir.handle, .flags = .{ .nonblocking = false } });
+    const file: File = .{ .handle = dir.handle, .flags = .{ .nonblocking = false } };
+    return file_io.fileStat(userdata, file);
 }
 
 pub fn dirStatFile(
@@ -226,7 +227,8 @@ pub fn dirAccess(
         @as(u32, if (options.write) linux.W_OK else 0) |
         @as(u32, if (options.execute) linux.X_OK else 0);
     const blocking, const io = blockingOf(userdata);
-    const result = try blocking.syscall(io, linux.faccessat, .{ dir.handle, path.ptr, mode, flags });
+    const args = .{ dir.handle, path.ptr, mode, flags };
+    const result = try blocking.syscall(io, linux.faccessat, args);
     if (result >= 0) return;
     return switch (errnoOf(result)) {
         .ACCES => error.AccessDenied,
@@ -253,7 +255,8 @@ pub fn dirCreateDir(
     var path_buffer: PathBuffer = undefined;
     const path = try pathToPosix(sub_path, &path_buffer);
     const blocking, const io = blockingOf(userdata);
-    const op_mkdir: Op.Mkdirat = .{ .fd = dir.handle, .path = path.ptr, .mode = permissions.toMode() };
+    const mode = permissions.toMode();
+    const op_mkdir: Op.Mkdirat = .{ .fd = dir.handle, .path = path.ptr, .mode = mode };
     const result = try blocking.perform(io, .{ .mkdirat = op_mkdir });
     if (result >= 0) return;
     return switch (errnoOf(result)) {
@@ -308,7 +311,11 @@ pub fn dirCreateDirPath(
 }
 
 /// The kind of `sub_path` itself (a symlink is not followed).
-fn pathKind(userdata: ?*anyopaque, dir: Dir, sub_path: []const u8) Dir.CreateDirPathError!File.Kind {
+fn pathKind(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+) Dir.CreateDirPathError!File.Kind {
     var path_buffer: PathBuffer = undefined;
     const path = try pathToPosix(sub_path, &path_buffer);
     var statx = std.mem.zeroes(linux.Statx);
@@ -346,7 +353,11 @@ pub fn dirCreateDirPathOpen(
     };
 }
 
-pub fn dirDeleteFile(userdata: ?*anyopaque, dir: Dir, sub_path: []const u8) Dir.DeleteFileError!void {
+pub fn dirDeleteFile(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+) Dir.DeleteFileError!void {
     const result = try unlink(userdata, dir, sub_path, 0);
     if (result >= 0) return;
     return switch (errnoOf(result)) {
@@ -377,7 +388,8 @@ fn unlink(
     var path_buffer: PathBuffer = undefined;
     const path = try pathToPosix(sub_path, &path_buffer);
     const blocking, const io = blockingOf(userdata);
-    return blocking.perform(io, .{ .unlinkat = .{ .fd = dir.handle, .path = path.ptr, .flags = flags } });
+    const op_unlink: Op = .{ .unlinkat = .{ .fd = dir.handle, .path = path.ptr, .flags = flags } };
+    return blocking.perform(io, op_unlink);
 }
 
 /// The unlinkat errors that deleting a file and a directory share.
@@ -677,7 +689,11 @@ pub fn dirSetOwner(
 /// Fills `entries` from the reader's buffer, refilling it with `getdents64` on the blocking
 /// lane when it is used up (and only then, since the names point into it). Returns the number
 /// of entries, 0 when the directory is exhausted. `.` and `..` are left out.
-pub fn dirRead(userdata: ?*anyopaque, reader: *Dir.Reader, entries: []Dir.Entry) Dir.Reader.Error!usize {
+pub fn dirRead(
+    userdata: ?*anyopaque,
+    reader: *Dir.Reader,
+    entries: []Dir.Entry,
+) Dir.Reader.Error!usize {
     var count: usize = 0;
     // Bounded by `entries.len` and one refill: names must stay valid, so the buffer is
     // refilled only before the first entry of this call.
@@ -818,7 +834,8 @@ pub fn dirSetFileOwner(
     const gid = group orelse ~@as(linux.gid_t, 0);
     const flags: u32 = if (options.follow_symlinks) 0 else linux.AT.SYMLINK_NOFOLLOW;
     const blocking, const io = blockingOf(userdata);
-    const result = try blocking.syscall(io, linux.fchownat, .{ dir.handle, path.ptr, uid, gid, flags });
+    const args = .{ dir.handle, path.ptr, uid, gid, flags };
+    const result = try blocking.syscall(io, linux.fchownat, args);
     if (result >= 0) return;
     return file_io.ownerOrModeError(errnoOf(result));
 }
@@ -835,11 +852,12 @@ pub fn dirSetFilePermissions(
     var path_buffer: PathBuffer = undefined;
     const path = try pathToPosix(sub_path, &path_buffer);
     const mode = permissions.toMode();
+    const no_follow = linux.AT.SYMLINK_NOFOLLOW;
     const blocking, const io = blockingOf(userdata);
     const result = if (options.follow_symlinks)
         try blocking.syscall(io, linux.fchmodat, .{ dir.handle, path.ptr, mode })
     else
-        try blocking.syscall(io, linux.fchmodat2, .{ dir.handle, path.ptr, mode, linux.AT.SYMLINK_NOFOLLOW });
+        try blocking.syscall(io, linux.fchmodat2, .{ dir.handle, path.ptr, mode, no_follow });
     if (result >= 0) return;
     return switch (errnoOf(result)) {
         .ACCES => error.AccessDenied,

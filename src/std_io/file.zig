@@ -77,7 +77,12 @@ pub fn fileLength(userdata: ?*anyopaque, file: File) File.LengthError!u64 {
 }
 
 /// `statx` of an open descriptor (`AT_EMPTY_PATH`).
-fn statFd(userdata: ?*anyopaque, fd: posix.fd_t, mask: linux.STATX, statx: *linux.Statx) Io.Cancelable!i32 {
+fn statFd(
+    userdata: ?*anyopaque,
+    fd: posix.fd_t,
+    mask: linux.STATX,
+    statx: *linux.Statx,
+) Io.Cancelable!i32 {
     const blocking, const io = blockingOf(userdata);
     statx.* = std.mem.zeroes(linux.Statx);
     return blocking.perform(io, .{ .statx = .{
@@ -241,7 +246,12 @@ pub fn fileWriteFileStreaming(
     limit: Io.Limit,
 ) File.Writer.WriteFileError!usize {
     const buffered = try bufferedToWrite(header, file_reader, limit);
-    const n = try writeStreaming(userdata, .{ .file = file, .header = header, .data = &.{buffered} });
+    const write: Io.Operation.FileWriteStreaming = .{
+        .file = file,
+        .header = header,
+        .data = &.{buffered},
+    };
+    const n = try writeStreaming(userdata, write);
     file_reader.interface.toss(n -| header.len);
     return n;
 }
@@ -313,7 +323,8 @@ fn seek(fd: posix.fd_t, offset: i64, whence: usize) File.SeekError!void {
 
 pub fn fileSync(userdata: ?*anyopaque, file: File) File.SyncError!void {
     const blocking, const io = blockingOf(userdata);
-    const result = try blocking.perform(io, .{ .fsync = .{ .fd = file.handle, .datasync = false } });
+    const op_sync: Op = .{ .fsync = .{ .fd = file.handle, .datasync = false } };
+    const result = try blocking.perform(io, op_sync);
     if (result >= 0) return;
     return switch (errnoOf(result)) {
         .IO => error.InputOutput,
@@ -391,7 +402,8 @@ pub fn fileIsTty(userdata: ?*anyopaque, file: File) Io.Cancelable!bool {
     try checkCancel();
     var size: posix.winsize = undefined;
     const fd: usize = @bitCast(@as(isize, file.handle));
-    while (true) switch (os.errno(linux.syscall3(.ioctl, fd, linux.T.IOCGWINSZ, @intFromPtr(&size)))) {
+    const request = linux.T.IOCGWINSZ;
+    while (true) switch (os.errno(linux.syscall3(.ioctl, fd, request, @intFromPtr(&size)))) {
         .SUCCESS => return true,
         .INTR => continue,
         else => return false,

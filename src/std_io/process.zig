@@ -100,7 +100,11 @@ fn waitId(userdata: ?*anyopaque, pid: linux.pid_t) Child.WaitError!Child.Term {
 }
 
 /// Waits for the child's pidfd to become readable, then reaps it with `wait4`.
-fn waitPidFd(userdata: ?*anyopaque, pid: linux.pid_t, usage: ?*linux.rusage) Child.WaitError!Child.Term {
+fn waitPidFd(
+    userdata: ?*anyopaque,
+    pid: linux.pid_t,
+    usage: ?*linux.rusage,
+) Child.WaitError!Child.Term {
     const blocking, const io = blockingOf(userdata);
     const pidfd: ?os.fd_t = while (true) {
         const rc = linux.pidfd_open(pid, 0);

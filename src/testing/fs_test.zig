@@ -25,7 +25,12 @@ pub const TmpDir = struct {
     pub fn init(io: Io) !TmpDir {
         var suffix: [8]u8 = undefined;
         io.random(&suffix);
-        var tmp: TmpDir = .{ .parent = undefined, .dir = undefined, .name_buffer = undefined, .name_len = 0 };
+        var tmp: TmpDir = .{
+            .parent = undefined,
+            .dir = undefined,
+            .name_buffer = undefined,
+            .name_len = 0,
+        };
         const name = try std.fmt.bufPrint(&tmp.name_buffer, "weft-fs-{x}", .{suffix});
         tmp.name_len = name.len;
         tmp.parent = try Dir.cwd().openDir(io, "/tmp", .{});
@@ -50,6 +55,11 @@ pub fn pipe() ![2]File {
         .{ .handle = fds[0], .flags = .{ .nonblocking = false } },
         .{ .handle = fds[1], .flags = .{ .nonblocking = false } },
     };
+}
+
+/// The permission bits of an open file.
+fn modeOf(io: Io, file: File) !u32 {
+    return (try file.stat(io)).permissions.toMode() & 0o777;
 }
 
 test "fs: positional write and read, stat, length, setLength, sync" {
@@ -164,7 +174,7 @@ test "fs: setPermissions and setOwner" {
             const file = try tmp.dir.createFile(io, "mode", .{});
             defer file.close(io);
             try file.setPermissions(io, .fromMode(0o640));
-            try testing.expectEqual(@as(u32, 0o640), (try file.stat(io)).permissions.toMode() & 0o777);
+            try testing.expectEqual(@as(u32, 0o640), try modeOf(io, file));
             // Leaving both unchanged is allowed for anyone.
             try file.setOwner(io, null, null);
             try testing.expect(!try file.isTty(io));
@@ -253,8 +263,10 @@ test "fs: directories — create, iterate, stat, rename, delete" {
             var tmp: TmpDir = try .init(io);
             defer tmp.deinit(io);
             try tmp.dir.createDirPath(io, "a/b/c");
-            try testing.expectEqual(Dir.CreatePathStatus.existed, try tmp.dir.createDirPathStatus(io, "a/b", .default_dir));
-            var sub = try tmp.dir.createDirPathOpen(io, "a/b/d", .{ .open_options = .{ .iterate = true } });
+            const status = try tmp.dir.createDirPathStatus(io, "a/b", .default_dir);
+            try testing.expectEqual(Dir.CreatePathStatus.existed, status);
+            const iterable: Dir.OpenOptions = .{ .iterate = true };
+            var sub = try tmp.dir.createDirPathOpen(io, "a/b/d", .{ .open_options = iterable });
             defer sub.close(io);
             try sub.writeFile(io, .{ .sub_path = "f1", .data = "one" });
             try sub.writeFile(io, .{ .sub_path = "f2", .data = "two" });
@@ -278,7 +290,8 @@ test "fs: directories — create, iterate, stat, rename, delete" {
             try testing.expectEqual(File.Kind.directory, (try sub.stat(io)).kind);
             try sub.rename("f1", sub, "g1", io);
             try testing.expectError(error.FileNotFound, sub.statFile(io, "f1", .{}));
-            try testing.expectError(error.PathAlreadyExists, sub.renamePreserve("g1", sub, "f2", io));
+            const preserved = sub.renamePreserve("g1", sub, "f2", io);
+            try testing.expectError(error.PathAlreadyExists, preserved);
             try sub.access(io, "g1", .{ .read = true });
             try testing.expectError(error.FileNotFound, sub.access(io, "f1", .{}));
             try sub.deleteFile(io, "g1");
@@ -286,7 +299,8 @@ test "fs: directories — create, iterate, stat, rename, delete" {
             try sub.deleteDir(io, "inner");
             var buffer: [8]u8 = undefined;
             try testing.expectEqualStrings("two", try sub.readFile(io, "f2", &buffer));
-            try testing.expectError(error.IsDir, tmp.dir.openFile(io, "a", .{ .allow_directory = false }));
+            const no_dir: Dir.OpenFileOptions = .{ .allow_directory = false };
+            try testing.expectError(error.IsDir, tmp.dir.openFile(io, "a", no_dir));
         }
     }.body);
 }
@@ -309,7 +323,8 @@ test "fs: symlinks and hard links" {
             try testing.expectEqualStrings("data", try tmp.dir.readFile(io, "hard", &buffer));
             try testing.expectError(error.PathAlreadyExists, tmp.dir.symLink(io, "x", "hard", .{}));
             try tmp.dir.setPermissions(io, .fromMode(0o750));
-            try testing.expectEqual(@as(u32, 0o750), (try tmp.dir.stat(io)).permissions.toMode() & 0o777);
+            const dir_mode = (try tmp.dir.stat(io)).permissions.toMode() & 0o777;
+            try testing.expectEqual(@as(u32, 0o750), dir_mode);
         }
     }.body);
 }
@@ -384,7 +399,8 @@ test "fs: Batch — awaitAsync, awaitConcurrent with a timeout, cancel" {
             const data_a = [_][]u8{&buffers[0]};
             const data_b = [_][]u8{&buffers[1]};
             const a = batch.add(.{ .file_read_streaming = .{ .file = first[0], .data = &data_a } });
-            const b = batch.add(.{ .file_read_streaming = .{ .file = second[0], .data = &data_b } });
+            const read_b: Io.Operation.FileReadStreaming = .{ .file = second[0], .data = &data_b };
+            const b = batch.add(.{ .file_read_streaming = read_b });
             // Nothing to read: the wait times out and both stay submitted.
             try testing.expectError(error.Timeout, batch.awaitConcurrent(io, .{ .duration = .{
                 .raw = .fromMilliseconds(2),
@@ -401,7 +417,8 @@ test "fs: Batch — awaitAsync, awaitConcurrent with a timeout, cancel" {
             try batch.awaitAsync(io);
             const other = batch.next().?;
             try testing.expectEqual(a, other.index);
-            try testing.expectEqualStrings("one!", buffers[0][0..try other.result.file_read_streaming]);
+            const other_len = try other.result.file_read_streaming;
+            try testing.expectEqualStrings("one!", buffers[0][0..other_len]);
             // Re-armed and then canceled before anything arrives.
             batch.addAt(a, .{ .file_read_streaming = .{ .file = first[0], .data = &data_a } });
         }
@@ -445,7 +462,8 @@ test "fs: realPath, timestamps, permissions and owner by path, hard link of an o
             var by_name_buffer: [256]u8 = undefined;
             const by_name = by_name_buffer[0..try tmp.dir.realPathFile(io, "f", &by_name_buffer)];
             try testing.expectEqualStrings(file_path, by_name);
-            try testing.expectError(error.FileNotFound, tmp.dir.realPathFile(io, "missing", &by_name_buffer));
+            const missing_path = tmp.dir.realPathFile(io, "missing", &by_name_buffer);
+            try testing.expectError(error.FileNotFound, missing_path);
 
             const when: Io.Timestamp = .{ .nanoseconds = 1_000_000_000 * std.time.ns_per_s };
             try file.setTimestamps(io, .{ .modify_timestamp = .{ .new = when } });
@@ -455,7 +473,7 @@ test "fs: realPath, timestamps, permissions and owner by path, hard link of an o
             try testing.expectEqual(later.nanoseconds, (try file.stat(io)).mtime.nanoseconds);
 
             try tmp.dir.setFilePermissions(io, "f", .fromMode(0o604), .{});
-            try testing.expectEqual(@as(u32, 0o604), (try file.stat(io)).permissions.toMode() & 0o777);
+            try testing.expectEqual(@as(u32, 0o604), try modeOf(io, file));
             // std 0.16's `Dir.setFileOwner` does not compile (its error set lacks the path
             // errors of the entry it calls): call the entry itself.
             const set_owner = io.vtable.dirSetFileOwner;
@@ -464,7 +482,8 @@ test "fs: realPath, timestamps, permissions and owner by path, hard link of an o
             try testing.expectError(error.FileNotFound, missing);
 
             try file.hardLink(io, tmp.dir, "g", .{});
-            try testing.expectEqual((try file.stat(io)).inode, (try tmp.dir.statFile(io, "g", .{})).inode);
+            const linked = try tmp.dir.statFile(io, "g", .{});
+            try testing.expectEqual((try file.stat(io)).inode, linked.inode);
         }
     }.body);
 }
@@ -488,7 +507,8 @@ test "fs: copying a file through a Writer (sendFile falls back to reads and writ
             defer copy.close(io);
             var write_buffer: [64]u8 = undefined;
             var writer = copy.writerStreaming(io, &write_buffer);
-            try testing.expectEqual(@as(usize, content.len), try writer.interface.sendFileAll(&reader, .unlimited));
+            const sent = try writer.interface.sendFileAll(&reader, .unlimited);
+            try testing.expectEqual(@as(usize, content.len), sent);
             try writer.interface.flush();
             try testing.expectEqual(@as(u64, content.len), try copy.length(io));
         }

@@ -30,10 +30,9 @@ test "process: run captures output larger than a pipe buffer on both streams" {
     try withRuntime(struct {
         fn body(io: Io) !void {
             // 200 KB on each stream, interleaved: the child blocks unless both are drained.
+            const line = "0123456789" ** 10; // echo adds a newline: 101 bytes
             const script = "i=0; while [ $i -lt 2000 ]; do " ++
-                "echo 0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789; " ++
-                "echo 0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789 >&2; " ++
-                "i=$((i+1)); done";
+                "echo " ++ line ++ "; echo " ++ line ++ " >&2; i=$((i+1)); done";
             const result = try std.process.run(testing.allocator, io, .{
                 .argv = &.{ "/bin/sh", "-c", script },
             });
@@ -80,7 +79,8 @@ test "process: a blocked wait is canceled, and the child can still be killed" {
             return child.wait(io);
         }
         fn body(io: Io) !void {
-            var child = try std.process.spawn(io, .{ .argv = &.{ "/bin/sh", "-c", "exec sleep 100" } });
+            const argv: []const []const u8 = &.{ "/bin/sh", "-c", "exec sleep 100" };
+            var child = try std.process.spawn(io, .{ .argv = argv });
             const pid = child.id.?;
             var waiting = try io.concurrent(waitFor, .{ io, &child });
             try io.sleep(.fromMilliseconds(5), .awake); // let it block (not required to)
