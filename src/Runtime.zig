@@ -28,6 +28,7 @@ const Loop = @import("loop/Loop.zig");
 const stack_mod = @import("fiber/stack.zig");
 const vtable_mod = @import("std_io/vtable.zig");
 const task_io = @import("std_io/task.zig");
+const Blocking = @import("fs/Blocking.zig");
 
 state: *State,
 
@@ -67,6 +68,8 @@ pub const State = struct {
     scheduler: Scheduler,
     /// The reference implementation, whose syscall paths the delegated entries run.
     threaded: Io.Threaded,
+    /// Runs the file system calls the loop cannot (its threads start on first use).
+    blocking: Blocking,
     tasks_live: std.atomic.Value(usize) = .init(0),
     hooks: Executor.Hooks = .{ .run = &runTask },
 
@@ -190,6 +193,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
             .hooks_context = state,
         },
         .threaded = .init(gpa, .{}),
+        .blocking = .init(gpa),
     };
     errdefer state.threaded.deinit();
     const scheduler = &state.scheduler;
@@ -278,6 +282,8 @@ pub fn deinit(rt: Runtime) void {
     const gpa = state.gpa;
     const scheduler = &state.scheduler;
     assert(Executor.currentTask() == &scheduler.main_task);
+    // The blocking lane first: its shutdown parks the main task, which needs the executors.
+    state.blocking.deinit(state.io());
     stopWorkers(scheduler);
     // Only now that every executor thread stopped may any pool unmap its slabs.
     for (scheduler.executors) |*executor| executor.deinit();

@@ -125,6 +125,15 @@ pub const lane_caller_spin_ns_default = 2 * std.time.ns_per_us;
 /// from std (DNS, TLS, file system) and user code run there, so it is generous.
 pub const lane_stack_size_bytes_default = 1024 * 1024;
 
+/// Threads of the runtime's blocking lane (`fs/Blocking.zig`), which runs the file system
+/// calls the loop cannot run asynchronously. Each blocked call holds one; a few cover a
+/// program's occasional stat or readdir, and more would mostly queue on the same disk.
+pub const blocking_lane_threads = 4;
+
+/// Calls accepted by the blocking lane and not yet taken by a worker; callers past it wait in
+/// line (they are never refused, see `fs/Blocking.zig`).
+pub const blocking_lane_queue_limit = 256;
+
 comptime {
     assert(std.math.isPowerOfTwo(ring_entries));
     assert(reap_batch_max >= 8);
@@ -146,4 +155,6 @@ comptime {
     assert(lane_idle_spin_ns_default < std.time.ns_per_ms); // a poll, not a busy worker
     assert(lane_caller_spin_ns_default <= lane_idle_spin_ns_default); // the executor matters more
     assert(lane_stack_size_bytes_default % std.heap.page_size_min == 0);
+    assert(blocking_lane_threads > 0 and blocking_lane_threads <= lane_threads_max);
+    assert(blocking_lane_queue_limit >= blocking_lane_threads);
 }

@@ -40,4 +40,8 @@ test {
     _ = @import("testing/sync_test.zig");
     _ = @import("testing/server_test.zig");
     _ = @import("testing/lane_test.zig");
+    _ = @import("fs/syscall.zig");
+    _ = @import("testing/fs_test.zig");
+    _ = @import("testing/process_test.zig");
+    _ = @import("std_io/iovecs.zig");
 }
