@@ -33,6 +33,8 @@ test {
     _ = @import("sched/Timers.zig");
     _ = @import("sched/futex.zig");
     _ = @import("testing/runtime_test.zig");
+    _ = @import("testing/scheduler_test.zig");
+    _ = @import("sched/RunQueue.zig");
     _ = @import("testing/overflow_test.zig");
     _ = @import("testing/net_test.zig");
     _ = @import("testing/readme_test.zig");
