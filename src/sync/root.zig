@@ -28,6 +28,13 @@ pub const Barrier = @import("Barrier.zig");
 pub const WaitGroup = @import("WaitGroup.zig");
 pub const OnceCell = @import("once_cell.zig").OnceCell;
 pub const Semaphore = @import("Semaphore.zig");
+/// Waits for the first of several channel operations or futures: see select.zig.
+pub const select = select_mod.select;
+pub const selectWith = select_mod.selectWith;
+pub const trySelect = select_mod.trySelect;
+pub const Select = select_mod.Select;
+pub const SelectOptions = select_mod.Options;
+const select_mod = @import("select.zig");
 
 test {
     _ = WaitQueue;
@@ -40,4 +47,6 @@ test {
     _ = WaitGroup;
     _ = @import("once_cell.zig");
     _ = Semaphore;
+    _ = @import("atomic.zig");
+    _ = select_mod;
 }
