@@ -39,6 +39,7 @@ test {
     _ = @import("sync/root.zig");
     _ = @import("testing/sync_test.zig");
     _ = @import("testing/select_test.zig");
+    _ = @import("testing/InterleavingChecker.zig");
     _ = @import("testing/server_test.zig");
     _ = @import("testing/lane_test.zig");
 }

@@ -4,11 +4,12 @@
 //!
 //! Production builds get std's types themselves, so the generated code is the same as if the
 //! primitives used them directly. Test builds (`builtin.is_test`) get look-alikes with the same
-//! API that, on a thread where the interleaving checker (src/testing/interleave.zig) installed
-//! a `Checker`, call it before every atomic step and around every lock operation. The checker
-//! runs several logical threads one at a time and picks, at each such step, which one goes
-//! next, from a seed: many seeds, many interleavings, and a failing one replays exactly. On a
-//! thread without a checker (every other test) the look-alikes behave like std's.
+//! API that, on a thread where the interleaving checker (src/testing/InterleavingChecker.zig)
+//! installed a `Checker`, call it before every atomic step and around every lock operation.
+//! The checker runs several logical threads one at a time and picks, at each such step, which
+//! one goes next, from a seed: many seeds, many interleavings, and a failing one replays
+//! exactly. On a thread without a checker (every other test) the look-alikes behave like
+//! std's.
 //!
 //! The checker's model is sequentially consistent: it finds lost wake-ups, double hand-offs
 //! and wrong state transitions in any interleaving of atomic steps, not bugs that only weak
