@@ -262,6 +262,42 @@ test "select: timeout and cancelation take nothing and leave no node behind" {
     }.body);
 }
 
+/// Receives by select (or by plain recv), records the value, then sleeps until canceled.
+fn receiveThenSleep(io: Io, a: *U32Channel, b: *U32Channel, by_select: bool, got: *u32) !void {
+    if (by_select) {
+        const result = try sync.select(io, .{ .a = .{ .recv = a }, .b = .{ .recv = b } });
+        got.* = try result.a;
+    } else {
+        got.* = try a.recv(io);
+    }
+    try io.sleep(.fromSeconds(3600), .awake); // the cancel request surfaces here at the latest
+    return error.NeverCanceled;
+}
+
+test "select and recv: a cancel that arrives after the value was handed over keeps the value" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var a_buffer: [1]u32 = undefined;
+            var b_buffer: [1]u32 = undefined;
+            var a: U32Channel = .init(&a_buffer);
+            var b: U32Channel = .init(&b_buffer);
+            for ([_]bool{ true, false }) |by_select| {
+                var got: u32 = 0;
+                var future = try io.concurrent(receiveThenSleep, .{ io, &a, &b, by_select, &got });
+                try waitQueued(io, &a, 0, 1);
+                // Handed straight to the parked receiver, then canceled before it resumes (on
+                // one executor): the wait must report the value, not error.Canceled, and
+                // re-arm the request, which the sleep then delivers.
+                try a.send(io, 77);
+                try testing.expectError(error.Canceled, future.cancel(io));
+                try testing.expectEqual(@as(u32, 77), got);
+                try testing.expectEqual(@as(usize, 0), a.count());
+                try waitQueued(io, &b, 0, 0);
+            }
+        }
+    }.body);
+}
+
 test "select: a select sender meets a select receiver on a rendezvous channel" {
     try withRuntime(struct {
         fn sendSide(io: Io, ch: *U32Channel, other: *U32Channel, value: u32) !void {
