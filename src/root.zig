@@ -40,6 +40,8 @@ test {
     _ = @import("testing/readme_test.zig");
     _ = @import("sync/root.zig");
     _ = @import("testing/sync_test.zig");
+    _ = @import("testing/select_test.zig");
+    _ = @import("testing/InterleavingChecker.zig");
     _ = @import("testing/server_test.zig");
     _ = @import("testing/lane_test.zig");
     _ = @import("fs/syscall.zig");
