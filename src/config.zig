@@ -66,6 +66,10 @@ pub const lifo_streak_max = 3;
 /// Longer burns a core for nothing when the work really has dried up.
 pub const executor_search_ns = 20 * std.time.ns_per_us;
 
+/// Spins of a wait for another executor's few instructions (leaving a task's stack) before
+/// the waiter yields its CPU: if the other thread was preempted there, spinning is futile.
+pub const spin_before_yield_max = 128;
+
 /// Stack of an executor's thread (virtual; committed when touched). Its idle context runs there:
 /// the search loop, timer expiry and I/O completion callbacks, never a task.
 pub const executor_thread_stack_size_bytes = 256 * 1024;

@@ -233,6 +233,11 @@ pub fn monotonicNs() u64 {
     return clockNs(.MONOTONIC) orelse unreachable; // CLOCK_MONOTONIC always exists on Linux.
 }
 
+/// Gives the calling thread's CPU to another runnable thread, if any (sched_yield cannot fail).
+pub fn yieldThread() void {
+    _ = linux.sched_yield();
+}
+
 /// Blocks the calling OS thread for `ns` nanoseconds of CLOCK_MONOTONIC, resuming after signals.
 pub fn sleepThread(ns: u64) void {
     const deadline_ns = monotonicNs() + ns;

@@ -479,10 +479,24 @@ fn idleLoop(executor: *Executor) void {
         const task = executor.handoff orelse executor.nextRunnable() orelse
             executor.searchOrSleep() orelse return;
         executor.handoff = null;
-        // Safe to wait here: the idle context holds no task that anyone waits for.
-        while (task.on_cpu.load(.acquire)) std.atomic.spinLoopHint();
+        waitOffCpu(task);
         executor.enter(task);
         context.switchTo(&executor.idle_context, &task.context);
+    }
+}
+
+/// Waits until the executor that ran `task` has left its stack. Safe only in an idle context,
+/// which holds no task that anyone waits for. The other executor is a few instructions from
+/// clearing the flag, unless the kernel preempted it right there: then give it our CPU.
+fn waitOffCpu(task: *Task) void {
+    var spins: u32 = 0;
+    while (task.on_cpu.load(.acquire)) : (spins += 1) {
+        if (spins < config.spin_before_yield_max) {
+            std.atomic.spinLoopHint();
+        } else {
+            os.yieldThread();
+            spins = 0;
+        }
     }
 }
 

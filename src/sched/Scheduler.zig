@@ -93,10 +93,15 @@ pub fn start(scheduler: *Scheduler, task: *Task) void {
         const index = scheduler.placement_next.fetchAdd(1, .monotonic) % scheduler.executors.len;
         const home = &scheduler.executors[index];
         task.home = home;
-        if (here == home) return home.runFirst(task);
-        return home.pushInject(task);
+        if (here != home) return home.pushInject(task);
+        if (home.current != null) return home.runFirst(task);
+        return home.enqueue(task);
     }
-    if (here) |executor| return executor.runFirst(task);
+    if (here) |executor| {
+        // From a task: child first. From the idle context (a completion callback): queue it.
+        if (executor.current != null) return executor.runFirst(task);
+        return executor.enqueue(task);
+    }
     scheduler.pushGlobal(task);
 }
 
