@@ -25,6 +25,7 @@ const Loop = @import("loop/Loop.zig");
 const stack_mod = @import("fiber/stack.zig");
 const vtable_mod = @import("std_io/vtable.zig");
 const task_io = @import("std_io/task.zig");
+const lookup = @import("net/lookup.zig");
 
 state: *State,
 
@@ -41,6 +42,8 @@ pub const Options = struct {
     /// Live tasks at most; past it `concurrent` returns `error.ConcurrencyUnavailable` and
     /// `async` runs inline.
     tasks_max: usize = 1 << 22,
+    /// Where `netLookup` finds the hosts file, resolv.conf and name servers (system defaults).
+    resolver: lookup.Config = .{},
 };
 
 pub const InitError = error{

@@ -105,8 +105,15 @@ pub const lane_caller_spin_ns_default = 2 * std.time.ns_per_us;
 /// from std (DNS, TLS, file system) and user code run there, so it is generous.
 pub const lane_stack_size_bytes_default = 1024 * 1024;
 
+/// Addresses one host name lookup reports at most; more (a long hosts file, a large reply)
+/// are dropped. std's contract: a lookup into a queue of 16 never blocks, so the addresses and
+/// the one canonical name must fit in 16 (a caller may fill the queue before reading it).
+pub const dns_addresses_max = 15;
+
 comptime {
     assert(std.math.isPowerOfTwo(ring_entries));
+    assert(dns_addresses_max + 1 <= 16); // + the canonical name
+    assert(dns_addresses_max >= 2); // one of each family at least
     assert(reap_batch_max >= 8);
     assert(std.math.isPowerOfTwo(futex_buckets));
     assert(stack_size_bytes_default % std.heap.page_size_min == 0);

@@ -34,7 +34,12 @@ test {
     _ = @import("sched/futex.zig");
     _ = @import("testing/runtime_test.zig");
     _ = @import("testing/overflow_test.zig");
+    _ = @import("net/dns.zig");
+    _ = @import("net/hosts.zig");
+    _ = @import("net/ResolvConf.zig");
+    _ = @import("net/lookup.zig");
     _ = @import("testing/net_test.zig");
+    _ = @import("testing/lookup_test.zig");
     _ = @import("testing/readme_test.zig");
     _ = @import("sync/root.zig");
     _ = @import("testing/sync_test.zig");

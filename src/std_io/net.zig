@@ -21,6 +21,8 @@ const io_wait = @import("../sched/io_wait.zig");
 const Executor = @import("../sched/Executor.zig");
 const time = @import("time.zig");
 const Op = @import("../loop/Completion.zig").Op;
+const lookup = @import("../net/lookup.zig");
+const Runtime = @import("../Runtime.zig");
 
 /// Iovecs per read or write, as std's `Stream` uses.
 const iovecs_max = 8;
@@ -518,35 +520,18 @@ fn receiveError(e: os.E) net.Socket.ReceiveError {
     };
 }
 
-/// Results one delegated lookup may produce; std's contract lets a lookup block once the
-/// queue holds 16, and Threaded's DNS client stops well before this.
-const lookup_results_max = 64;
-
-/// Still std.Io.Threaded's resolver (hosts file, resolv.conf, DNS), run on a worker, but into
-/// a private queue that is then moved into `resolved` on the caller's fiber. Threaded fills a
-/// queue through its own futex, which cannot wake a fiber waiting on it: a fiber that waited
-/// on `resolved` while the worker filled it directly (as `HostName.connect` does) would never
-/// be woken.
+/// Resolves through `net/lookup.zig` with the runtime's `Options.resolver`: numeric
+/// addresses, the hosts file, `localhost`, then DNS over UDP on the loop. Puts the addresses
+/// and exactly one canonical name into `resolved` (nothing on error) and closes it before
+/// returning, even on error. Cancelation point.
 pub fn netLookup(
     userdata: ?*anyopaque,
     host_name: net.HostName,
     resolved: *Io.Queue(net.HostName.LookupResult),
     options: net.HostName.LookupOptions,
 ) net.HostName.LookupError!void {
-    const weft_io: Io = .{ .userdata = userdata, .vtable = &@import("vtable.zig").vtable };
-    defer resolved.close(weft_io);
-    var buffer: [lookup_results_max]net.HostName.LookupResult = undefined;
-    var private: Io.Queue(net.HostName.LookupResult) = .init(&buffer);
-    const outcome = delegated_lookup(userdata, host_name, &private, options);
-    // The worker has finished and closed `private`: draining it does not wait.
-    while (private.getOneUncancelable(weft_io)) |result| {
-        resolved.putOneUncancelable(weft_io, result) catch |err| switch (err) {
-            error.Closed => unreachable, // `resolved` must stay open until we return
-        };
-    } else |err| switch (err) {
-        error.Closed => {},
-    }
-    return outcome;
+    const state: *Runtime.State = @ptrCast(@alignCast(userdata.?));
+    const io = state.io();
+    defer resolved.close(io);
+    return lookup.lookup(io, &state.options.resolver, host_name, resolved, options);
 }
-
-const delegated_lookup = @import("delegated.zig").entry("netLookup");

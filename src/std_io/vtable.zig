@@ -45,10 +45,6 @@ const native = .{
     .{ "netWrite", net.netWrite },
     .{ "netClose", net.netClose },
     .{ "netShutdown", net.netShutdown },
-};
-
-/// Delegated entries that weft wraps (reported as `delegated`): see each function.
-const wrapped = .{
     .{ "netLookup", net.netLookup },
 };
 
@@ -64,7 +60,7 @@ pub const vtable: Io.VTable = blk: {
     @setEvalBranchQuota(20_000);
     var result: Io.VTable = undefined;
     for (@typeInfo(Io.VTable).@"struct".fields) |field| {
-        @field(result, field.name) = for (native ++ wrapped) |pair| {
+        @field(result, field.name) = for (native) |pair| {
             if (std.mem.eql(u8, pair[0], field.name)) break pair[1];
         } else delegated.entry(field.name);
     }
