@@ -38,6 +38,7 @@ test {
     _ = @import("net/hosts.zig");
     _ = @import("net/ResolvConf.zig");
     _ = @import("net/lookup.zig");
+    _ = @import("net/interface.zig");
     _ = @import("testing/net_test.zig");
     _ = @import("testing/lookup_test.zig");
     _ = @import("testing/readme_test.zig");

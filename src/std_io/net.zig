@@ -22,6 +22,7 @@ const Executor = @import("../sched/Executor.zig");
 const time = @import("time.zig");
 const Op = @import("../loop/Completion.zig").Op;
 const lookup = @import("../net/lookup.zig");
+const interface = @import("../net/interface.zig");
 const Runtime = @import("../Runtime.zig");
 
 /// Iovecs per read or write, as std's `Stream` uses.
@@ -517,6 +518,32 @@ fn receiveError(e: os.E) net.Socket.ReceiveError {
         .CONNREFUSED => error.PortUnreachable,
         .AGAIN, .BADF, .FAULT, .INVAL, .NOTSOCK, .OPNOTSUPP => |err| os.unexpectedErrno(err),
         else => |err| os.unexpectedErrno(err),
+    };
+}
+
+/// The index of the interface `name` (if_nametoindex), by ioctl. Cancelation point (checked
+/// before the call, which does not wait).
+pub fn netInterfaceNameResolve(
+    userdata: ?*anyopaque,
+    name: *const net.Interface.Name,
+) net.Interface.Name.ResolveError!net.Interface {
+    _ = userdata;
+    try checkCancel();
+    return .{ .index = try interface.indexOf(name) };
+}
+
+/// The name of interface `index` (if_indextoname), by ioctl. Cancelation point (checked
+/// before the call, which does not wait).
+pub fn netInterfaceName(
+    userdata: ?*anyopaque,
+    index: net.Interface,
+) net.Interface.NameError!net.Interface.Name {
+    _ = userdata;
+    try checkCancel();
+    return interface.nameOf(index.index) catch |err| switch (err) {
+        error.InterfaceNotFound, error.Unexpected => |e| e,
+        // No descriptor or memory for the ioctl's socket: std's error set has no name for it.
+        error.SystemResources => error.Unexpected,
     };
 }
 

@@ -45,6 +45,8 @@ const native = .{
     .{ "netWrite", net.netWrite },
     .{ "netClose", net.netClose },
     .{ "netShutdown", net.netShutdown },
+    .{ "netInterfaceNameResolve", net.netInterfaceNameResolve },
+    .{ "netInterfaceName", net.netInterfaceName },
     .{ "netLookup", net.netLookup },
 };
 

@@ -313,3 +313,24 @@ test "net: std.http.Client fetches from std.http.Server, both on weft" {
         }
     }.body);
 }
+
+test "net: interface names and indexes through std.Io (lo)" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const lo: net.Interface.Name = try .fromSlice("lo");
+            const interface = try lo.resolve(io);
+            try testing.expect(!interface.isNone());
+            const name = try interface.name(io);
+            try testing.expectEqualStrings("lo", name.toSlice());
+            const missing: net.Interface.Name = try .fromSlice("weft-nope0");
+            try testing.expectError(error.InterfaceNotFound, missing.resolve(io));
+            // A scoped IPv6 address resolves its interface and formats it back by name.
+            const scoped = try net.IpAddress.resolve(io, "fe80::1%lo", 7);
+            try testing.expectEqual(interface.index, scoped.ip6.interface.index);
+            var buffer: [64]u8 = undefined;
+            var writer: Io.Writer = .fixed(&buffer);
+            try scoped.formatResolved(io, &writer);
+            try testing.expectEqualStrings("[fe80::1%lo]:7", writer.buffered());
+        }
+    }.body);
+}
