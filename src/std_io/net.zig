@@ -23,6 +23,7 @@ const time = @import("time.zig");
 const Op = @import("../loop/Completion.zig").Op;
 const lookup = @import("../net/lookup.zig");
 const interface = @import("../net/interface.zig");
+const sendfile = @import("../net/sendfile.zig");
 const Runtime = @import("../Runtime.zig");
 
 /// Iovecs per read or write, as std's `Stream` uses.
@@ -518,6 +519,109 @@ fn receiveError(e: os.E) net.Socket.ReceiveError {
         .CONNREFUSED => error.PortUnreachable,
         .AGAIN, .BADF, .FAULT, .INVAL, .NOTSOCK, .OPNOTSUPP => |err| os.unexpectedErrno(err),
         else => |err| os.unexpectedErrno(err),
+    };
+}
+
+/// Bytes the read-and-send fallback of `netWriteFile` moves per call (on the fiber's stack).
+const write_file_chunk_bytes = 16 * 1024;
+
+/// Sends from `file_reader` to the socket, up to `limit` bytes: first `header` and what the
+/// reader has buffered (one `sendmsg`), else file bytes by sendfile (see `net/sendfile.zig`),
+/// or by reading and sending in `write_file_chunk_bytes` when sendfile cannot read the file or
+/// the reader's mode asks for plain reads. Returns the bytes sent, header included: fewer
+/// than offered is normal (call again); 0 means the file is at its end. The reader's position
+/// advances by the file bytes sent. Cancelation point while waiting.
+///
+/// std's error set for this entry has only NetworkDown, Canceled and Unexpected, so a closed
+/// or reset connection and a failed file read are `error.Unexpected`.
+pub fn netWriteFile(
+    userdata: ?*anyopaque,
+    handle: net.Socket.Handle,
+    header: []const u8,
+    file_reader: *Io.File.Reader,
+    limit: Io.Limit,
+) net.Stream.Writer.WriteFileError!usize {
+    const buffered = limit.slice(file_reader.interface.buffered());
+    if (header.len + buffered.len > 0 or limit == .nothing) {
+        const n = netWrite(userdata, handle, header, &.{buffered}, 1) catch |err| {
+            return writeFileError(err);
+        };
+        file_reader.interface.toss(n -| header.len);
+        return n;
+    }
+    const file_bytes = switch (file_reader.mode) {
+        .positional => sendPositional(handle, file_reader, limit),
+        .streaming => sendFile(handle, file_reader, null, limit.minInt(sendfile.call_bytes_max)),
+        .positional_simple, .streaming_simple => error.Unsupported, // plain reads only
+        .failure => return error.Unexpected, // the reader lost its position in an earlier seek
+    };
+    return file_bytes catch |err| switch (err) {
+        error.Unsupported => sendReading(handle, file_reader, limit),
+        else => |e| e,
+    };
+}
+
+/// sendfile from the reader's position, never past the file's size.
+fn sendPositional(
+    handle: net.Socket.Handle,
+    file_reader: *Io.File.Reader,
+    limit: Io.Limit,
+) (error{Unsupported} || net.Stream.Writer.WriteFileError)!usize {
+    const size = file_reader.getSize() catch return error.Unsupported;
+    if (file_reader.pos >= size) return 0;
+    var offset = std.math.cast(i64, file_reader.pos) orelse return error.Unexpected;
+    return sendFile(handle, file_reader, &offset, limit.minInt64(size - file_reader.pos));
+}
+
+fn sendFile(
+    handle: net.Socket.Handle,
+    file_reader: *Io.File.Reader,
+    offset: ?*i64,
+    count: usize,
+) (error{Unsupported} || net.Stream.Writer.WriteFileError)!usize {
+    const n = sendfile.send(handle, file_reader.file.handle, offset, count) catch |err| {
+        return switch (err) {
+            error.Unsupported, error.Canceled, error.NetworkDown, error.Unexpected => |e| e,
+            error.ConnectionClosed, error.FileReadFailed, error.SystemResources => {
+                return error.Unexpected; // std's set has no name for these
+            },
+        };
+    };
+    if (n == 0) file_reader.size = file_reader.pos; // the file ended early
+    file_reader.pos += n;
+    return n;
+}
+
+/// Reads a chunk through the reader (its own Io) and sends all of it: the bytes are out of
+/// the file, so a short send is continued here, never dropped.
+fn sendReading(
+    handle: net.Socket.Handle,
+    file_reader: *Io.File.Reader,
+    limit: Io.Limit,
+) net.Stream.Writer.WriteFileError!usize {
+    var chunk: [write_file_chunk_bytes]u8 = undefined;
+    const len = file_reader.interface.readSliceShort(limit.slice(&chunk)) catch |err| {
+        return switch (err) {
+            error.ReadFailed => switch (file_reader.err.?) {
+                error.Canceled => error.Canceled,
+                else => error.Unexpected,
+            },
+        };
+    };
+    var sent: usize = 0;
+    while (sent < len) {
+        sent += netWrite(null, handle, "", &.{chunk[sent..len]}, 1) catch |err| {
+            return writeFileError(err);
+        };
+    }
+    return len;
+}
+
+fn writeFileError(err: net.Stream.Writer.Error) net.Stream.Writer.WriteFileError {
+    return switch (err) {
+        error.Canceled, error.NetworkDown, error.Unexpected => |e| e,
+        // A closed or reset peer and the rest: std's set for this entry has no name for them.
+        else => error.Unexpected,
     };
 }
 

@@ -43,6 +43,7 @@ const native = .{
     .{ "netSend", net.netSend },
     .{ "netRead", net.netRead },
     .{ "netWrite", net.netWrite },
+    .{ "netWriteFile", net.netWriteFile },
     .{ "netClose", net.netClose },
     .{ "netShutdown", net.netShutdown },
     .{ "netInterfaceNameResolve", net.netInterfaceNameResolve },
