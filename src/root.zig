@@ -41,6 +41,7 @@ test {
     _ = @import("net/interface.zig");
     _ = @import("testing/net_test.zig");
     _ = @import("testing/lookup_test.zig");
+    _ = @import("testing/fd_test.zig");
     _ = @import("testing/readme_test.zig");
     _ = @import("sync/root.zig");
     _ = @import("testing/sync_test.zig");
