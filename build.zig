@@ -1,6 +1,6 @@
 //! Build graph for weft.
 //!
-//!   ./zigw build test       unit and conformance tests, once per loop backend
+//!   ./zigw build test       unit and conformance tests, per loop backend and executor count
 //!   ./zigw build demo       the seed scenario, std.Io.Threaded vs weft, side by side
 //!   ./zigw build bench      every program in bench/, ReleaseFast, one result line each
 //!   ./zigw build examples   builds examples/ so the public API stays honest
@@ -42,7 +42,7 @@ fn weftModule(
 
 /// The unit tests run once per loop backend: both must pass the whole suite.
 fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.builtin.OptimizeMode) void {
-    const test_step = b.step("test", "Run weft's tests on the io_uring and the epoll backend");
+    const test_step = b.step("test", "Run weft's tests on both backends and 1, N and 4 executors");
     const filters = b.option([]const []const u8, "test-filter", "Only run tests matching") orelse &.{};
     const tsan = b.option(bool, "tsan", "Build the tests with ThreadSanitizer (LLVM backend)") orelse false;
 
@@ -63,10 +63,24 @@ fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.built
         .use_llvm = if (tsan) true else null,
     });
 
-    for ([_][]const u8{ "io_uring", "epoll" }) |backend| {
+    // Both backends with the default executor count (one per CPU), and io_uring again with
+    // one executor (the single-threaded paths) and with four (more threads than this
+    // machine's cores: preemption in the middle of a hand-off, steals under contention).
+    const runs = [_]struct { backend: []const u8, executors: ?[]const u8 }{
+        .{ .backend = "io_uring", .executors = null },
+        .{ .backend = "epoll", .executors = null },
+        .{ .backend = "io_uring", .executors = "1" },
+        .{ .backend = "io_uring", .executors = "4" },
+    };
+    for (runs) |config| {
         const run = b.addRunArtifact(tests);
-        run.setEnvironmentVariable("WEFT_BACKEND", backend);
-        run.setName(b.fmt("test ({s})", .{backend}));
+        run.setEnvironmentVariable("WEFT_BACKEND", config.backend);
+        if (config.executors) |count| {
+            run.setEnvironmentVariable("WEFT_EXECUTORS", count);
+            run.setName(b.fmt("test ({s}, {s} executors)", .{ config.backend, count }));
+        } else {
+            run.setName(b.fmt("test ({s})", .{config.backend}));
+        }
         test_step.dependOn(&run.step);
     }
 }

@@ -19,25 +19,34 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const config = @import("config.zig");
+const os = @import("os/linux.zig");
 const Executor = @import("sched/Executor.zig");
+const Scheduler = @import("sched/Scheduler.zig");
+const ThreadWaiter = @import("sched/Waiter.zig").ThreadWaiter;
 const Task = @import("sched/Task.zig");
 const Loop = @import("loop/Loop.zig");
 const stack_mod = @import("fiber/stack.zig");
 const vtable_mod = @import("std_io/vtable.zig");
 const task_io = @import("std_io/task.zig");
+const Blocking = @import("fs/Blocking.zig");
 const lookup = @import("net/lookup.zig");
 
 state: *State,
 
 pub const Options = struct {
-    /// Executor threads. One for now: the multi-threaded scheduler is its own milestone.
-    executors: usize = 1,
+    /// Executor threads, the calling thread included. Null: one per CPU this process may use
+    /// (its affinity mask, and a cgroup CPU quota if one is set). At most `config.executors_max`.
+    executors: ?usize = null,
+    /// Pinned mode: each task gets a home executor when spawned (round robin) and never runs
+    /// anywhere else. No stealing, no migration: a fit for many independent, evenly loaded tasks
+    /// whose caches matter (one per connection); a busy executor then cannot shed its load.
+    pinned: bool = false,
     /// The loop backend; `.auto` honours the `WEFT_BACKEND` environment variable
     /// (`io_uring` or `epoll`), else takes io_uring and falls back to epoll.
     backend: Loop.Choice = .auto,
     /// Virtual size of each fiber stack, guard page included (committed only when touched).
     stack_size_bytes: usize = config.stack_size_bytes_default,
-    /// `.page` (default): an overflow faults. `.none`: canary check only (see fiber/stack.zig).
+    /// `.page` (default): an overflow faults. `.none`: depth check only (see fiber/stack.zig).
     stack_guard: stack_mod.Guard = .page,
     /// Live tasks at most; past it `concurrent` returns `error.ConcurrencyUnavailable` and
     /// `async` runs inline.
@@ -47,18 +56,23 @@ pub const Options = struct {
 };
 
 pub const InitError = error{
-    /// `Options` asked for something weft does not do (more than one executor, a stack
-    /// below `config.stack_size_bytes_min`, `WEFT_BACKEND` naming no backend).
+    /// `Options` asked for something weft does not do (no executor or more than
+    /// `config.executors_max`, a stack below `config.stack_size_bytes_min`, `WEFT_BACKEND` or
+    /// `WEFT_EXECUTORS` naming nothing valid).
     InvalidOptions,
+    /// An executor thread could not be started.
+    SystemResources,
 } || Executor.InitError;
 
 /// What the VTable's `userdata` points at.
 pub const State = struct {
     gpa: std.mem.Allocator,
     options: Options,
-    executor: Executor,
+    scheduler: Scheduler,
     /// The reference implementation, whose syscall paths the delegated entries run.
     threaded: Io.Threaded,
+    /// Runs the file system calls the loop cannot (its threads start on first use).
+    blocking: Blocking,
     tasks_live: std.atomic.Value(usize) = .init(0),
     hooks: Executor.Hooks = .{ .run = &runTask },
 
@@ -91,8 +105,9 @@ pub const State = struct {
         const result_address = result_alignment.forward(context_address + context.len);
         assert(result_address + result_len <= base + len);
         const task: *Task = @ptrCast(allocation.ptr);
+        const scheduler = &state.scheduler;
         task.* = .{
-            .executor = &state.executor,
+            .executor = scheduler.executorOfThread() orelse &scheduler.executors[0],
             .kind = kind,
             .allocation = allocation,
             .context_offset = @intCast(context_address - base),
@@ -103,8 +118,8 @@ pub const State = struct {
         return task;
     }
 
-    /// `createTask` for `concurrent`: on the executor's own thread the stack is taken now, so
-    /// a kernel limit is reported here instead of delaying the task.
+    /// `createTask` for `concurrent`: on an executor's thread the stack is taken now, so a
+    /// kernel limit is reported here instead of delaying the task.
     pub fn createTaskConcurrent(
         state: *State,
         kind: Task.Kind,
@@ -114,8 +129,8 @@ pub const State = struct {
         result_alignment: std.mem.Alignment,
     ) error{ConcurrencyUnavailable}!*Task {
         const task = try state.createTask(kind, context, context_alignment, result_len, result_alignment);
-        if (Executor.ofThread() == &state.executor) {
-            state.executor.reserveStack(task) catch {
+        if (state.scheduler.executorOfThread()) |executor| {
+            executor.reserveStack(task) catch {
                 state.destroyTask(task);
                 return error.ConcurrencyUnavailable;
             };
@@ -131,29 +146,24 @@ pub const State = struct {
         _ = state.tasks_live.fetchSub(1, .monotonic);
     }
 
-    /// Makes a new task runnable: on the executor's own thread it runs at once, before its
-    /// spawner continues (`Executor.runFirst`); from any other thread it is queued.
+    /// Makes a new task runnable: see `Scheduler.start`.
     pub fn start(state: *State, task: *Task) void {
-        if (Executor.ofThread() == &state.executor) {
-            state.executor.runFirst(task);
-        } else {
-            state.executor.makeReady(task);
-        }
+        state.scheduler.start(task);
     }
 };
 
 /// Runs on the task's own stack: the task's function, then its end.
-fn runTask(hooks_context: *anyopaque, task: *Task) void {
+fn runTask(hooks_context: *anyopaque, task: *Task) noreturn {
     const state: *State = @ptrCast(@alignCast(hooks_context));
     switch (task.start) {
         .future => |start| start(task.contextPointer(), task.resultBytes().ptr),
         .group => |start| start(task.contextPointer()),
         .none => unreachable, // every spawned task has a function
     }
-    const executor = task.executor;
     const stack = task.stack.?;
     task.stack = null;
     assert(task.timer_place == .none);
+    assert(task.timer_owner == null);
     switch (task.kind) {
         .future => task_io.finishFuture(task),
         .group_member => {
@@ -162,45 +172,126 @@ fn runTask(hooks_context: *anyopaque, task: *Task) void {
         },
         .main => unreachable,
     }
-    executor.exit(stack);
+    Executor.exitCurrent(stack);
 }
 
 pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
-    if (options.executors != 1) return error.InvalidOptions;
     if (options.stack_size_bytes < config.stack_size_bytes_min) return error.InvalidOptions;
     if (options.stack_size_bytes % std.heap.page_size_min != 0) return error.InvalidOptions;
+    const executors_count = try chooseExecutors(options);
     const loop_choice = try chooseBackend(options);
     const state = try gpa.create(State);
     errdefer gpa.destroy(state);
+    const executors = try gpa.alloc(Executor, executors_count);
+    errdefer gpa.free(executors);
     state.* = .{
         .gpa = gpa,
         .options = options,
-        .executor = undefined,
+        .scheduler = .{
+            .gpa = gpa,
+            .executors = executors,
+            .pinned = options.pinned,
+            .main_task = .{ .executor = &executors[0], .home = &executors[0], .kind = .main },
+            .hooks = &state.hooks,
+            .hooks_context = state,
+        },
         .threaded = .init(gpa, .{}),
+        .blocking = .init(gpa),
     };
     errdefer state.threaded.deinit();
-    try state.executor.init(gpa, .{
+    const scheduler = &state.scheduler;
+    try scheduler.idle.ensureTotalCapacity(gpa, executors_count);
+    errdefer scheduler.idle.deinit(gpa);
+    const executor_options: Executor.Options = .{
         .loop = loop_choice,
         .stack_size_bytes = options.stack_size_bytes,
         .stack_guard = options.stack_guard,
-    }, &state.hooks, state);
+    };
+    for (executors, 0..) |*executor, index| executor.init(scheduler, @intCast(index), executor_options);
+    errdefer for (executors) |*executor| executor.deinit();
+    try executors[0].start(loop_choice);
+    errdefer stopWorkers(scheduler);
+    for (executors[1..]) |*executor| try startWorker(executor, loop_choice);
     return .{ .state = state };
+}
+
+/// Starts a worker executor's thread and waits until its loop exists (or failed to).
+fn startWorker(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
+    const Startup = struct {
+        waiter: ThreadWaiter = .{},
+        result: Executor.InitError!void = {},
+
+        fn main(startup: *@This(), worker: *Executor, choice: Loop.Choice) void {
+            worker.start(choice) catch |err| {
+                startup.result = err;
+                startup.waiter.wake(); // our last touch of `startup`
+                return;
+            };
+            startup.waiter.wake();
+            worker.runWorker();
+        }
+    };
+    var startup: Startup = .{};
+    const thread = std.Thread.spawn(
+        .{ .stack_size = config.executor_thread_stack_size_bytes },
+        Startup.main,
+        .{ &startup, executor, loop_choice },
+    ) catch return error.SystemResources;
+    _ = startup.waiter.wait(null);
+    startup.result catch |err| {
+        thread.join();
+        return err;
+    };
+    executor.thread = thread;
+}
+
+/// Stops every worker executor that runs, and waits for its thread.
+fn stopWorkers(scheduler: *Scheduler) void {
+    scheduler.stopping.store(true, .seq_cst);
+    for (scheduler.executors[1..]) |*executor| {
+        if (executor.thread != null) executor.loop.wake();
+    }
+    for (scheduler.executors[1..]) |*executor| {
+        const thread = executor.thread orelse continue;
+        thread.join();
+        executor.thread = null;
+    }
+}
+
+fn chooseExecutors(options: Options) error{InvalidOptions}!usize {
+    var buffer: [16]u8 = undefined;
+    const from_env: ?usize = if (os.getEnv("WEFT_EXECUTORS", &buffer)) |value|
+        std.fmt.parseInt(usize, value, 10) catch return error.InvalidOptions
+    else
+        null;
+    const count = options.executors orelse from_env orelse os.availableCpus();
+    if (count == 0 or count > config.executors_max) return error.InvalidOptions;
+    return count;
 }
 
 fn chooseBackend(options: Options) error{InvalidOptions}!Loop.Choice {
     if (options.backend != .auto) return options.backend;
     var buffer: [16]u8 = undefined;
-    const value = @import("os/linux.zig").getEnv("WEFT_BACKEND", &buffer) orelse return .auto;
+    const value = os.getEnv("WEFT_BACKEND", &buffer) orelse return .auto;
     return std.meta.stringToEnum(Loop.Choice, value) orelse error.InvalidOptions;
 }
 
-/// Releases the executor, its loop and stacks, and the delegation pool. Every future must have
-/// been awaited and every group awaited or canceled before: `deinit` does not wait for tasks,
-/// and a task left behind is a leak that the allocator reports.
+/// Stops the executors and releases them, their loops and stacks, and the delegation pool.
+/// Every future must have been awaited and every group awaited or canceled before: `deinit`
+/// does not wait for tasks, and a task left behind is a leak that the allocator reports.
+/// Call it from the thread that called `init`.
 pub fn deinit(rt: Runtime) void {
     const state = rt.state;
     const gpa = state.gpa;
-    state.executor.deinit();
+    const scheduler = &state.scheduler;
+    assert(Executor.currentTask() == &scheduler.main_task);
+    // The blocking lane first: its shutdown parks the main task, which needs the executors.
+    state.blocking.deinit(state.io());
+    stopWorkers(scheduler);
+    // Only now that every executor thread stopped may any pool unmap its slabs.
+    for (scheduler.executors) |*executor| executor.deinit();
+    scheduler.idle.deinit(gpa);
+    gpa.free(scheduler.executors);
     state.threaded.deinit();
     gpa.destroy(state);
 }
@@ -209,7 +300,12 @@ pub fn io(rt: Runtime) Io {
     return rt.state.io();
 }
 
-/// The loop backend the runtime's executor uses.
+/// The loop backend the runtime's executors use.
 pub fn backend(rt: Runtime) Loop.Kind {
-    return rt.state.executor.loop.kind();
+    return rt.state.scheduler.executors[0].loop.kind();
+}
+
+/// How many executor threads the runtime runs (the calling thread included).
+pub fn executorCount(rt: Runtime) usize {
+    return rt.state.scheduler.executors.len;
 }

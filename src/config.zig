@@ -50,6 +50,26 @@ pub const timer_slack_ns = 50 * std.time.ns_per_us;
 /// Executors a runtime may own (one io_uring and one OS thread each).
 pub const executors_max = 256;
 
+/// Slots of an executor's stealable run queue. A burst beyond it (a timer tick waking ten
+/// thousand sleepers) spills half the ring to the global queue, where idle executors take it;
+/// 256 pointers keep the ring within a few cache lines' reach and steals at 128 tasks.
+pub const run_queue_len = 256;
+
+/// Times in a row an executor runs the task it woke last (the LIFO slot) before it takes the
+/// oldest queued task instead. Without a cap, two tasks that wake each other would run
+/// forever and starve the queue; Tokio settled on the same small number.
+pub const lifo_streak_max = 3;
+
+/// How long an executor out of work keeps stealing and polling before it sleeps in its loop.
+/// Waking a sleeping executor costs an eventfd write and a thread wake-up (tens of
+/// microseconds on a VM); a producer that hands over work within this window pays neither.
+/// Longer burns a core for nothing when the work really has dried up.
+pub const executor_search_ns = 20 * std.time.ns_per_us;
+
+/// Stack of an executor's thread (virtual; committed when touched). Its idle context runs there:
+/// the search loop, timer expiry and I/O completion callbacks, never a task.
+pub const executor_thread_stack_size_bytes = 256 * 1024;
+
 /// Workers (threads or processes) one `weft.Server` may run: each holds a listener, a runtime,
 /// and in the forked shape a process; past a few per core they only add contention.
 pub const server_workers_max = 64;
@@ -105,6 +125,15 @@ pub const lane_caller_spin_ns_default = 2 * std.time.ns_per_us;
 /// from std (DNS, TLS, file system) and user code run there, so it is generous.
 pub const lane_stack_size_bytes_default = 1024 * 1024;
 
+/// Threads of the runtime's blocking lane (`fs/Blocking.zig`), which runs the file system
+/// calls the loop cannot run asynchronously. Each blocked call holds one; a few cover a
+/// program's occasional stat or readdir, and more would mostly queue on the same disk.
+pub const blocking_lane_threads = 4;
+
+/// Calls accepted by the blocking lane and not yet taken by a worker; callers past it wait in
+/// line (they are never refused, see `fs/Blocking.zig`).
+pub const blocking_lane_queue_limit = 256;
+
 /// Addresses one host name lookup reports at most; more (a long hosts file, a large reply)
 /// are dropped. std's contract: a lookup into a queue of 16 never blocks, so the addresses and
 /// the one canonical name must fit in 16 (a caller may fill the queue before reading it).
@@ -116,6 +145,10 @@ comptime {
     assert(dns_addresses_max >= 2); // one of each family at least
     assert(reap_batch_max >= 8);
     assert(std.math.isPowerOfTwo(futex_buckets));
+    assert(std.math.isPowerOfTwo(run_queue_len) and run_queue_len >= 4);
+    assert(lifo_streak_max >= 1);
+    assert(executor_search_ns < std.time.ns_per_ms); // a spin, not a busy executor
+    assert(executors_max >= 1);
     assert(stack_size_bytes_default % std.heap.page_size_min == 0);
     assert(stack_size_bytes_min % std.heap.page_size_min == 0);
     assert(stack_size_bytes_min <= stack_size_bytes_default);
@@ -129,4 +162,6 @@ comptime {
     assert(lane_idle_spin_ns_default < std.time.ns_per_ms); // a poll, not a busy worker
     assert(lane_caller_spin_ns_default <= lane_idle_spin_ns_default); // the executor matters more
     assert(lane_stack_size_bytes_default % std.heap.page_size_min == 0);
+    assert(blocking_lane_threads > 0 and blocking_lane_threads <= lane_threads_max);
+    assert(blocking_lane_queue_limit >= blocking_lane_threads);
 }

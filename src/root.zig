@@ -33,6 +33,8 @@ test {
     _ = @import("sched/Timers.zig");
     _ = @import("sched/futex.zig");
     _ = @import("testing/runtime_test.zig");
+    _ = @import("testing/scheduler_test.zig");
+    _ = @import("sched/RunQueue.zig");
     _ = @import("testing/overflow_test.zig");
     _ = @import("net/dns.zig");
     _ = @import("net/hosts.zig");
@@ -45,6 +47,12 @@ test {
     _ = @import("testing/readme_test.zig");
     _ = @import("sync/root.zig");
     _ = @import("testing/sync_test.zig");
+    _ = @import("testing/select_test.zig");
+    _ = @import("testing/InterleavingChecker.zig");
     _ = @import("testing/server_test.zig");
     _ = @import("testing/lane_test.zig");
+    _ = @import("fs/syscall.zig");
+    _ = @import("testing/fs_test.zig");
+    _ = @import("testing/process_test.zig");
+    _ = @import("std_io/iovecs.zig");
 }

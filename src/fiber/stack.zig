@@ -63,6 +63,12 @@ pub const AcquireError = error{
 };
 
 /// A pool of stacks owned by one executor: not thread-safe, no locks.
+///
+/// A stack may come back to another executor's pool than the one that mapped it (a fiber that
+/// migrated ends elsewhere); it simply joins that pool's free list, since all pools of a
+/// runtime hand out stacks of one size and every slab is unmapped only when the runtime ends.
+/// So the free list is intrusive (the link lives in the released stack's top word, a page the
+/// fiber already committed) and needs no capacity reserved per slab.
 pub const Pool = struct {
     gpa: std.mem.Allocator,
     stack_size_bytes: usize,
@@ -71,12 +77,17 @@ pub const Pool = struct {
     guard_splits_mappings: bool = false,
     /// Set when `process_madvise` cannot install guards, so they go one `madvise` at a time.
     guard_batch_unsupported: bool = false,
-    free: std.ArrayList(Stack) = .empty,
+    /// Released stacks, most recent first (warm in the cache), linked through `FreeLink`.
+    free_head: ?[*]align(page_size) u8 = null,
+    /// Stacks of the newest slab never handed out yet, taken from the top of the slab down
+    /// so that the slab is touched from its top first; none of their pages is committed.
+    fresh: []align(page_size) u8 = &.{},
     slabs: std.ArrayList([]align(page_size) u8) = .empty,
-    /// Stacks handed out and not yet released.
-    live: usize = 0,
     /// Set once the failure to map more stacks has been logged, so it is logged once.
     logged_exhaustion: bool = false,
+
+    /// Written at the top of a released stack.
+    const FreeLink = struct { next: ?[*]align(page_size) u8 };
 
     pub fn init(gpa: std.mem.Allocator, stack_size_bytes: usize, guard: Guard) Pool {
         assert(stack_size_bytes % page_size == 0);
@@ -84,36 +95,47 @@ pub const Pool = struct {
         return .{ .gpa = gpa, .stack_size_bytes = stack_size_bytes, .guard = guard };
     }
 
+    /// Unmaps this pool's slabs. Every pool of the runtime must be done handing out stacks:
+    /// a free list may link stacks of another pool's slabs.
     pub fn deinit(pool: *Pool) void {
         for (pool.slabs.items) |slab| os.unmap(slab);
         pool.slabs.deinit(pool.gpa);
-        pool.free.deinit(pool.gpa);
         pool.* = undefined;
     }
 
+    /// Stacks this pool has mapped (handed out, free or fresh).
+    pub fn mapped(pool: *const Pool) usize {
+        return pool.slabs.items.len * config.slab_stacks;
+    }
+
     pub fn acquire(pool: *Pool) AcquireError!Stack {
-        if (pool.free.pop()) |stack| {
-            pool.live += 1;
+        if (pool.free_head) |base| {
+            const stack: Stack = .{ .memory = base[0..pool.stack_size_bytes] };
+            pool.free_head = linkOf(stack).next;
             return stack;
         }
-        try pool.grow();
-        const stack = pool.free.pop().?;
-        pool.live += 1;
+        if (pool.fresh.len == 0) try pool.grow();
+        assert(pool.fresh.len >= pool.stack_size_bytes);
+        const offset = pool.fresh.len - pool.stack_size_bytes;
+        const stack: Stack = .{ .memory = @alignCast(pool.fresh[offset..]) };
+        pool.fresh = pool.fresh[0..offset];
         return stack;
     }
 
+    /// Takes back a stack from this pool or from another pool of the same runtime.
     pub fn release(pool: *Pool, stack: Stack) void {
-        assert(pool.live > 0);
         assert(stack.memory.len == pool.stack_size_bytes);
-        pool.live -= 1;
-        // Capacity for every stack of every slab was reserved in `grow`.
-        pool.free.appendAssumeCapacity(stack);
+        linkOf(stack).* = .{ .next = pool.free_head };
+        pool.free_head = stack.memory.ptr;
+    }
+
+    fn linkOf(stack: Stack) *FreeLink {
+        return @ptrFromInt(stack.top() - @sizeOf(FreeLink));
     }
 
     fn grow(pool: *Pool) AcquireError!void {
+        assert(pool.fresh.len == 0);
         const slab_len = pool.stack_size_bytes * config.slab_stacks;
-        const total = pool.slabs.items.len * config.slab_stacks + config.slab_stacks;
-        pool.free.ensureTotalCapacity(pool.gpa, total) catch return error.SystemResources;
         pool.slabs.ensureUnusedCapacity(pool.gpa, 1) catch return error.SystemResources;
 
         const slab_ptr = os.mapAnonymous(slab_len) catch |err| {
@@ -127,18 +149,8 @@ pub const Pool = struct {
             pool.logExhaustion(err);
             return error.SystemResources;
         };
-        // Hand out the lowest stacks last, so the slab is touched from its top first.
-        const free_before = pool.free.items.len;
-        var index: usize = config.slab_stacks;
-        while (index > 0) {
-            index -= 1;
-            const memory: []align(page_size) u8 = @alignCast(
-                slab[index * pool.stack_size_bytes ..][0..pool.stack_size_bytes],
-            );
-            pool.free.appendAssumeCapacity(.{ .memory = memory });
-        }
-        assert(pool.free.items.len == free_before + config.slab_stacks);
         pool.slabs.appendAssumeCapacity(slab);
+        pool.fresh = slab;
     }
 
     /// Installs the guard page at the bottom of every stack of `slab`.
@@ -186,16 +198,16 @@ pub const Pool = struct {
         pool.logged_exhaustion = true;
         const max_map_count = os.maxMapCount() orelse 0;
         if (pool.guard_splits_mappings) {
-            log.warn("weft: cannot map more fiber stacks after {d} live ({t}). Guard pages need " ++
+            log.warn("weft: cannot map more fiber stacks after {d} ({t}). Guard pages need " ++
                 "two mappings per stack on this kernel (no MADV_GUARD_INSTALL) and " ++
                 "vm.max_map_count is {d}: raise it (sysctl -w vm.max_map_count=N) or use " ++
                 ".stack_guard = .none. New tasks get error.ConcurrencyUnavailable.", .{
-                pool.live, err, max_map_count,
+                pool.mapped(), err, max_map_count,
             });
         } else {
-            log.warn("weft: cannot map more fiber stacks after {d} live ({t}): out of memory " ++
+            log.warn("weft: cannot map more fiber stacks after {d} ({t}): out of memory " ++
                 "or address space; lower .stack_size_bytes. New tasks get " ++
-                "error.ConcurrencyUnavailable.", .{ pool.live, err });
+                "error.ConcurrencyUnavailable.", .{ pool.mapped(), err });
         }
     }
 };
@@ -230,7 +242,14 @@ test "Pool: stacks are reused and one slab serves many stacks" {
     try std.testing.expectEqual(a.memory.ptr, c.memory.ptr);
     pool.release(b);
     pool.release(c);
-    try std.testing.expectEqual(@as(usize, 0), pool.live);
+    // Released stacks come back most recent first, from another pool too.
+    var other: Pool = .init(std.testing.allocator, 64 * 1024, .page);
+    defer other.deinit();
+    const d = try other.acquire();
+    pool.release(d);
+    try std.testing.expectEqual(d.memory.ptr, (try pool.acquire()).memory.ptr);
+    try std.testing.expectEqual(c.memory.ptr, (try pool.acquire()).memory.ptr);
+    try std.testing.expectEqual(@as(usize, config.slab_stacks), pool.mapped());
 }
 
 test "Pool: unguarded stacks commit no page until used; depth check bounds" {

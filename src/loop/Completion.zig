@@ -8,6 +8,7 @@ const Completion = @This();
 
 const std = @import("std");
 const posix = std.posix;
+const linux = std.os.linux;
 
 op: Op,
 /// Called on the loop's thread after the operation finished, outside of any reap loop.
@@ -49,9 +50,60 @@ pub const Op = union(enum) {
     /// `sendmsg`; result is the number of bytes sent. Callers pass MSG_NOSIGNAL.
     sendmsg: struct { fd: posix.fd_t, msg: *const posix.msghdr_const, flags: u32 },
 
-    /// The descriptor the operation works on.
+    // File system operations. The paths are borrowed until the completion's callback ran.
+    // `fd` is the directory the path is resolved against (AT_FDCWD allowed).
+
+    /// `openat`; result is the new descriptor.
+    openat: struct { fd: posix.fd_t, path: [*:0]const u8, flags: linux.O, mode: linux.mode_t },
+    /// `statx` into `buffer`; result is 0.
+    statx: struct {
+        fd: posix.fd_t,
+        path: [*:0]const u8,
+        flags: u32,
+        mask: linux.STATX,
+        buffer: *linux.Statx,
+    },
+    /// `fsync`, or `fdatasync` when `datasync`; result is 0.
+    fsync: struct { fd: posix.fd_t, datasync: bool },
+    /// `ftruncate`; result is 0.
+    ftruncate: struct { fd: posix.fd_t, length: u64 },
+    /// `unlinkat` (`AT_REMOVEDIR` in `flags` removes a directory); result is 0.
+    unlinkat: struct { fd: posix.fd_t, path: [*:0]const u8, flags: u32 },
+    /// `renameat2`; result is 0. `fd`/`path` name the old entry.
+    renameat: struct {
+        fd: posix.fd_t,
+        path: [*:0]const u8,
+        new_fd: posix.fd_t,
+        new_path: [*:0]const u8,
+        flags: u32,
+    },
+    /// `mkdirat`; result is 0.
+    mkdirat: struct { fd: posix.fd_t, path: [*:0]const u8, mode: linux.mode_t },
+    /// `symlinkat`: a link at `fd`/`path` pointing at `target`; result is 0.
+    symlinkat: struct { fd: posix.fd_t, path: [*:0]const u8, target: [*:0]const u8 },
+    /// `linkat`; result is 0. `fd`/`path` name the existing entry.
+    linkat: struct {
+        fd: posix.fd_t,
+        path: [*:0]const u8,
+        new_fd: posix.fd_t,
+        new_path: [*:0]const u8,
+        flags: u32,
+    },
+    /// `waitid(P_PID, pid, info, options)`; result is 0 (or the errno).
+    waitid: struct { pid: linux.pid_t, info: *linux.siginfo_t, options: u32 },
+
+    pub const Tag = std.meta.Tag(Op);
+    pub const Read = @FieldType(Op, "read");
+    pub const Write = @FieldType(Op, "write");
+    pub const Ftruncate = @FieldType(Op, "ftruncate");
+    pub const Openat = @FieldType(Op, "openat");
+    pub const Mkdirat = @FieldType(Op, "mkdirat");
+    pub const Symlinkat = @FieldType(Op, "symlinkat");
+
+    /// The descriptor the operation works on (for a path operation, its directory).
     pub fn fd(op: Op) posix.fd_t {
         return switch (op) {
+            .waitid => unreachable, // works on a process, not a descriptor
             inline else => |o| o.fd,
         };
     }
@@ -62,9 +114,26 @@ pub const Op = union(enum) {
         return switch (op) {
             .accept, .connect, .recvmsg, .sendmsg => true,
             .read, .write, .poll => false,
+            .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => false,
+            .mkdirat, .symlinkat, .linkat, .waitid => false,
+        };
+    }
+
+    /// Whether the operation waits for readiness, which both backends can do asynchronously;
+    /// the others (file system, process) only io_uring can (see `Loop.supports`).
+    pub fn isReadiness(tag: Tag) bool {
+        return switch (tag) {
+            .read, .write, .poll, .accept, .connect, .recvmsg, .sendmsg => true,
+            .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => false,
+            .mkdirat, .symlinkat, .linkat, .waitid => false,
         };
     }
 };
+
+/// The result of a `read` or `write` on the epoll backend whose descriptor epoll cannot watch
+/// (a regular file or a directory): the operation did not run, and would block the loop's
+/// thread if it did. The caller runs it elsewhere (weft's blocking lane). Never an errno.
+pub const result_unpollable: i32 = std.math.minInt(i32);
 
 /// The error of a finished operation, or null when it succeeded.
 pub fn err(c: *const Completion) ?std.os.linux.E {

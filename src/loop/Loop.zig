@@ -69,6 +69,15 @@ pub fn inFlight(loop: *const Loop) usize {
     };
 }
 
+/// Whether this loop runs operations of kind `tag` asynchronously. Readiness operations (I/O
+/// on sockets, pipes, terminals) always; file system and process operations only on io_uring,
+/// and only those the kernel implements. Callers run the others elsewhere.
+pub fn supports(loop: *const Loop, tag: Completion.Op.Tag) bool {
+    return switch (loop.backend) {
+        inline else => |*backend| backend.supports(tag),
+    };
+}
+
 /// Starts `completion`. Its callback runs from a later `poll` on this thread.
 pub fn submit(loop: *Loop, completion: *Completion) void {
     assert(completion.state == .idle);

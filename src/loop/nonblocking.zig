@@ -30,6 +30,8 @@ pub fn interest(op: Completion.Op) u32 {
         .accept => linux.EPOLL.IN,
         .write, .connect, .sendmsg => linux.EPOLL.OUT,
         .poll => |p| p.events,
+        .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable, // no readiness
+        .mkdirat, .symlinkat, .linkat, .waitid => unreachable, // no readiness
     };
 }
 
@@ -44,6 +46,8 @@ pub fn attempt(op: *Completion.Op) i32 {
             .recvmsg => |o| linux.recvmsg(o.fd, o.msg, o.flags | linux.MSG.DONTWAIT),
             .sendmsg => |o| linux.sendmsg(o.fd, o.msg, o.flags | linux.MSG.DONTWAIT),
             .read, .write, .poll => unreachable, // not a socket operation
+            .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable,
+            .mkdirat, .symlinkat, .linkat, .waitid => unreachable, // not a socket operation
         };
         switch (os.errno(rc)) {
             .SUCCESS => return @intCast(rc),

@@ -1,60 +1,114 @@
-//! One executor: an OS thread that runs fibers and drives one loop.
+//! One executor: an OS thread that runs fibers and drives one loop. A runtime has one or more;
+//! `Scheduler` holds what they share.
 //!
-//! There is no scheduler fiber. A task that parks picks the next ready task itself and
-//! switches straight to it; when nothing is ready it polls the loop on its own stack (a task
-//! that has finished polls on its dying stack, which is released by whoever runs next). A
-//! hand-off between two tasks is therefore one context switch.
+//! ## Switching
 //!
-//! Queues: `ready` is touched only by this executor's thread; other threads push into
-//! `inject` (a locked queue) and notify the loop. Every `dispatches_per_poll` dispatches the
-//! loop and the timers are polled without blocking, so ready tasks cannot starve I/O.
+//! A task that parks picks the next ready task itself and switches straight to it: a hand-off
+//! between two tasks is one context switch (a scheduler fiber would double it; measured as the
+//! main cost of ping-pong). Only when nothing is ready does the executor switch to its *idle
+//! context* (the worker thread's own stack; a small fiber on executor 0, whose thread's stack is
+//! the main task's), which searches other executors for work and blocks in the loop. Polling
+//! there and not on the parking task's stack matters with more than one executor: a parked task
+//! may be woken and resumed by another executor at any moment, which it could not be while this
+//! executor still stood on its stack.
+//!
+//! ## `on_cpu`, the stack hand-off rule
+//!
+//! A task can be woken, and popped by another executor, before the executor it runs on has
+//! finished switching away from it. `Task.on_cpu` is set by the executor that resumes a task and
+//! cleared, with release, by the executor that switched away from it, in the first code that runs
+//! after the switch (`landed`). An executor that pops a task still on a CPU does not resume it
+//! from a task's stack (two executors could each wait for the other's task): it switches to its
+//! idle context, which holds no task, and waits there until the flag clears.
+//!
+//! ## Queues, in the order `findReady` looks at them
+//!
+//! 1. every `dispatches_per_poll` dispatches: the loop and the timers (non-blocking), then the
+//!    injection queues, so that a stream of local work cannot starve I/O or remote wake-ups;
+//! 2. `lifo`: the task this executor woke last, at most `lifo_streak_max` times in a row;
+//! 3. `local`: tasks bound to this executor (`Task.home`), FIFO, never stolen;
+//! 4. `ring`: the stealable FIFO ring (sched/RunQueue.zig);
+//! 5. `inject`: bound tasks woken by other threads, then the scheduler's global queue.
+//!
+//! ## Thread-locals across migration
+//!
+//! A task may resume on another thread than the one it parked on. Code after a switch must not
+//! reuse a thread-local's address computed before it: `landedHere` reads the executor through a
+//! function the optimiser cannot merge across the switch.
 const Executor = @This();
 
 const std = @import("std");
 const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
-const Mutex = @import("../os/Mutex.zig");
+const SpinLock = @import("../os/SpinLock.zig");
 const Loop = @import("../loop/Loop.zig");
 const context = @import("../fiber/context.zig");
 const stack_mod = @import("../fiber/stack.zig");
 const Task = @import("Task.zig");
 const Timers = @import("Timers.zig");
+const Scheduler = @import("Scheduler.zig");
+const RunQueue = @import("RunQueue.zig").RunQueue(Task, config.run_queue_len);
 
 const TaskQueue = @import("../intrusive.zig").Queue(Task);
 const log = std.log.scoped(.weft);
 
-gpa: std.mem.Allocator,
+scheduler: *Scheduler,
+index: u32,
 loop: Loop,
 stacks: stack_mod.Pool,
-ready: TaskQueue = .{},
-inject_mutex: Mutex = .{},
+ring: RunQueue = .{},
+/// The task this executor woke last: runs next. Owner only; not stealable.
+lifo: ?*Task = null,
+/// Tasks taken from `lifo` in a row; capped so that two tasks waking each other cannot
+/// starve the ring.
+lifo_streak: u32 = 0,
+/// Ready tasks bound to this executor. Owner only.
+local: TaskQueue = .{},
+/// Bound tasks woken by other threads.
+inject_lock: SpinLock = .{},
 inject: TaskQueue = .{},
 inject_count: std.atomic.Value(usize) = .init(0),
-/// Tasks whose stack could not be mapped yet; they start when a stack is released.
+/// Tasks whose stack could not be mapped yet; they start when this executor frees a stack.
 starved: TaskQueue = .{},
+/// Timers of tasks that parked here. Locked: a task that resumes elsewhere stops its timer
+/// from there.
+timers_lock: SpinLock = .{},
 timers: Timers,
-/// The task running on this executor right now.
-current: *Task,
-/// The thread that called `Runtime.init`, adopted as a task with the thread's own stack.
-main_task: Task,
+/// The task running on this executor; null while the idle context runs.
+current: ?*Task = null,
+idle_context: context.Context = undefined,
+/// Executor 0's idle context runs on this mapping (a worker's runs on its thread's stack).
+idle_stack: ?[]align(std.heap.page_size_min) u8 = null,
 /// Where a finished task's registers go when it switches away for the last time.
 dead_context: context.Context = undefined,
+/// The task this executor switched away from; its `on_cpu` is cleared once we landed.
+switched_from: ?*Task = null,
 /// The stack of the task that finished last, released once we are off it.
 zombie_stack: ?stack_mod.Stack = null,
+/// A task popped while still on another executor's CPU, for the idle context to resume.
+handoff: ?*Task = null,
 dispatches: u32 = 0,
-/// Runs tasks that were handed out by `Runtime` (group bookkeeping, freeing memory).
-hooks: *const Hooks,
-hooks_context: *anyopaque,
+/// Whether this executor holds one count of `Scheduler.searching`.
+searching: bool = false,
+/// Guarded by `Scheduler.idle_lock`.
+idle_listed: bool = false,
+woken_to_search: bool = false,
+/// Picks steal victims (xorshift); any sequence that visits every executor will do.
+random_state: u32,
+thread: ?std.Thread = null,
+/// Whether `start` created the loop.
+started: bool = false,
+steal_buffer: [RunQueue.len_max / 2]*Task = undefined,
 
 pub const Hooks = struct {
-    /// Runs the task's function; called on the task's own stack.
-    run: *const fn (hooks_context: *anyopaque, task: *Task) void,
+    /// Runs the task's function and ends the task (`exitCurrent`); called on its own stack.
+    run: *const fn (hooks_context: *anyopaque, task: *Task) noreturn,
 };
 
 threadlocal var current_executor: ?*Executor = null;
 
-pub const InitError = Loop.InitError || std.mem.Allocator.Error;
+pub const InitError = Loop.InitError || std.mem.Allocator.Error || os.MapError;
 
 pub const Options = struct {
     loop: Loop.Choice,
@@ -62,129 +116,302 @@ pub const Options = struct {
     stack_guard: stack_mod.Guard,
 };
 
-/// Initialises in place, adopting the calling thread. `executor` must not move afterwards.
-pub fn init(
-    executor: *Executor,
-    gpa: std.mem.Allocator,
-    options: Options,
-    hooks: *const Hooks,
-    hooks_context: *anyopaque,
-) InitError!void {
-    assert(current_executor == null); // one executor per thread
+/// Initialises executor `index` of `scheduler` in place. Call `start` on the thread that will
+/// run it (the loop's ring belongs to the thread that creates it).
+pub fn init(executor: *Executor, scheduler: *Scheduler, index: u32, options: Options) void {
     executor.* = .{
-        .gpa = gpa,
+        .scheduler = scheduler,
+        .index = index,
         .loop = undefined,
-        .stacks = .init(gpa, options.stack_size_bytes, options.stack_guard),
-        .timers = .{ .gpa = gpa },
-        .current = undefined,
-        .main_task = .{ .executor = executor, .kind = .main },
-        .hooks = hooks,
-        .hooks_context = hooks_context,
+        .stacks = .init(scheduler.gpa, options.stack_size_bytes, options.stack_guard),
+        .timers = .{ .gpa = scheduler.gpa },
+        .random_state = index *% 0x9E3779B9 +% 1,
     };
-    errdefer executor.stacks.deinit();
-    try executor.loop.init(options.loop);
-    executor.current = &executor.main_task;
+}
+
+/// On the executor's own thread: creates its loop and makes the thread run this executor.
+/// Executor 0 also adopts the thread's current code as the main task.
+pub fn start(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
+    assert(current_executor == null); // one executor per thread
+    try executor.loop.init(loop_choice);
+    errdefer executor.loop.deinit();
+    executor.started = true;
+    errdefer executor.started = false;
+    if (executor.index == 0) {
+        // Its own mapping, not a pool stack: it is not a task's, and its size is the
+        // executor's need (callbacks, timers), not the tasks' configured one.
+        const len = config.executor_thread_stack_size_bytes;
+        const idle_stack = (try os.mapAnonymous(len))[0..len];
+        executor.idle_stack = idle_stack;
+        context.prepare(&executor.idle_context, @intFromPtr(idle_stack.ptr) + len, &idleEntry, executor);
+        const main_task = &executor.scheduler.main_task;
+        main_task.on_cpu.store(true, .monotonic);
+        executor.current = main_task;
+    }
     current_executor = executor;
 }
 
+/// Releases what `init` and `start` took. The executor's thread has stopped (or, for executor
+/// 0, is the caller). Every pool of the runtime must be done: see `stack.Pool.deinit`.
 pub fn deinit(executor: *Executor) void {
-    assert(current_executor == executor);
-    assert(executor.current == &executor.main_task);
     executor.releaseZombie();
-    assert(executor.ready.isEmpty());
-    executor.loop.deinit();
+    assert(executor.lifo == null);
+    assert(executor.local.isEmpty());
+    assert(executor.ring.isEmpty());
+    assert(executor.inject.isEmpty());
+    if (current_executor == executor) current_executor = null;
+    if (executor.started) executor.loop.deinit();
+    if (executor.idle_stack) |idle_stack| os.unmap(idle_stack);
     executor.timers.deinit();
     executor.stacks.deinit();
-    current_executor = null;
     executor.* = undefined;
 }
 
 /// The executor of the calling thread, or null on a thread weft does not run.
-pub fn ofThread() ?*Executor {
+///
+/// Never inlined, like every read of `current_executor`: code that runs before and after a
+/// context switch may run on two threads, and an inlined read could reuse the thread-local's
+/// address computed before the switch (the optimiser treats it as constant within a function).
+pub noinline fn ofThread() ?*Executor {
     return current_executor;
 }
 
-/// The task running on the calling thread, or null on a thread weft does not run.
+fn ofThreadAfterSwitch() *Executor {
+    return ofThread().?;
+}
+
+/// The task running on the calling thread, or null on a thread weft does not run (or in an
+/// executor's idle context, where no task runs).
 pub fn currentTask() ?*Task {
-    const executor = current_executor orelse return null;
+    const executor = ofThread() orelse return null;
     return executor.current;
 }
 
-/// Thread-safe: queues a task that was woken (or created) to run on this executor.
-pub fn makeReady(executor: *Executor, task: *Task) void {
-    assert(task.executor == executor);
-    if (current_executor == executor) {
-        executor.ready.push(task);
+// ---------------------------------------------------------------------------------------------
+// Queueing.
+
+/// Owner only: a task woken on this executor runs next; the one it displaces is queued.
+pub fn pushWoken(executor: *Executor, task: *Task) void {
+    assert(ofThread() == executor);
+    assert(task.home == null or task.home == executor);
+    const displaced = executor.lifo;
+    executor.lifo = task;
+    if (displaced) |previous| executor.enqueue(previous);
+}
+
+/// Owner only: queues `task` at the back: `local` when it is bound here, else the ring
+/// (moving half of a full ring to the global queue), then tells idle executors.
+pub fn enqueue(executor: *Executor, task: *Task) void {
+    assert(ofThread() == executor);
+    if (task.home) |home| {
+        assert(home == executor);
+        executor.local.push(task);
         return;
     }
-    executor.inject_mutex.lock();
+    while (!executor.ring.push(task)) {
+        const count = executor.ring.popHalf(&executor.steal_buffer);
+        executor.scheduler.pushGlobalBatch(executor.steal_buffer[0..count]);
+    }
+    executor.scheduler.notifyWork();
+}
+
+/// Thread-safe: queues a task bound to this executor from another thread.
+pub fn pushInject(executor: *Executor, task: *Task) void {
+    assert(task.home == executor);
+    executor.inject_lock.lock();
     executor.inject.push(task);
     _ = executor.inject_count.fetchAdd(1, .seq_cst);
-    executor.inject_mutex.unlock();
+    executor.inject_lock.unlock();
     executor.loop.notify();
 }
 
-fn drainInject(executor: *Executor) bool {
-    if (executor.inject_count.load(.acquire) == 0) return false;
-    executor.inject_mutex.lock();
-    defer executor.inject_mutex.unlock();
-    const count = executor.inject.count;
-    executor.ready.pushAll(&executor.inject);
-    _ = executor.inject_count.fetchSub(count, .monotonic);
-    return count > 0;
+fn takeInjected(executor: *Executor) ?*Task {
+    if (executor.inject_count.load(.acquire) > 0) {
+        executor.inject_lock.lock();
+        const count = executor.inject.count;
+        executor.local.pushAll(&executor.inject);
+        _ = executor.inject_count.fetchSub(count, .monotonic);
+        executor.inject_lock.unlock();
+        if (executor.local.pop()) |task| return task;
+    }
+    // Take no more than the ring has room for, plus the one we run now.
+    const room = RunQueue.len_max - executor.ring.len();
+    const take_max = @min(executor.steal_buffer.len, room + 1);
+    const count = executor.scheduler.popGlobal(executor.steal_buffer[0..take_max]);
+    if (count == 0) return null;
+    for (executor.steal_buffer[1..count]) |task| {
+        const pushed = executor.ring.push(task);
+        assert(pushed);
+    }
+    if (count > 1) executor.scheduler.notifyWork();
+    return executor.steal_buffer[0];
 }
 
-/// Switches away from `task` (the running task) until it is made ready again. The caller must
-/// have called `task.prepareWait` (or queued the task itself, to yield).
-pub fn park(executor: *Executor, task: *Task) void {
+/// Looks at every queue of this executor, without blocking; see the order at the top.
+fn findReady(executor: *Executor) ?*Task {
+    executor.dispatches +%= 1;
+    if (executor.dispatches % config.dispatches_per_poll == 0) {
+        executor.pollIo(false);
+        if (executor.takeInjected()) |task| return task;
+    }
+    if (executor.lifo) |task| {
+        executor.lifo = null;
+        // The cap is there for the queued tasks: with none queued, moving the task through
+        // the ring would only show it to thieves (and wake one) for nothing.
+        const others_queued = !executor.local.isEmpty() or !executor.ring.isEmpty();
+        if (executor.lifo_streak < config.lifo_streak_max or !others_queued) {
+            executor.lifo_streak += 1;
+            return task;
+        }
+        executor.enqueue(task);
+    }
+    executor.lifo_streak = 0;
+    if (executor.local.pop()) |task| return task;
+    if (executor.ring.pop()) |task| return task;
+    return executor.takeInjected();
+}
+
+/// `findReady`, and gives a task that never ran its stack. Null when nothing is ready.
+fn nextRunnable(executor: *Executor) ?*Task {
+    while (executor.findReady()) |task| {
+        if (task.stack != null or task == &executor.scheduler.main_task) return task;
+        if (executor.prepareStart(task)) return task;
+    }
+    return null;
+}
+
+/// Takes half of another executor's ring, starting from a random victim.
+fn steal(executor: *Executor) ?*Task {
+    const executors = executor.scheduler.executors;
+    executor.random_state ^= executor.random_state << 13;
+    executor.random_state ^= executor.random_state >> 17;
+    executor.random_state ^= executor.random_state << 5;
+    const first = executor.random_state % executors.len;
+    for (0..executors.len) |offset| {
+        const victim = &executors[(first + offset) % executors.len];
+        if (victim == executor) continue;
+        const count = victim.ring.steal(&executor.steal_buffer);
+        if (count == 0) continue;
+        // Our ring is empty (we only steal when out of work), so half a ring fits.
+        assert(executor.ring.isEmpty());
+        for (executor.steal_buffer[1..count]) |task| {
+            const pushed = executor.ring.push(task);
+            assert(pushed);
+        }
+        return executor.steal_buffer[0];
+    }
+    return null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running tasks.
+
+/// Switches away from `task` (the running task) until it is made ready again, possibly on
+/// another executor. The caller must have called `task.prepareWait` (or queued the task
+/// itself, to yield).
+pub fn park(task: *Task) void {
+    const executor = task.executor;
+    assert(ofThread() == executor);
     assert(executor.current == task);
-    const next = executor.findNext();
-    if (next != task) executor.switchTo(&task.context, task.stack, next);
-    assert(executor.current == task);
+    const next = executor.nextRunnable();
+    if (next != task) {
+        executor.switched_from = task;
+        executor.resumeFrom(&task.context, task.stack, next);
+        landedHere();
+    }
+    assert(task.executor == ofThread());
+    assert(task.executor.current == task);
     if (task.wait_state.load(.acquire) == .notified) task.wait_state.store(.running, .monotonic);
 }
 
 /// Runs `child`, a task that never ran, right now on this executor; the running task continues
-/// as soon as `child` blocks, yields or ends (it goes to the front of the run queue, not the
-/// back). Child first, because the child's task memory and stack are hot in the cache at the
+/// as soon as `child` blocks, yields or ends: it waits in the LIFO slot, not at the back of a
+/// queue. Child first, because the child's task memory and stack are hot in the cache at the
 /// moment it is spawned: spawning a million short tasks then reuses one stack and one task
 /// allocation instead of touching a million of each, and a spawned sleeper starts its sleep
 /// when it is spawned rather than after the whole spawning loop. The alternative, queueing the
 /// child behind every ready task (Tokio, and Go outside its `runnext` slot), was measured
-/// slower here on both counts.
+/// slower here on both counts. Another executor may take the spawner meanwhile only once it
+/// was displaced from the LIFO slot into the ring.
 pub fn runFirst(executor: *Executor, child: *Task) void {
-    assert(current_executor == executor);
-    assert(child.executor == executor);
-    const me = executor.current;
+    assert(ofThread() == executor);
+    const me = executor.current.?;
     assert(me != child);
     assert(me.wait_state.load(.monotonic) == .running);
-    executor.ready.pushFront(me);
-    executor.ready.pushFront(child);
-    executor.park(me);
+    executor.pushWoken(me);
+    if (child.stack == null and !executor.prepareStart(child)) {
+        // No stack for the child yet (it waits in `starved`): continue ourselves.
+        park(me);
+        return;
+    }
+    executor.switched_from = me;
+    executor.resumeFrom(&me.context, me.stack, child);
+    landedHere();
+    assert(me.executor.current == me);
 }
 
-/// Lets the other ready tasks run, then continues.
-pub fn yield(executor: *Executor, task: *Task) void {
-    executor.ready.push(task);
-    executor.park(task);
+/// Lets the other ready tasks run, then continues (here or on another executor).
+pub fn yield(task: *Task) void {
+    task.executor.enqueue(task);
+    park(task);
 }
 
-/// Ends the running task: its stack is released once we have switched away from it.
-pub fn exit(executor: *Executor, stack: stack_mod.Stack) noreturn {
+/// Ends the running task: its stack is released once we have switched away from it. Called
+/// on the task's own stack, after its last touch of its `Task` (which may be freed already).
+pub fn exitCurrent(stack: stack_mod.Stack) noreturn {
+    const executor = ofThreadAfterSwitch();
     assert(executor.zombie_stack == null);
     executor.zombie_stack = stack;
-    const next = executor.findNext();
-    // The finished task's memory may be freed already: only its stack is touched from here.
-    executor.switchTo(&executor.dead_context, stack, next);
+    executor.switched_from = null; // the task is gone: no `on_cpu` to clear
+    executor.current = null;
+    const next = executor.nextRunnable();
+    executor.resumeFrom(&executor.dead_context, stack, next);
     unreachable; // nothing resumes a finished task
 }
 
-fn switchTo(executor: *Executor, old: *context.Context, old_stack: ?stack_mod.Stack, next: *Task) void {
+/// Saves the running code into `old` and resumes `next`, or the idle context when `next` is
+/// null or still on another executor's CPU.
+fn resumeFrom(
+    executor: *Executor,
+    old: *context.Context,
+    old_stack: ?stack_mod.Stack,
+    next: ?*Task,
+) void {
     if (old_stack) |stack| stack_mod.checkDepth(stack, executor.stacks.guard, @frameAddress());
-    executor.current = next;
-    context.switchTo(old, &next.context);
-    // Resumed: we run again on this executor (tasks are pinned).
-    assert(current_executor == executor);
+    if (next) |task| {
+        // Acquire: pairs with the release in `landed` on the executor that switched away.
+        if (!task.on_cpu.load(.acquire)) {
+            executor.enter(task);
+            context.switchTo(old, &task.context);
+            return;
+        }
+        executor.handoff = task;
+    }
+    executor.current = null;
+    context.switchTo(old, &executor.idle_context);
+}
+
+fn enter(executor: *Executor, task: *Task) void {
+    assert(!task.on_cpu.load(.monotonic));
+    assert(task.home == null or task.home == executor);
+    task.on_cpu.store(true, .monotonic);
+    task.executor = executor;
+    executor.current = task;
+}
+
+/// The first code after a switch, on whatever thread resumed us.
+fn landedHere() void {
+    ofThreadAfterSwitch().landed();
+}
+
+fn landed(executor: *Executor) void {
+    assert(ofThread() == executor);
+    if (executor.switched_from) |task| {
+        executor.switched_from = null;
+        // Release: our last writes to the task's stack and context happen before any other
+        // executor resumes it.
+        task.on_cpu.store(false, .release);
+    }
     executor.releaseZombie();
 }
 
@@ -192,22 +419,7 @@ fn releaseZombie(executor: *Executor) void {
     const stack = executor.zombie_stack orelse return;
     executor.zombie_stack = null;
     executor.stacks.release(stack);
-    if (executor.starved.pop()) |task| executor.ready.push(task);
-}
-
-/// Picks the next task to run, polling the loop (and blocking) when none is ready. May return
-/// the calling task itself when it was woken before it could switch away.
-fn findNext(executor: *Executor) *Task {
-    while (true) {
-        executor.dispatches +%= 1;
-        if (executor.dispatches % config.dispatches_per_poll == 0) executor.pollIo(false);
-        while (executor.ready.pop()) |task| {
-            if (task.stack != null or task.kind == .main) return task;
-            if (executor.prepareStart(task)) return task;
-        }
-        if (executor.drainInject()) continue;
-        executor.pollIo(true);
-    }
+    if (executor.starved.pop()) |task| executor.enqueue(task);
 }
 
 /// Gives a task that never ran its stack; false (and the task parked in `starved`) when no
@@ -225,7 +437,7 @@ fn prepareStart(executor: *Executor, task: *Task) bool {
 
 /// Acquires a stack now, for `concurrent`, which must fail rather than wait for one.
 pub fn reserveStack(executor: *Executor, task: *Task) error{SystemResources}!void {
-    assert(current_executor == executor);
+    assert(ofThread() == executor);
     const stack = try executor.stacks.acquire();
     task.stack = stack;
     context.prepare(&task.context, stack.top(), &taskEntry, task);
@@ -233,17 +445,123 @@ pub fn reserveStack(executor: *Executor, task: *Task) error{SystemResources}!voi
 
 fn taskEntry(argument: *anyopaque) callconv(.c) noreturn {
     const task: *Task = @ptrCast(@alignCast(argument));
-    const executor = task.executor;
-    executor.releaseZombie();
-    executor.hooks.run(executor.hooks_context, task);
-    unreachable; // `run` ends with `exit`
+    const executor = ofThreadAfterSwitch();
+    executor.landed();
+    const scheduler = executor.scheduler;
+    scheduler.hooks.run(scheduler.hooks_context, task);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The idle context.
+
+fn idleEntry(argument: *anyopaque) callconv(.c) noreturn {
+    const executor: *Executor = @ptrCast(@alignCast(argument));
+    executor.idleLoop();
+    // Executor 0 stops only from `Runtime.deinit`, which its main task runs: its idle context
+    // is never resumed once the runtime is stopping.
+    unreachable;
+}
+
+/// Runs on a worker thread's own stack until the runtime stops.
+pub fn runWorker(executor: *Executor) void {
+    assert(executor.index != 0);
+    executor.idleLoop();
+    assert(executor.current == null);
+    current_executor = null;
+}
+
+/// Finds the next task and resumes it; searches and sleeps in between. Returns when the
+/// runtime stops and no work is left.
+fn idleLoop(executor: *Executor) void {
+    while (true) {
+        executor.landed();
+        assert(executor.current == null);
+        const task = executor.handoff orelse executor.nextRunnable() orelse
+            executor.searchOrSleep() orelse return;
+        executor.handoff = null;
+        // Safe to wait here: the idle context holds no task that anyone waits for.
+        while (task.on_cpu.load(.acquire)) std.atomic.spinLoopHint();
+        executor.enter(task);
+        context.switchTo(&executor.idle_context, &task.context);
+    }
+}
+
+/// Null once the runtime is stopping and nothing is left to run.
+fn searchOrSleep(executor: *Executor) ?*Task {
+    const scheduler = executor.scheduler;
+    while (true) {
+        if (executor.search()) |task| return task;
+        if (scheduler.stopping.load(.acquire)) return null;
+        if (scheduler.executors.len == 1) {
+            executor.pollIo(true);
+        } else {
+            scheduler.announceIdle(executor);
+            if (!scheduler.hasWorkFor(executor) and !scheduler.stopping.load(.acquire)) {
+                executor.pollIo(true);
+            }
+            executor.searching = scheduler.leaveIdle(executor);
+        }
+        if (executor.nextRunnable()) |task| {
+            executor.stopSearching(true);
+            return task;
+        }
+    }
+}
+
+/// Steals and polls for up to `config.executor_search_ns`, if few enough executors search
+/// already; else (and on a single executor) looks once.
+fn search(executor: *Executor) ?*Task {
+    const scheduler = executor.scheduler;
+    executor.pollIo(false);
+    if (executor.nextRunnable()) |task| {
+        executor.stopSearching(true);
+        return task;
+    }
+    if (scheduler.executors.len == 1) return null;
+    if (!executor.searching) {
+        const searchers = scheduler.searching.load(.monotonic);
+        if (2 * searchers >= scheduler.executors.len) return null;
+        _ = scheduler.searching.fetchAdd(1, .seq_cst);
+        executor.searching = true;
+    }
+    const deadline_ns = os.monotonicNs() + config.executor_search_ns;
+    var rounds: u32 = 0;
+    while (true) : (rounds += 1) {
+        if (executor.steal()) |task| {
+            executor.stopSearching(true);
+            return task;
+        }
+        if (rounds % 8 == 7) executor.pollIo(false);
+        if (executor.nextRunnable()) |task| {
+            executor.stopSearching(true);
+            return task;
+        }
+        if (os.monotonicNs() >= deadline_ns) break;
+        std.atomic.spinLoopHint();
+    }
+    executor.stopSearching(false);
+    return null;
+}
+
+/// Gives up this executor's count of `searching`, if it holds one. The last searcher to find
+/// work wakes another, in case there is more (Go's rule).
+fn stopSearching(executor: *Executor, found: bool) void {
+    if (!executor.searching) return;
+    executor.searching = false;
+    const scheduler = executor.scheduler;
+    const previous = scheduler.searching.fetchSub(1, .seq_cst);
+    assert(previous > 0);
+    if (found and previous == 1) scheduler.notifyWork();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loop and the timers.
 
 fn pollIo(executor: *Executor, block: bool) void {
     var timeout_ns: ?u64 = 0;
     if (block) {
         timeout_ns = null;
-        if (executor.timers.peekDeadline()) |deadline_ns| {
+        if (executor.peekDeadline()) |deadline_ns| {
             const now_ns = os.monotonicNs();
             const slack_ns = config.timer_slack_ns;
             const wake_ns = (deadline_ns +| (slack_ns - 1)) / slack_ns * slack_ns;
@@ -251,24 +569,47 @@ fn pollIo(executor: *Executor, block: bool) void {
             timeout_ns = if (deadline_ns > now_ns) wake_ns - now_ns else 0;
         }
         // Announce the sleep, then look once more: a waker either sees `sleeping` or its
-        // task is in `inject` by now (seq_cst on both sides).
+        // task is in an injection queue by now (seq_cst on both sides).
         executor.loop.sleeping.store(true, .seq_cst);
-        if (executor.inject_count.load(.seq_cst) > 0) timeout_ns = 0;
+        if (executor.inject_count.load(.seq_cst) > 0 or
+            executor.scheduler.inject_count.load(.seq_cst) > 0) timeout_ns = 0;
     }
     // A non-blocking poll with nothing in flight cannot reap anything: skip the syscall on the
     // all-CPU path (timers still fire below).
     if (block or executor.loop.inFlight() > 0) _ = executor.loop.poll(timeout_ns);
     if (block) executor.loop.sleeping.store(false, .monotonic);
+    executor.expireTimers();
+}
+
+fn peekDeadline(executor: *Executor) ?u64 {
+    executor.timers_lock.lock();
+    defer executor.timers_lock.unlock();
+    return executor.timers.peekDeadline();
+}
+
+fn expireTimers(executor: *Executor) void {
+    executor.timers_lock.lock();
+    defer executor.timers_lock.unlock();
     if (!executor.timers.isEmpty()) executor.timers.expire(os.monotonicNs());
 }
 
-/// Starts a timer for the running task; `Task.timer_fired` tells whether it went off.
-pub fn startTimer(executor: *Executor, task: *Task, deadline_ns: u64) std.mem.Allocator.Error!void {
+/// Starts a timer for the running task on this executor; `Task.timerFired` tells whether it
+/// went off. Stop it with `stopTimer`, from whichever executor the task runs on by then.
+pub fn startTimer(task: *Task, deadline_ns: u64) std.mem.Allocator.Error!void {
+    const executor = task.executor;
     assert(executor.current == task);
-    task.timer_fired = false;
+    assert(task.timer_owner == null);
+    executor.timers_lock.lock();
+    defer executor.timers_lock.unlock();
+    task.timer_fired.store(false, .monotonic);
     try executor.timers.insert(task, deadline_ns);
+    task.timer_owner = executor;
 }
 
-pub fn stopTimer(executor: *Executor, task: *Task) void {
-    if (task.timer_place != .none) executor.timers.remove(task);
+pub fn stopTimer(task: *Task) void {
+    const owner = task.timer_owner orelse return;
+    owner.timers_lock.lock();
+    if (task.timer_place != .none) owner.timers.remove(task);
+    owner.timers_lock.unlock();
+    task.timer_owner = null;
 }

@@ -23,7 +23,13 @@
 //!                        ▲                                                  │
 //!                        └────────────── recancel / another request ◀───────┘
 //!
-//! A task is pinned to its executor: only that executor's thread resumes it.
+//! ## Where a task runs
+//!
+//! `executor` is the executor running the task, or the one that ran it last. A parked task may
+//! be resumed by any executor of its runtime unless `home` is set (the main task, a task whose
+//! I/O operation is in flight on its executor's ring, every task in pinned mode). `on_cpu` is
+//! true from the moment an executor resumes the task until the executor that switched away
+//! from it has left its stack: no other executor resumes it before (see sched/Executor.zig).
 const Task = @This();
 
 const std = @import("std");
@@ -37,7 +43,14 @@ const futex = @import("futex.zig");
 const Timers = @import("Timers.zig");
 
 context: fiber_context.Context = undefined,
+/// The executor running the task or, while it is parked, the one that ran it last. Written by
+/// the executor that resumes the task.
 executor: *Executor,
+/// Set while the task must resume on that executor only. Written by the task itself (or its
+/// spawner, before it starts); read by wakers after they won the wake (ordered by `wait_state`).
+home: ?*Executor = null,
+/// See "Where a task runs" above.
+on_cpu: std.atomic.Value(bool) = .init(false),
 /// Null until the task first runs (stacks are taken lazily, so queued tasks cost no stack).
 stack: ?Stack = null,
 /// Link in a run queue.
@@ -71,7 +84,10 @@ timer_deadline_ns: u64 = 0,
 timer_place: Timers.Place = .none,
 timer_prev: ?*Task = null,
 timer_next: ?*Task = null,
-timer_fired: bool = false,
+/// The executor whose `Timers` hold the task's timer; written by the task itself.
+timer_owner: ?*Executor = null,
+/// Set by the timer's executor when it fires; read by the task once it runs again.
+timer_fired: std.atomic.Value(bool) = .init(false),
 
 /// The node this task occupies in a futex queue while it waits on one.
 futex_node: futex.Node = undefined,
@@ -115,7 +131,19 @@ pub fn abandonWait(task: *Task) void {
         if (task.wait_state.cmpxchgStrong(state, .running, .acquire, .monotonic) == null) return;
     }
     // Someone queued us in the meantime: park once to take ourselves off the run queue.
-    task.executor.park(task);
+    task.park();
+}
+
+/// Switches away until the task is made ready again (see `Executor.park`). The caller must
+/// have called `prepareWait` (or queued the task itself, to yield). Re-read `executor` after:
+/// the task may continue on another one.
+pub fn park(task: *Task) void {
+    Executor.park(task);
+}
+
+/// Whether the task's timer went off since it was started.
+pub fn timerFired(task: *const Task) bool {
+    return task.timer_fired.load(.monotonic);
 }
 
 /// Thread-safe: makes a waiting task runnable; see the protocol at the top of the file.
@@ -125,7 +153,7 @@ pub fn wake(task: *Task) void {
         .running, .notified => return,
         .waiting, .waiting_cancelable => {
             state = task.wait_state.cmpxchgWeak(state, .notified, .acq_rel, .acquire) orelse {
-                task.executor.makeReady(task);
+                task.executor.scheduler.makeReady(task);
                 return;
             };
         },
@@ -136,7 +164,7 @@ pub fn wake(task: *Task) void {
 pub fn requestCancel(task: *Task) void {
     task.cancel_state.store(.requested, .seq_cst);
     if (task.wait_state.cmpxchgStrong(.waiting_cancelable, .notified, .seq_cst, .monotonic) == null) {
-        task.executor.makeReady(task);
+        task.executor.scheduler.makeReady(task);
     }
 }
 

@@ -1,4 +1,5 @@
-//! Deadlines of sleeping tasks on one executor (CLOCK_MONOTONIC ns). Not thread-safe.
+//! Deadlines of sleeping tasks on one executor (CLOCK_MONOTONIC ns). Not thread-safe: the
+//! executor guards it with its `timers_lock`.
 //!
 //! Two structures, because most deadlines arrive in order. A task that sleeps for a duration
 //! gets a deadline of "now + d"; when every sleeper uses the same d (a server's timeouts, the
@@ -119,7 +120,7 @@ pub fn expire(timers: *Timers, now_ns: u64) void {
     while (timers.earliest()) |task| {
         if (task.timer_deadline_ns > now_ns) break;
         timers.remove(task);
-        task.timer_fired = true;
+        task.timer_fired.store(true, .monotonic);
         task.wake();
     }
 }
@@ -206,7 +207,7 @@ test "Timers: model check of insert, remove and expiry order against a list" {
                 clock_ns += random.uintLessThan(u64, 200);
                 var due: usize = 0;
                 for (&tasks) |*t| due += @intFromBool(t.timer_place != .none and t.timer_deadline_ns <= clock_ns);
-                for (&tasks) |*t| t.timer_fired = false;
+                for (&tasks) |*t| t.timer_fired.store(false, .monotonic);
                 var last_fired: u64 = 0;
                 while (timers.earliest()) |next| {
                     if (next.timer_deadline_ns > clock_ns) break;

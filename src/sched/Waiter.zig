@@ -9,6 +9,9 @@ const Task = @import("Task.zig");
 pub const Waiter = union(enum) {
     task: *Task,
     thread: *ThreadWaiter,
+    /// Code run in place of a wake: weft.sync's `select` waits for a future this way (as one
+    /// of several things). The callback's memory must stay valid until its function returns.
+    callback: *Callback,
 
     /// Makes the waiter runnable. Thread-safe. A wake that finds the waiter no longer waiting
     /// is dropped: waits recheck their condition, so a lost duplicate is harmless.
@@ -16,26 +19,41 @@ pub const Waiter = union(enum) {
         switch (waiter) {
             .task => |task| task.wake(),
             .thread => |thread| thread.wake(),
+            .callback => |callback| callback.function(callback),
         }
     }
 
-    /// Packs a waiter into one word (the low bit tags threads; both types are 8-aligned).
+    /// Packs a waiter into one word: the low two bits tag the kind (all three types are at
+    /// least 4-aligned).
     pub fn encode(waiter: Waiter) usize {
+        comptime assert(@alignOf(Task) >= 4 and @alignOf(ThreadWaiter) >= 4);
+        comptime assert(@alignOf(Callback) >= 4);
         return switch (waiter) {
             .task => |task| @intFromPtr(task),
             .thread => |thread| @intFromPtr(thread) | 1,
+            .callback => |callback| @intFromPtr(callback) | 2,
         };
     }
 
     pub fn decode(word: usize) Waiter {
         assert(word > sentinel_max);
-        return if (word & 1 == 0) .{ .task = @ptrFromInt(word) } else .{
-            .thread = @ptrFromInt(word & ~@as(usize, 1)),
+        const address = word & ~@as(usize, 3);
+        return switch (word & 3) {
+            0 => .{ .task = @ptrFromInt(address) },
+            1 => .{ .thread = @ptrFromInt(address) },
+            2 => .{ .callback = @ptrFromInt(address) },
+            else => unreachable, // never encoded
         };
     }
 
     /// Encoded words at or below this value are sentinels, never waiters.
     pub const sentinel_max = 7;
+};
+
+/// A function to run when the awaited thing happens. Thread-safe to call from any thread; it
+/// must not block (it runs wherever the event happens, e.g. at the end of a future's task).
+pub const Callback = struct {
+    function: *const fn (callback: *Callback) void,
 };
 
 /// A blocked OS thread: one word on the thread's own stack, waited on with the kernel futex.

@@ -78,7 +78,6 @@ fn waitTask(
     cancelable: bool,
 ) Io.Cancelable!void {
     if (cancelable) try task.checkCancel();
-    const executor = task.executor;
     const bucket = bucketOf(@intFromPtr(ptr));
     const node = &task.futex_node;
     node.* = .{ .address = @intFromPtr(ptr), .waiter = .{ .task = task } };
@@ -92,7 +91,7 @@ fn waitTask(
     bucket.append(node);
     bucket.mutex.unlock();
 
-    if (deadline_ns) |deadline| executor.startTimer(task, deadline) catch {
+    if (deadline_ns) |deadline| Executor.startTimer(task, deadline) catch {
         // No memory for the timer: return at once, which the futex contract allows.
         bucket.mutex.lock();
         if (node.linked) bucket.unlink(node);
@@ -100,10 +99,10 @@ fn waitTask(
         task.abandonWait();
         return;
     };
-    defer executor.stopTimer(task);
+    defer Executor.stopTimer(task);
 
     while (true) {
-        executor.park(task);
+        task.park();
         // Fast path: dequeued by `wake`, which cleared `linked` before waking us (its wake
         // orders that store before our resumption). Checked without the bucket lock; if the
         // waker has yet to call our `wake`, that call lands later as a stale wake, which every
@@ -121,7 +120,7 @@ fn waitTask(
             bucket.mutex.unlock();
             return task.checkCancel();
         }
-        if (task.timer_fired) {
+        if (task.timerFired()) {
             bucket.unlink(node);
             bucket.mutex.unlock();
             return;

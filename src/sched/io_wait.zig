@@ -79,14 +79,22 @@ fn performOnLoop(task: *Task, op: Completion.Op, deadline_ns: ?u64) Error!i32 {
         .completion = .{ .op = op, .callback = &Pending.callback },
         .task = task,
     };
-    task.timer_fired = false; // a flag left over from an earlier sleep must not read as ours
+    task.timer_fired.store(false, .monotonic); // a flag left from an earlier sleep is not ours
     if (deadline_ns) |deadline| {
-        executor.startTimer(task, deadline) catch return error.SystemResources;
+        Executor.startTimer(task, deadline) catch return error.SystemResources;
     }
+    // The operation lives on this executor's ring, and only this thread may submit its
+    // cancelation: the task stays here until the callback ran (a wake from elsewhere, a cancel
+    // request, routes it back through this executor's injection queue).
+    const home_before = task.home;
+    assert(home_before == null or home_before == executor);
+    task.home = executor;
     task.prepareWait(true);
     executor.loop.submit(&pending.completion);
     const interruption = wait(task, &pending);
-    executor.stopTimer(task);
+    assert(task.executor == executor);
+    task.home = home_before;
+    Executor.stopTimer(task);
     assert(pending.done);
     assert(pending.completion.state == .idle);
     const result = pending.completion.result;
@@ -108,10 +116,11 @@ fn wait(task: *Task, pending: *Pending) Interruption {
     const executor = task.executor;
     var interruption: Interruption = .none;
     while (true) {
-        executor.park(task);
+        task.park();
+        assert(task.executor == executor); // bound by `home`
         if (pending.done) return interruption;
         if (interruption == .none) {
-            if (task.timer_fired) {
+            if (task.timerFired()) {
                 interruption = .timeout;
             } else if (task.cancelPending()) {
                 interruption = .cancel;

@@ -140,7 +140,7 @@ fn call(comptime name: []const u8, userdata: ?*anyopaque, args: anytype) ReturnT
         task.abandonWait();
         return job.result;
     };
-    task.executor.park(task);
+    task.park();
     future.await(threaded_io);
     return job.result;
 }

@@ -26,10 +26,9 @@ const interface = @import("../net/interface.zig");
 const sendfile = @import("../net/sendfile.zig");
 const Runtime = @import("../Runtime.zig");
 
-/// Iovecs per read or write, as std's `Stream` uses.
-const iovecs_max = 8;
-/// Bytes of a one-byte splat pattern expanded per iovec (std's Threaded uses the same).
-const splat_buffer_bytes = 64;
+const iovecs = @import("iovecs.zig");
+const Iovecs = iovecs.Iovecs;
+const iovecs_max = iovecs.iovecs_max;
 
 fn checkCancel() Io.Cancelable!void {
     if (Executor.currentTask()) |task| try task.checkCancel();
@@ -288,20 +287,13 @@ pub fn netRead(
     data: [][]u8,
 ) net.Stream.Reader.Error!usize {
     _ = userdata;
-    var iovecs: [iovecs_max]posix.iovec = undefined;
-    var count: usize = 0;
-    for (data) |buffer| {
-        if (count == iovecs.len) break;
-        if (buffer.len == 0) continue;
-        iovecs[count] = .{ .base = buffer.ptr, .len = buffer.len };
-        count += 1;
-    }
-    assert(count > 0); // std's reader always offers room
+    var read_iovecs: iovecs.ReadIovecs = .init(data);
+    assert(read_iovecs.count > 0); // std's reader always offers room
     var msg: linux.msghdr = .{
         .name = null,
         .namelen = 0,
-        .iov = &iovecs,
-        .iovlen = count,
+        .iov = &read_iovecs.buffer,
+        .iovlen = read_iovecs.count,
         .control = null,
         .controllen = 0,
         .flags = 0,
@@ -331,17 +323,14 @@ pub fn netWrite(
 ) net.Stream.Writer.Error!usize {
     _ = userdata;
     assert(data.len > 0);
-    var iovecs: Iovecs = .{};
-    var splat_buffer: [splat_buffer_bytes]u8 = undefined;
-    iovecs.add(header);
-    for (data[0 .. data.len - 1]) |bytes| iovecs.add(bytes);
-    iovecs.addSplat(data[data.len - 1], splat, &splat_buffer);
-    if (iovecs.count == 0) return 0; // nothing to write: do not make a zero-length send
+    var splat_buffer: [iovecs.splat_buffer_bytes]u8 = undefined;
+    const write_iovecs: Iovecs = .drain(header, data, splat, &splat_buffer);
+    if (write_iovecs.count == 0) return 0; // nothing to write: do not make a zero-length send
     const msg: linux.msghdr_const = .{
         .name = null,
         .namelen = 0,
-        .iov = &iovecs.buffer,
-        .iovlen = iovecs.count,
+        .iov = &write_iovecs.buffer,
+        .iovlen = write_iovecs.count,
         .control = null,
         .controllen = 0,
         .flags = 0,
@@ -367,39 +356,6 @@ pub fn netWrite(
         else => |e| os.unexpectedErrno(e),
     };
 }
-
-/// The iovecs of one write; empty buffers are left out (the kernel checks a pointer before
-/// its length), and what does not fit is left for the next write.
-const Iovecs = struct {
-    buffer: [iovecs_max]posix.iovec_const = undefined,
-    count: usize = 0,
-
-    fn add(iovecs: *Iovecs, bytes: []const u8) void {
-        if (bytes.len == 0 or iovecs.count == iovecs.buffer.len) return;
-        iovecs.buffer[iovecs.count] = .{ .base = bytes.ptr, .len = bytes.len };
-        iovecs.count += 1;
-    }
-
-    /// `pattern` repeated `splat` times. A one-byte pattern is expanded into `scratch`, which
-    /// then stands for up to `scratch.len` bytes per iovec.
-    fn addSplat(iovecs: *Iovecs, pattern: []const u8, splat: usize, scratch: []u8) void {
-        if (pattern.len == 0 or splat == 0) return;
-        if (pattern.len > 1 or splat == 1) {
-            for (0..splat) |_| {
-                if (iovecs.count == iovecs.buffer.len) return;
-                iovecs.add(pattern);
-            }
-            return;
-        }
-        @memset(scratch, pattern[0]);
-        var remaining = splat;
-        while (remaining > 0 and iovecs.count < iovecs.buffer.len) {
-            const chunk = @min(remaining, scratch.len);
-            iovecs.add(scratch[0..chunk]);
-            remaining -= chunk;
-        }
-    }
-};
 
 /// Sends each message as one datagram to its address, in order, and stops at the first
 /// failure. Returns the failure, if any, and how many messages were sent; each sent message's

@@ -89,7 +89,7 @@ fn awaitFromTask(me: *Task, child: *Task) void {
         return;
     }
     while (true) {
-        me.executor.park(me);
+        me.park();
         if (child.awaiter.load(.acquire) == Task.awaiter_finished) break;
         if (!forwarded and me.cancelPending()) {
             me.checkCancel() catch {};
@@ -225,7 +225,7 @@ fn waitGroup(state: *State, group: *Io.Group, cancel_members: bool) Io.Cancelabl
             group_state.awaiter = .{ .task = task };
             task.prepareWait(!cancel_members and !canceled_awaiter);
             group_state.mutex.unlock();
-            task.executor.park(task);
+            task.park();
             group_state.mutex.lock();
             if (group_state.running > 0 and !canceled_awaiter and !cancel_members and task.cancelPending()) {
                 // Canceled while awaiting: cancel every member, wait for all, report Canceled.
@@ -275,7 +275,7 @@ pub fn checkCancel(userdata: ?*anyopaque) Io.Cancelable!void {
     task.check_cancel_calls += 1;
     if (task.check_cancel_calls >= @import("../config.zig").check_cancel_calls_per_yield) {
         task.check_cancel_calls = 0;
-        task.executor.yield(task);
+        Executor.yield(task);
         try task.checkCancel();
     }
 }

@@ -81,19 +81,21 @@ pub fn sleep(userdata: ?*anyopaque, timeout: Io.Timeout) Io.Cancelable!void {
     };
     try task.checkCancel();
     if (deadline <= os.monotonicNs()) return;
-    const executor = task.executor;
     task.prepareWait(true);
-    executor.startTimer(task, deadline) catch {
+    Executor.startTimer(task, deadline) catch {
         // No memory for the timer: sleep on the thread rather than fail the sleep.
         task.abandonWait();
         os.sleepThread(deadline -| os.monotonicNs());
         return;
     };
     while (true) {
-        executor.park(task);
-        if (task.timer_fired) return;
+        task.park();
+        if (task.timerFired()) {
+            Executor.stopTimer(task); // only forgets which executor held it
+            return;
+        }
         if (task.cancelPending()) {
-            executor.stopTimer(task);
+            Executor.stopTimer(task);
             return task.checkCancel();
         }
         task.prepareWait(true); // a stale wake: keep sleeping

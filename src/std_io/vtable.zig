@@ -6,9 +6,17 @@ const task = @import("task.zig");
 const time = @import("time.zig");
 const net = @import("net.zig");
 const operate = @import("operate.zig");
+const file = @import("file.zig");
+const dir = @import("dir.zig");
+const process = @import("process.zig");
+const batch = @import("batch.zig");
 const delegated = @import("delegated.zig");
 
-pub const Status = enum { native, delegated };
+/// `native`: weft runs it on its loop or as a direct non-blocking syscall (file system
+/// operations go to the blocking lane where the loop cannot run them: on epoll, or on a kernel
+/// whose io_uring lacks the operation). `lane`: always runs on the runtime's blocking lane.
+/// `delegated`: std.Io.Threaded's code on a Threaded worker (see delegated.zig).
+pub const Status = enum { native, lane, delegated };
 
 /// Entries implemented by weft itself.
 const native = .{
@@ -28,6 +36,9 @@ const native = .{
     .{ "futexWaitUncancelable", time.futexWaitUncancelable },
     .{ "futexWake", time.futexWake },
     .{ "operate", operate.operate },
+    .{ "batchAwaitAsync", batch.batchAwaitAsync },
+    .{ "batchAwaitConcurrent", batch.batchAwaitConcurrent },
+    .{ "batchCancel", batch.batchCancel },
     .{ "now", time.now },
     .{ "clockResolution", time.clockResolution },
     .{ "sleep", time.sleep },
@@ -49,12 +60,69 @@ const native = .{
     .{ "netInterfaceNameResolve", net.netInterfaceNameResolve },
     .{ "netInterfaceName", net.netInterfaceName },
     .{ "netLookup", net.netLookup },
+    .{ "dirCreateDir", dir.dirCreateDir },
+    .{ "dirCreateDirPath", dir.dirCreateDirPath },
+    .{ "dirCreateDirPathOpen", dir.dirCreateDirPathOpen },
+    .{ "dirOpenDir", dir.dirOpenDir },
+    .{ "dirStat", dir.dirStat },
+    .{ "dirStatFile", dir.dirStatFile },
+    .{ "dirCreateFile", dir.dirCreateFile },
+    .{ "dirOpenFile", dir.dirOpenFile },
+    .{ "dirClose", dir.dirClose },
+    .{ "dirDeleteFile", dir.dirDeleteFile },
+    .{ "dirDeleteDir", dir.dirDeleteDir },
+    .{ "dirRename", dir.dirRename },
+    .{ "dirRenamePreserve", dir.dirRenamePreserve },
+    .{ "dirSymLink", dir.dirSymLink },
+    .{ "dirHardLink", dir.dirHardLink },
+    .{ "dirRealPath", dir.dirRealPath },
+    .{ "dirRealPathFile", dir.dirRealPathFile },
+    .{ "fileRealPath", file.fileRealPath },
+    .{ "fileHardLink", dir.fileHardLink },
+    .{ "childWait", process.childWait },
+    .{ "childKill", process.childKill },
+    .{ "fileStat", file.fileStat },
+    .{ "fileLength", file.fileLength },
+    .{ "fileClose", file.fileClose },
+    .{ "fileWritePositional", file.fileWritePositional },
+    .{ "fileReadPositional", file.fileReadPositional },
+    .{ "fileWriteFileStreaming", file.fileWriteFileStreaming },
+    .{ "fileWriteFilePositional", file.fileWriteFilePositional },
+    .{ "fileSeekBy", file.fileSeekBy },
+    .{ "fileSeekTo", file.fileSeekTo },
+    .{ "fileSync", file.fileSync },
+    .{ "fileIsTty", file.fileIsTty },
+    .{ "fileEnableAnsiEscapeCodes", file.fileEnableAnsiEscapeCodes },
+    .{ "fileSupportsAnsiEscapeCodes", file.fileSupportsAnsiEscapeCodes },
+    .{ "fileSetLength", file.fileSetLength },
+    .{ "fileLock", file.fileLock },
+    .{ "fileTryLock", file.fileTryLock },
+    .{ "fileUnlock", file.fileUnlock },
+    .{ "fileDowngradeLock", file.fileDowngradeLock },
+};
+
+/// Entries that always run on the runtime's blocking lane (no loop operation exists for them).
+const lane = .{
+    .{ "dirAccess", dir.dirAccess },
+    .{ "dirRead", dir.dirRead },
+    .{ "dirReadLink", dir.dirReadLink },
+    .{ "dirSetOwner", dir.dirSetOwner },
+    .{ "dirSetPermissions", dir.dirSetPermissions },
+    .{ "dirSetFilePermissions", dir.dirSetFilePermissions },
+    .{ "dirSetFileOwner", dir.dirSetFileOwner },
+    .{ "dirSetTimestamps", dir.dirSetTimestamps },
+    .{ "fileSetTimestamps", file.fileSetTimestamps },
+    .{ "fileSetOwner", file.fileSetOwner },
+    .{ "fileSetPermissions", file.fileSetPermissions },
 };
 
 pub fn status(comptime name: []const u8) Status {
     @setEvalBranchQuota(20_000);
     inline for (native) |pair| {
         if (comptime std.mem.eql(u8, pair[0], name)) return .native;
+    }
+    inline for (lane) |pair| {
+        if (comptime std.mem.eql(u8, pair[0], name)) return .lane;
     }
     return .delegated;
 }
@@ -63,7 +131,7 @@ pub const vtable: Io.VTable = blk: {
     @setEvalBranchQuota(20_000);
     var result: Io.VTable = undefined;
     for (@typeInfo(Io.VTable).@"struct".fields) |field| {
-        @field(result, field.name) = for (native) |pair| {
+        @field(result, field.name) = for (native ++ lane) |pair| {
             if (std.mem.eql(u8, pair[0], field.name)) break pair[1];
         } else delegated.entry(field.name);
     }

@@ -27,8 +27,9 @@ const Barrier = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
+const atomic = @import("atomic.zig");
 
-state: std.atomic.Value(State) = .init(.{ .arrived = 0, .generation = 0 }),
+state: atomic.Value(State) = .init(.{ .arrived = 0, .generation = 0 }),
 parties: u16,
 
 /// Tasks per generation at most (the width of the arrival count).
@@ -76,6 +77,7 @@ fn arrive(barrier: *Barrier, io: Io) ?u16 {
     // Acq_rel: the leader sees every arrival's prior writes, and releases them to all.
     const one: u32 = @bitCast(State{ .arrived = 1, .generation = 0 });
     const word: *u32 = @ptrCast(&barrier.state.raw);
+    atomic.step(); // a packed word added to as an integer: outside `Value`'s API
     const previous: State = @bitCast(@atomicRmw(u32, word, .Add, one, .acq_rel));
     assert(previous.arrived < barrier.parties); // more arrivals than parties
     if (previous.arrived + 1 < barrier.parties) return previous.generation;

@@ -30,9 +30,10 @@ const Notify = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
+const atomic = @import("atomic.zig");
 const WaitQueue = @import("WaitQueue.zig");
 
-state: std.atomic.Value(State) = .init(.empty),
+state: atomic.Value(State) = .init(.empty),
 lock: WaitQueue.Lock = .{},
 waiters: WaitQueue = .empty,
 

@@ -27,9 +27,10 @@ const Semaphore = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
+const atomic = @import("atomic.zig");
 const WaitQueue = @import("WaitQueue.zig");
 
-state: std.atomic.Value(u32),
+state: atomic.Value(u32),
 lock: WaitQueue.Lock = .{},
 waiters: WaitQueue = .empty,
 

@@ -21,8 +21,9 @@ const WaitGroup = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
+const atomic = @import("atomic.zig");
 
-state: std.atomic.Value(u32) = .init(0),
+state: atomic.Value(u32) = .init(0),
 
 pub const init: WaitGroup = .{};
 

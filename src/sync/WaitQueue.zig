@@ -31,6 +31,17 @@
 //!   futex address afterwards (a wake of an address that has been reused is a spurious wake,
 //!   which every futex user tolerates).
 //!
+//! ## Nodes of a `select`
+//!
+//! A `select` (select.zig) waits on several queues at once with one node per arm. Its nodes
+//! share one word, the `Selector`, instead of their own `state`: the first completion to
+//! change it from `pending` wins and every other arm of that select is dead. A releaser,
+//! under the lock, writes the payload, then calls `tryComplete`; a dead node is unlinked by
+//! the pop and skipped (the releaser looks at the next one), and the payload written into it is
+//! never read, so nothing is lost. The select's owner unlinks its other nodes itself, under
+//! each owner's lock, before it returns. Plain waits never see this: `tryComplete` of a plain
+//! node always succeeds.
+//!
 //! ## Cancelation and timeouts
 //!
 //! Cancelation races with completion, and completion wins if it happened first: a waiter that
@@ -47,7 +58,9 @@ const WaitQueue = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
-pub const Lock = @import("../os/Mutex.zig");
+const atomic = @import("atomic.zig");
+/// The short internal lock of the primitives (never held across a park); see atomic.zig.
+pub const Lock = atomic.Lock;
 
 head: ?*Node = null,
 tail: ?*Node = null,
@@ -59,28 +72,89 @@ pub const empty: WaitQueue = .{};
 pub const pending: u32 = 0;
 
 pub const Node = struct {
-    /// The futex word: `pending`, or the completion code.
-    state: std.atomic.Value(u32) = .init(pending),
+    /// The futex word: `pending`, or the completion code. Unused by the nodes of a select.
+    state: atomic.Value(u32) = .init(pending),
     prev: ?*Node = null,
     next: ?*Node = null,
     linked: bool = false,
+    /// Set for the arms of a select: the word they share (see the file's doc).
+    selector: ?*Selector = null,
+    /// Which arm of its select this node stands for.
+    arm: u16 = 0,
 
     /// Under the owner's lock, after `pop` or `remove`: hands the node its completion code.
     /// The waiter may return (and reuse the node's memory) as soon as it sees the store.
+    /// For queues that never hold a select's nodes; see `tryComplete` for those that may.
     pub fn complete(node: *Node, code: u32) void {
         assert(code != pending);
         assert(!node.linked);
+        assert(node.selector == null);
         // Release: the payload written before is visible to the waiter that sees the code.
         const previous = node.state.swap(code, .release);
         assert(previous == pending); // a node is completed at most once
     }
 
+    /// Under the owner's lock, after `pop` or `remove`, with the payload written: completes
+    /// the node with `code`, unless it is an arm of a select already decided. Returns the
+    /// futex word to wake once the lock is released (`wakeWord`), or null for a dead node,
+    /// which the caller skips: nothing was handed over.
+    pub fn tryComplete(node: *Node, code: u32) ?*const u32 {
+        assert(code != pending);
+        assert(!node.linked);
+        const selector = node.selector orelse {
+            node.complete(code);
+            return &node.state.raw;
+        };
+        // Acq_rel (in `tryDecide`): publishes the payload to the owner that sees its arm won.
+        if (!selector.tryDecide(Selector.decided(node.arm, code))) return null;
+        return &selector.state.raw;
+    }
+
     /// After `complete`, usually once the lock is released: unparks the waiter. The node may
     /// be gone already; only its address is used.
-    pub fn wake(node: *Node, io: Io) void {
+    pub fn wake(node: *const Node, io: Io) void {
         io.futexWake(u32, &node.state.raw, 1);
     }
 };
+
+/// The word the arms of one select share: `pending` until decided, then `decided(arm, code)`
+/// for the arm that completed, or `withdrawn` when the owner gave up first.
+pub const Selector = struct {
+    state: atomic.Value(u32) = .init(pending),
+
+    /// The owner's own decision (canceled, timed out): no arm may complete any more.
+    pub const withdrawn: u32 = std.math.maxInt(u32);
+
+    pub fn decided(arm: u16, code: u32) u32 {
+        assert(code != pending);
+        assert(code <= std.math.maxInt(u16));
+        const value = @as(u32, arm) << 16 | code;
+        assert(value != withdrawn);
+        return value;
+    }
+
+    pub fn armOf(value: u32) u16 {
+        assert(value != pending and value != withdrawn);
+        return @intCast(value >> 16);
+    }
+
+    pub fn codeOf(value: u32) u32 {
+        assert(value != pending and value != withdrawn);
+        return value & 0xFFFF;
+    }
+
+    /// Decides the select for `value` unless it is decided already; returns whether it won.
+    pub fn tryDecide(selector: *Selector, value: u32) bool {
+        assert(value != pending);
+        return selector.state.cmpxchgStrong(pending, value, .acq_rel, .acquire) == null;
+    }
+};
+
+/// Wakes the waiter parked on `word` (a node's or a selector's), after the lock is released.
+/// Only the address is used: the waiter may have returned already (a spurious wake then).
+pub fn wakeWord(io: Io, word: *const u32) void {
+    io.futexWake(u32, word, 1);
+}
 
 pub const WaitError = Io.Cancelable || error{Timeout};
 

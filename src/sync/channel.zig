@@ -55,14 +55,21 @@ pub fn Channel(comptime T: type) type {
         senders: WaitQueue = .empty,
         receivers: WaitQueue = .empty,
 
-        /// A blocked sender: the value it offers.
-        const SendWaiter = struct { node: WaitQueue.Node = .{}, value: T };
-        /// A blocked receiver: where a sender puts the value.
-        const RecvWaiter = struct { node: WaitQueue.Node = .{}, value: T = undefined };
+        /// The type of the values carried.
+        pub const Item = T;
+
+        /// A blocked sender (or a send arm of a select): the value it offers.
+        pub const SendWaiter = struct { node: WaitQueue.Node = .{}, value: T };
+        /// A blocked receiver (or a recv arm of a select): where a sender puts the value.
+        pub const RecvWaiter = struct { node: WaitQueue.Node = .{}, value: T = undefined };
 
         /// Node completion codes.
-        const handed: u32 = 1;
-        const closed_code: u32 = 2;
+        pub const handed: u32 = 1;
+        pub const closed_code: u32 = 2;
+
+        /// A value taken under the lock, and the waiter to wake once the lock is released (a
+        /// sender whose value moved into the buffer or was taken directly).
+        pub const Taken = struct { value: T, wake: ?*const u32 };
 
         pub const SendError = error{
             /// The channel was closed before the value was delivered.
@@ -152,23 +159,38 @@ pub fn Channel(comptime T: type) type {
         /// Under the lock, open channel: delivers `value` to a waiting receiver or into the
         /// buffer and releases the lock (returns true), or leaves both alone (returns false).
         fn offer(channel: *Self, io: Io, value: T) bool {
+            switch (channel.deliverLocked(value)) {
+                .full => return false,
+                .buffered => channel.lock.unlock(),
+                .handed => |word| {
+                    channel.lock.unlock();
+                    WaitQueue.wakeWord(io, word);
+                },
+            }
+            return true;
+        }
+
+        const Delivery = union(enum) { full, buffered, handed: *const u32 };
+
+        /// Under the lock, open channel: hands `value` to the oldest live receiver (the word
+        /// to wake after unlocking is returned), else buffers it, else reports `full`.
+        fn deliverLocked(channel: *Self, value: T) Delivery {
             assert(!channel.closed);
-            if (channel.receivers.pop()) |node| {
+            // Bounded by the queue's length; each pass unlinks one node.
+            while (channel.receivers.pop()) |node| {
                 assert(channel.len == 0);
-                assert(channel.senders.isEmpty());
+                // Both queues hold nodes only at capacity 0, when one select waits on both.
+                assert(channel.senders.isEmpty() or channel.buffer.len == 0);
                 const waiter: *RecvWaiter = @fieldParentPtr("node", node);
                 waiter.value = value;
-                node.complete(handed);
-                channel.lock.unlock();
-                node.wake(io);
-                return true;
+                // A dead arm of a decided select never reads the value: try the next one.
+                if (node.tryComplete(handed)) |word| return .{ .handed = word };
             }
-            if (channel.len == channel.buffer.len) return false;
+            if (channel.len == channel.buffer.len) return .full;
             assert(channel.senders.isEmpty());
             channel.buffer[(channel.head + channel.len) % channel.buffer.len] = value;
             channel.len += 1;
-            channel.lock.unlock();
-            return true;
+            return .buffered;
         }
 
         /// Receives without blocking. Not a cancelation point.
@@ -213,36 +235,48 @@ pub fn Channel(comptime T: type) type {
             };
         }
 
-        /// Under the lock: takes the oldest value (refilling its slot from the oldest blocked
-        /// sender) and releases the lock, or returns null and keeps it.
+        /// Under the lock: takes the oldest value and releases the lock, or returns null and
+        /// keeps it.
         fn take(channel: *Self, io: Io) ?T {
+            const taken = channel.takeLocked() orelse return null;
+            channel.lock.unlock();
+            if (taken.wake) |word| WaitQueue.wakeWord(io, word);
+            return taken.value;
+        }
+
+        /// Under the lock: takes the oldest value, refilling its slot from the oldest live
+        /// blocked sender, or (capacity 0) straight from that sender; null if there is none.
+        fn takeLocked(channel: *Self) ?Taken {
             if (channel.len > 0) {
                 assert(channel.receivers.isEmpty());
                 const value = channel.buffer[channel.head];
                 channel.head = (channel.head + 1) % channel.buffer.len;
                 channel.len -= 1;
-                const node = channel.senders.pop() orelse {
-                    channel.lock.unlock();
-                    return value;
-                };
-                assert(channel.len + 1 == channel.buffer.len);
-                const waiter: *SendWaiter = @fieldParentPtr("node", node);
-                channel.buffer[(channel.head + channel.len) % channel.buffer.len] = waiter.value;
-                channel.len += 1;
-                node.complete(handed);
-                channel.lock.unlock();
-                node.wake(io);
-                return value;
+                // Bounded by the queue's length; each pass unlinks one node.
+                while (channel.senders.pop()) |node| {
+                    assert(channel.len + 1 == channel.buffer.len);
+                    const waiter: *SendWaiter = @fieldParentPtr("node", node);
+                    // Copied before completing: a plain sender may return (and reuse the
+                    // memory) as soon as it is completed. Past `len`, so a dead arm's value
+                    // copied here is simply never read.
+                    const slot = (channel.head + channel.len) % channel.buffer.len;
+                    channel.buffer[slot] = waiter.value;
+                    const word = node.tryComplete(handed) orelse continue;
+                    channel.len += 1;
+                    return .{ .value = value, .wake = word };
+                }
+                return .{ .value = value, .wake = null };
             }
             // Senders wait on an empty buffer only at capacity 0: take straight from the
-            // oldest one (a rendezvous).
-            const node = channel.senders.pop() orelse return null;
-            const waiter: *SendWaiter = @fieldParentPtr("node", node);
-            const value = waiter.value;
-            node.complete(handed);
-            channel.lock.unlock();
-            node.wake(io);
-            return value;
+            // oldest live one (a rendezvous).
+            while (channel.senders.pop()) |node| {
+                assert(channel.buffer.len == 0);
+                const waiter: *SendWaiter = @fieldParentPtr("node", node);
+                const value = waiter.value;
+                const word = node.tryComplete(handed) orelse continue;
+                return .{ .value = value, .wake = word };
+            }
+            return null;
         }
 
         /// Closes the channel: see the file's doc. Idempotent; never blocks.
@@ -254,12 +288,60 @@ pub fn Channel(comptime T: type) type {
             // completed and woken before the next is looked at.
             while (channel.receivers.pop()) |node| {
                 assert(channel.len == 0);
-                node.complete(closed_code);
-                node.wake(io);
+                if (node.tryComplete(closed_code)) |word| WaitQueue.wakeWord(io, word);
             }
             while (channel.senders.pop()) |node| {
-                node.complete(closed_code);
-                node.wake(io);
+                if (node.tryComplete(closed_code)) |word| WaitQueue.wakeWord(io, word);
+            }
+        }
+
+        // ------------------------------------------------------------------ for `select`
+        // Each called with the lock held (select.zig takes the locks of all its channels).
+
+        pub const RecvAttempt = union(enum) { empty, closed, taken: Taken };
+        pub const Side = enum { send, recv };
+
+        /// What a `tryRecv` would do now; takes the value if there is one.
+        pub fn attemptRecvLocked(channel: *Self) RecvAttempt {
+            if (channel.takeLocked()) |taken| return .{ .taken = taken };
+            return if (channel.closed) .closed else .empty;
+        }
+
+        pub const SendAttempt = union(enum) { full, closed, buffered, handed: *const u32 };
+
+        /// What a `trySend` would do now; delivers the value if it can.
+        pub fn attemptSendLocked(channel: *Self, value: T) SendAttempt {
+            if (channel.closed) return .closed;
+            return switch (channel.deliverLocked(value)) {
+                .full => .full,
+                .buffered => .buffered,
+                .handed => |word| .{ .handed = word },
+            };
+        }
+
+        /// Queues a select's recv arm (after `attemptRecvLocked` found nothing).
+        pub fn pushReceiverLocked(channel: *Self, waiter: *RecvWaiter) void {
+            assert(waiter.node.selector != null);
+            assert(!channel.closed);
+            channel.receivers.push(&waiter.node);
+            channel.assertInvariants();
+        }
+
+        /// Queues a select's send arm (after `attemptSendLocked` found no room).
+        pub fn pushSenderLocked(channel: *Self, waiter: *SendWaiter) void {
+            assert(waiter.node.selector != null);
+            assert(!channel.closed);
+            channel.senders.push(&waiter.node);
+            channel.assertInvariants();
+        }
+
+        /// Unlinks a select's arm if it is still queued (a losing or withdrawn arm).
+        pub fn withdrawLocked(channel: *Self, node: *WaitQueue.Node, side: Side) void {
+            assert(node.selector != null);
+            if (!node.linked) return;
+            switch (side) {
+                .send => channel.senders.remove(node),
+                .recv => channel.receivers.remove(node),
             }
         }
 
@@ -287,7 +369,10 @@ pub fn Channel(comptime T: type) type {
             assert(channel.len <= channel.buffer.len);
             // Receivers wait only on an empty buffer with no sender waiting, and vice versa.
             if (!channel.receivers.isEmpty()) assert(channel.len == 0);
-            if (!channel.receivers.isEmpty()) assert(channel.senders.isEmpty());
+            // Both queues hold nodes only at capacity 0, when one select waits on both.
+            if (!channel.receivers.isEmpty() and !channel.senders.isEmpty()) {
+                assert(channel.buffer.len == 0);
+            }
             if (!channel.senders.isEmpty()) assert(channel.len == channel.buffer.len);
             if (channel.closed) assert(channel.receivers.isEmpty() and channel.senders.isEmpty());
         }

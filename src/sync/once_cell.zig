@@ -22,12 +22,13 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
+const atomic = @import("atomic.zig");
 
 pub fn OnceCell(comptime T: type) type {
     return struct {
         const Self = @This();
 
-        state: std.atomic.Value(u32) = .init(empty),
+        state: atomic.Value(u32) = .init(empty),
         value: T = undefined,
 
         pub const init: Self = .{};

@@ -23,12 +23,13 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
+const atomic = @import("atomic.zig");
 
 pub fn Oneshot(comptime T: type) type {
     return struct {
         const Self = @This();
 
-        state: std.atomic.Value(State) = .init(.empty),
+        state: atomic.Value(State) = .init(.empty),
         value: T = undefined,
 
         pub const init: Self = .{};

@@ -1072,6 +1072,10 @@ fn semaphoreWaiter(
     order.appendAssumeCapacity(id);
 }
 
+fn orderHasOne(order: *std.ArrayList(u32)) bool {
+    return @atomicLoad(usize, &order.items.len, .acquire) == 1;
+}
+
 test "Semaphore: FIFO hand-off; canceled and timed-out acquires hold nothing" {
     try withRuntime(struct {
         fn body(io: Io) !void {
@@ -1090,7 +1094,11 @@ test "Semaphore: FIFO hand-off; canceled and timed-out acquires hold nothing" {
             }
             try testing.expectError(error.Canceled, futures[1].cancel(io));
             try testing.expectError(error.Timeout, semaphore.acquireTimeout(io, timeout_short));
+            // One permit at a time: with several executors the two woken waiters would
+            // otherwise append in parallel.
             semaphore.release(io);
+            try waitUntil(io, &order, orderHasOne);
+            try testing.expectEqual(@as(u32, 0), order.items[0]);
             semaphore.release(io);
             try futures[0].await(io);
             try futures[2].await(io);

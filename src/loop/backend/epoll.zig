@@ -56,10 +56,18 @@ pub fn deinit(backend: *EpollBackend) void {
 
 const interest = nonblocking.interest;
 
+/// Only readiness operations: epoll has no asynchronous form of a file system or process
+/// call (weft runs those on its blocking lane).
+pub fn supports(backend: *const EpollBackend, tag: Completion.Op.Tag) bool {
+    _ = backend;
+    return Completion.Op.isReadiness(tag);
+}
+
 /// Socket operations try their syscall first: most find their socket ready (bytes waiting,
 /// buffer space, a pending connection), and an `EAGAIN` costs less than an epoll round trip.
 pub fn submit(backend: *EpollBackend, completion: *Completion) void {
     assert(completion.epoll_fd == -1);
+    assert(Completion.Op.isReadiness(completion.op)); // callers check `supports`
     backend.in_flight += 1;
     if (completion.op.triesFirst()) {
         const result = nonblocking.attempt(&completion.op);
@@ -77,9 +85,13 @@ pub fn submit(backend: *EpollBackend, completion: *Completion) void {
     switch (os.errno(linux.epoll_ctl(backend.epoll_fd, linux.EPOLL.CTL_ADD, watched, &event))) {
         .SUCCESS => completion.epoll_fd = watched,
         .PERM => {
-            // Not pollable (regular file, directory): always ready.
+            // Not pollable (regular file, directory): "always ready", but the syscall may
+            // still block on the disk, so it does not run here (see `result_unpollable`).
             os.closeFd(watched);
-            backend.perform(completion);
+            switch (completion.op) {
+                .read, .write => backend.finish(completion, Completion.result_unpollable),
+                else => backend.finish(completion, -@as(i32, @intFromEnum(linux.E.PERM))),
+            }
         },
         else => |e| {
             os.closeFd(watched);
@@ -121,6 +133,8 @@ fn perform(backend: *EpollBackend, completion: *Completion) void {
             linux.writev(op.fd, op.iovecs.ptr, op.iovecs.len),
         .poll => unreachable, // a poll is finished by its readiness event alone
         .accept, .connect, .recvmsg, .sendmsg => unreachable, // see `retry`
+        .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable, // `supports`
+        .mkdirat, .symlinkat, .linkat, .waitid => unreachable, // `supports`
     };
     const result: i32 = switch (os.errno(rc)) {
         .SUCCESS => @intCast(rc),
@@ -173,6 +187,8 @@ pub fn poll(backend: *EpollBackend, timeout_ns: ?u64, reaped: *Completion.Queue)
             .poll => backend.finish(completion, @intCast(event.events)),
             .read, .write => backend.perform(completion),
             .accept, .connect, .recvmsg, .sendmsg => unreachable, // handled by `retry`
+            .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable,
+            .mkdirat, .symlinkat, .linkat, .waitid => unreachable, // never submitted here
         }
     }
     while (backend.ready.pop()) |completion| {

@@ -19,6 +19,9 @@ const os = @import("../../os/linux.zig");
 const Completion = @import("../Completion.zig");
 
 ring: linux.IoUring,
+/// The operations this kernel implements, from IORING_REGISTER_PROBE (5.6+); without a probe
+/// only the readiness operations, which every kernel with EXT_ARG has, count.
+supported: std.EnumSet(Completion.Op.Tag),
 /// Operations submitted and not yet completed, the wake-up read excluded.
 in_flight: usize = 0,
 wake_fd: os.fd_t,
@@ -53,7 +56,9 @@ pub fn init(backend: *IoUringBackend) InitError!void {
     }
     if (ring.features & linux.IORING_FEAT_EXT_ARG == 0) return error.Unsupported;
     const wake_fd = try os.eventFd();
-    backend.* = .{ .ring = ring, .wake_fd = wake_fd };
+    var ring_probing = ring;
+    const supported = probeSupported(&ring_probing);
+    backend.* = .{ .ring = ring, .supported = supported, .wake_fd = wake_fd };
     backend.armWake();
 }
 
@@ -87,9 +92,54 @@ pub fn submit(backend: *IoUringBackend, completion: *Completion) void {
         .connect => |op| sqe.prep_connect(op.fd, op.addr, op.addr_len),
         .recvmsg => |op| sqe.prep_recvmsg(op.fd, op.msg, op.flags),
         .sendmsg => |op| sqe.prep_sendmsg(op.fd, op.msg, op.flags),
+        .openat => |op| sqe.prep_openat(op.fd, op.path, op.flags, op.mode),
+        .statx => |op| sqe.prep_statx(op.fd, op.path, op.flags, op.mask, op.buffer),
+        .fsync => |op| {
+            sqe.prep_fsync(op.fd, if (op.datasync) linux.IORING_FSYNC_DATASYNC else 0);
+        },
+        // std has no helper: the length travels in the offset field (Linux 6.9+).
+        .ftruncate => |op| sqe.prep_rw(.FTRUNCATE, op.fd, 0, 0, op.length),
+        .unlinkat => |op| sqe.prep_unlinkat(op.fd, op.path, op.flags),
+        .renameat => |op| sqe.prep_renameat(op.fd, op.path, op.new_fd, op.new_path, op.flags),
+        .mkdirat => |op| sqe.prep_mkdirat(op.fd, op.path, op.mode),
+        .symlinkat => |op| sqe.prep_symlinkat(op.target, op.fd, op.path),
+        .linkat => |op| sqe.prep_linkat(op.fd, op.path, op.new_fd, op.new_path, op.flags),
+        .waitid => |op| sqe.prep_waitid(.PID, op.pid, op.info, op.options, 0),
     }
     sqe.user_data = @intFromPtr(completion);
     backend.in_flight += 1;
+}
+
+/// Whether this ring can run `tag` asynchronously (file system and process operations came
+/// to io_uring over several kernel releases: FTRUNCATE in 6.9, WAITID in 6.7).
+pub fn supports(backend: *const IoUringBackend, tag: Completion.Op.Tag) bool {
+    return backend.supported.contains(tag);
+}
+
+fn probeSupported(ring: *linux.IoUring) std.EnumSet(Completion.Op.Tag) {
+    var supported: std.EnumSet(Completion.Op.Tag) = .initEmpty();
+    const probe = ring.get_probe() catch null;
+    for (std.enums.values(Completion.Op.Tag)) |tag| {
+        if (Completion.Op.isReadiness(tag)) {
+            supported.insert(tag);
+            continue;
+        }
+        const opcode: linux.IORING_OP = switch (tag) {
+            .openat => .OPENAT,
+            .statx => .STATX,
+            .fsync => .FSYNC,
+            .ftruncate => .FTRUNCATE,
+            .unlinkat => .UNLINKAT,
+            .renameat => .RENAMEAT,
+            .mkdirat => .MKDIRAT,
+            .symlinkat => .SYMLINKAT,
+            .linkat => .LINKAT,
+            .waitid => .WAITID,
+            .read, .write, .poll, .accept, .connect, .recvmsg, .sendmsg => unreachable, // above
+        };
+        if (probe) |p| if (p.is_supported(opcode)) supported.insert(tag);
+    }
+    return supported;
 }
 
 pub fn cancel(backend: *IoUringBackend, completion: *Completion) void {

@@ -1,0 +1,193 @@
+//! An executor's local run queue: a bounded ring of ready tasks that its owner fills and
+//! drains in FIFO order and that other executors steal half of when they run dry.
+//!
+//! Ownership: only the owning executor's thread pushes (at `tail`) and pops (at `head`);
+//! thieves on other threads take from `head` too. `tail` is written by the owner alone, so a
+//! push is a slot store and a release store of `tail`, no locked instruction. `head` is shared:
+//! the owner's pop and a thief's steal both advance it with a CAS, and whoever loses the race
+//! retries. A thief copies the slots it wants *before* its CAS: if the CAS fails the copy is
+//! discarded, and if it succeeds the owner cannot have overwritten those slots, because the
+//! owner only writes slots outside `head..tail` and `head` had not moved.
+//!
+//! Rejected: a Chase-Lev deque popped LIFO by its owner (no CAS on most pops, but a full fence
+//! on each, which costs the same here, and LIFO order starves the oldest task); a locked
+//! queue (two locked instructions per operation and a convoy when thieves pile up).
+//!
+//! Slots are atomics with relaxed ordering: a thief may read a slot that the owner is
+//! rewriting after a wrap-around, and then its CAS fails; the atomic access makes that read
+//! well defined instead of a data race.
+const std = @import("std");
+const assert = std.debug.assert;
+
+pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
+    comptime assert(std.math.isPowerOfTwo(capacity));
+    comptime assert(capacity >= 4);
+    return struct {
+        const Self = @This();
+        pub const len_max = capacity;
+
+        /// Index of the oldest task; advanced by the owner's pop and by thieves (CAS).
+        head: std.atomic.Value(u32) align(std.atomic.cache_line) = .init(0),
+        /// One past the newest task; written by the owner only. On its own cache line: thieves
+        /// read it, the owner writes it on every push.
+        tail: std.atomic.Value(u32) align(std.atomic.cache_line) = .init(0),
+        slots: [capacity]std.atomic.Value(?*T) = @splat(.init(null)),
+
+        /// Tasks queued, as seen by any thread (a snapshot: both ends move).
+        pub fn len(queue: *const Self) u32 {
+            const tail = queue.tail.load(.acquire);
+            const head = queue.head.load(.acquire);
+            return tail -% head;
+        }
+
+        pub fn isEmpty(queue: *const Self) bool {
+            return queue.len() == 0;
+        }
+
+        /// Owner only. Appends `item`; false when the ring is full (the caller moves half of
+        /// it elsewhere with `popHalf`, then pushes again).
+        pub fn push(queue: *Self, item: *T) bool {
+            const tail = queue.tail.raw; // only we write it
+            const head = queue.head.load(.acquire);
+            assert(tail -% head <= capacity);
+            if (tail -% head == capacity) return false;
+            queue.slots[tail % capacity].store(item, .monotonic);
+            // Release: a thief that sees the new tail sees the slot.
+            queue.tail.store(tail +% 1, .release);
+            return true;
+        }
+
+        /// Owner only. Takes the oldest task.
+        pub fn pop(queue: *Self) ?*T {
+            var head = queue.head.load(.acquire);
+            while (true) {
+                const tail = queue.tail.raw;
+                assert(tail -% head <= capacity);
+                if (head == tail) return null;
+                const item = queue.slots[head % capacity].load(.monotonic);
+                head = queue.head.cmpxchgWeak(head, head +% 1, .acq_rel, .acquire) orelse
+                    return item.?;
+            }
+        }
+
+        /// Owner only: takes the older half of a full ring into `out` (in order), so that
+        /// the caller can move it to a shared queue. Returns how many were taken (0 when a
+        /// thief emptied the ring meanwhile).
+        pub fn popHalf(queue: *Self, out: []*T) u32 {
+            return stealInto(queue, out, queue.tail.raw);
+        }
+
+        /// Any thread: takes up to half of `victim`'s tasks (at least one when it has any) into
+        /// `out`. Returns how many. Lock-free: retries only when another thread moved `head`.
+        pub fn steal(victim: *Self, out: []*T) u32 {
+            return stealInto(victim, out, null);
+        }
+
+        fn stealInto(victim: *Self, out: []*T, owner_tail: ?u32) u32 {
+            assert(out.len >= capacity / 2);
+            var head = victim.head.load(.acquire);
+            while (true) {
+                const tail = owner_tail orelse victim.tail.load(.acquire);
+                const available = tail -% head;
+                // A stale head with a fresh tail can look overfull: reload.
+                if (available > capacity) {
+                    head = victim.head.load(.acquire);
+                    continue;
+                }
+                const count = available - available / 2;
+                if (count == 0) return 0;
+                for (out[0..count], 0..) |*slot, i| {
+                    const index: u32 = @intCast(i);
+                    slot.* = victim.slots[(head +% index) % capacity].load(.monotonic).?;
+                }
+                // acq_rel: claims the slots read above; no one else will hand them out.
+                head = victim.head.cmpxchgWeak(head, head +% count, .acq_rel, .acquire) orelse
+                    return count;
+            }
+        }
+    };
+}
+
+const testing = std.testing;
+
+const TestItem = struct { value: u32 };
+
+test "RunQueue: FIFO, full, popHalf keeps order" {
+    var queue: RunQueue(TestItem, 8) = .{};
+    var items: [9]TestItem = undefined;
+    for (&items, 0..) |*item, i| item.* = .{ .value = @intCast(i) };
+    for (items[0..8]) |*item| try testing.expect(queue.push(item));
+    try testing.expect(!queue.push(&items[8]));
+    try testing.expectEqual(@as(u32, 8), queue.len());
+    var out: [4]*TestItem = undefined;
+    try testing.expectEqual(@as(u32, 4), queue.popHalf(&out));
+    for (out, 0..) |item, i| try testing.expectEqual(@as(u32, @intCast(i)), item.value);
+    try testing.expect(queue.push(&items[8]));
+    for (4..9) |i| try testing.expectEqual(@as(u32, @intCast(i)), queue.pop().?.value);
+    try testing.expect(queue.pop() == null);
+    try testing.expect(queue.isEmpty());
+}
+
+test "RunQueue: steal takes the older half, rounded up" {
+    var queue: RunQueue(TestItem, 8) = .{};
+    var items: [5]TestItem = undefined;
+    for (&items, 0..) |*item, i| item.* = .{ .value = @intCast(i) };
+    var out: [4]*TestItem = undefined;
+    try testing.expectEqual(@as(u32, 0), queue.steal(&out));
+    for (&items) |*item| try testing.expect(queue.push(item));
+    try testing.expectEqual(@as(u32, 3), queue.steal(&out));
+    for (out[0..3], 0..) |item, i| try testing.expectEqual(@as(u32, @intCast(i)), item.value);
+    try testing.expectEqual(@as(u32, 3), queue.pop().?.value);
+    try testing.expectEqual(@as(u32, 1), queue.steal(&out));
+    try testing.expectEqual(@as(u32, 4), out[0].value);
+    try testing.expect(queue.pop() == null);
+}
+
+test "RunQueue: owner and thieves race; every item is taken exactly once" {
+    const items_total = 200_000;
+    const thieves = 3;
+    const Queue = RunQueue(TestItem, 64);
+    const Shared = struct {
+        queue: Queue = .{},
+        taken: []std.atomic.Value(u8),
+        done: std.atomic.Value(bool) = .init(false),
+
+        fn take(shared: *@This(), item: *TestItem) void {
+            const previous = shared.taken[item.value].fetchAdd(1, .monotonic);
+            assert(previous == 0);
+        }
+
+        fn thief(shared: *@This()) void {
+            var out: [32]*TestItem = undefined;
+            while (true) {
+                const count = shared.queue.steal(&out);
+                for (out[0..count]) |item| shared.take(item);
+                if (count == 0 and shared.done.load(.acquire)) return;
+            }
+        }
+    };
+    const gpa = testing.allocator;
+    const items = try gpa.alloc(TestItem, items_total);
+    defer gpa.free(items);
+    const taken = try gpa.alloc(std.atomic.Value(u8), items_total);
+    defer gpa.free(taken);
+    for (items, taken, 0..) |*item, *flag, i| {
+        item.* = .{ .value = @intCast(i) };
+        flag.* = .init(0);
+    }
+    var shared: Shared = .{ .taken = taken };
+    var threads: [thieves]std.Thread = undefined;
+    for (&threads) |*thread| thread.* = try std.Thread.spawn(.{}, Shared.thief, .{&shared});
+    var overflow: [32]*TestItem = undefined;
+    for (items, 0..) |*item, i| {
+        while (!shared.queue.push(item)) {
+            const count = shared.queue.popHalf(&overflow);
+            for (overflow[0..count]) |moved| shared.take(moved);
+        }
+        if (i % 3 == 0) if (shared.queue.pop()) |popped| shared.take(popped);
+    }
+    while (shared.queue.pop()) |popped| shared.take(popped);
+    shared.done.store(true, .release);
+    for (threads) |thread| thread.join();
+    for (taken) |*flag| try testing.expectEqual(@as(u8, 1), flag.load(.monotonic));
+}

@@ -1,0 +1,203 @@
+//! The executors of one runtime and what they share: the global injection queue, the list of
+//! idle executors, and the rule that decides who runs a task that was just woken.
+//!
+//! ## Where a woken task goes (`makeReady`)
+//!
+//! - A task with a `home` (the main task, a task waiting for an I/O operation submitted on its
+//!   executor's ring, every task in pinned mode) runs only there: its home's private `local`
+//!   queue when the waker is that executor, else its home's `inject` queue and a loop wake-up.
+//! - Any other task woken on an executor goes to that executor's LIFO slot (it runs next,
+//!   while what the waker touched is still in the cache: Tokio's and Go's choice); the task
+//!   it displaces goes to the back of the executor's stealable ring.
+//! - Any other task woken on a thread weft does not run goes to the global injection queue.
+//!
+//! ## Idle executors (Go's spinning rule)
+//!
+//! An executor out of work first *searches*: it steals from the other executors' rings and
+//! looks at the injection queues for up to `config.executor_search_ns`. At most half of the
+//! executors search at once. One that finds nothing puts itself on the idle list and blocks in
+//! its loop (its own I/O and timers still wake it). Whoever makes stealable work available
+//! calls `notifyWork`, which wakes an idle executor only when no executor is searching (the
+//! searcher will find the work) and some executor is idle: the waker claims the search on the
+//! sleeper's behalf first, so a burst of work wakes one executor, not all. A searcher that
+//! finds work while it was the last searcher calls `notifyWork` in turn, so that more work,
+//! if any, keeps one executor looking. Wake-heavy work where the woken task runs on the
+//! waker's executor (the LIFO slot) notifies no one and pays no syscall.
+//!
+//! No wake-up is lost: an executor announces itself idle (a seq_cst increment of `sleeping`)
+//! *before* it looks at every queue one last time, and a producer makes its work visible
+//! before it reads `searching` and `sleeping` (seq_cst): either the executor sees the work,
+//! or the producer sees the executor and wakes it.
+const Scheduler = @This();
+
+const std = @import("std");
+const assert = std.debug.assert;
+const config = @import("../config.zig");
+const SpinLock = @import("../os/SpinLock.zig");
+const Executor = @import("Executor.zig");
+const Task = @import("Task.zig");
+
+const TaskQueue = @import("../intrusive.zig").Queue(Task);
+
+gpa: std.mem.Allocator,
+executors: []Executor,
+/// Tasks made ready by threads weft does not run, and the overflow of full rings.
+inject_lock: SpinLock = .{},
+inject: TaskQueue = .{},
+inject_count: std.atomic.Value(usize) = .init(0),
+/// Executors searching for work right now (see the rule above).
+searching: std.atomic.Value(u32) = .init(0),
+/// Executors on the idle list.
+sleeping: std.atomic.Value(u32) = .init(0),
+idle_lock: SpinLock = .{},
+/// The idle list: indices into `executors`, the most recently idle last.
+idle: std.ArrayList(u32) = .empty,
+/// Set by `Runtime.deinit`: idle executors leave their loops instead of sleeping.
+stopping: std.atomic.Value(bool) = .init(false),
+/// Tasks never migrate: each is given a home executor when it is spawned.
+pinned: bool,
+/// Round-robin cursor for pinned mode's placement.
+placement_next: std.atomic.Value(u32) = .init(0),
+/// The thread that called `Runtime.init`, adopted as a task of executor 0.
+main_task: Task,
+hooks: *const Executor.Hooks,
+hooks_context: *anyopaque,
+
+/// The executor running the calling thread if it belongs to this scheduler.
+pub fn executorOfThread(scheduler: *Scheduler) ?*Executor {
+    const executor = Executor.ofThread() orelse return null;
+    return if (executor.scheduler == scheduler) executor else null;
+}
+
+/// Thread-safe: queues `task`, which was woken (its wait state is now `notified`) or is new.
+pub fn makeReady(scheduler: *Scheduler, task: *Task) void {
+    const here = scheduler.executorOfThread();
+    if (task.home) |home| {
+        assert(home.scheduler == scheduler);
+        if (here == home) home.local.push(task) else home.pushInject(task);
+        return;
+    }
+    if (here) |executor| {
+        executor.pushWoken(task);
+    } else {
+        scheduler.pushGlobal(task);
+    }
+}
+
+/// Starts a task that never ran. On an executor of this scheduler the task runs at once and
+/// its spawner waits in the LIFO slot (`Executor.runFirst`); elsewhere it is queued.
+pub fn start(scheduler: *Scheduler, task: *Task) void {
+    assert(task.wait_state.load(.monotonic) == .running);
+    const here = scheduler.executorOfThread();
+    if (scheduler.pinned) {
+        const index = scheduler.placement_next.fetchAdd(1, .monotonic) % scheduler.executors.len;
+        const home = &scheduler.executors[index];
+        task.home = home;
+        if (here == home) return home.runFirst(task);
+        return home.pushInject(task);
+    }
+    if (here) |executor| return executor.runFirst(task);
+    scheduler.pushGlobal(task);
+}
+
+pub fn pushGlobal(scheduler: *Scheduler, task: *Task) void {
+    assert(task.home == null);
+    scheduler.inject_lock.lock();
+    scheduler.inject.push(task);
+    _ = scheduler.inject_count.fetchAdd(1, .seq_cst);
+    scheduler.inject_lock.unlock();
+    scheduler.notifyWork();
+}
+
+/// Moves `tasks` (a ring's overflow) to the global queue in one critical section.
+pub fn pushGlobalBatch(scheduler: *Scheduler, tasks: []const *Task) void {
+    scheduler.inject_lock.lock();
+    for (tasks) |task| {
+        assert(task.home == null);
+        scheduler.inject.push(task);
+    }
+    _ = scheduler.inject_count.fetchAdd(tasks.len, .seq_cst);
+    scheduler.inject_lock.unlock();
+    scheduler.notifyWork();
+}
+
+/// Takes up to `out.len` tasks from the global queue, oldest first. Returns how many.
+pub fn popGlobal(scheduler: *Scheduler, out: []*Task) usize {
+    if (scheduler.inject_count.load(.acquire) == 0) return 0;
+    scheduler.inject_lock.lock();
+    defer scheduler.inject_lock.unlock();
+    // Share a backlog: take a fair part of it, not all of it.
+    const executors = scheduler.executors.len;
+    const fair = scheduler.inject.count / executors + 1;
+    const count = @min(out.len, fair, scheduler.inject.count);
+    for (out[0..count]) |*slot| slot.* = scheduler.inject.pop().?;
+    _ = scheduler.inject_count.fetchSub(count, .monotonic);
+    return count;
+}
+
+/// Called after work that any executor may take became visible: wakes one idle executor
+/// unless an executor is searching already or none is idle.
+pub fn notifyWork(scheduler: *Scheduler) void {
+    if (scheduler.executors.len == 1) {
+        // No one to steal: the only executor just needs to leave its blocking poll.
+        scheduler.executors[0].loop.notify();
+        return;
+    }
+    if (scheduler.searching.load(.seq_cst) != 0) return;
+    if (scheduler.sleeping.load(.seq_cst) == 0) return;
+    // Claim the search for the executor we are about to wake, so that concurrent producers
+    // see a searcher and do not wake a second one.
+    if (scheduler.searching.cmpxchgStrong(0, 1, .seq_cst, .monotonic) != null) return;
+    scheduler.idle_lock.lock();
+    const woken: ?*Executor = if (scheduler.idle.pop()) |index| &scheduler.executors[index] else null;
+    if (woken) |executor| {
+        assert(executor.idle_listed);
+        executor.idle_listed = false;
+        executor.woken_to_search = true;
+        _ = scheduler.sleeping.fetchSub(1, .seq_cst);
+    }
+    scheduler.idle_lock.unlock();
+    if (woken) |executor| {
+        executor.loop.wake();
+    } else {
+        _ = scheduler.searching.fetchSub(1, .seq_cst);
+    }
+}
+
+/// Puts `executor` on the idle list before its last look at the queues.
+pub fn announceIdle(scheduler: *Scheduler, executor: *Executor) void {
+    assert(!executor.searching);
+    scheduler.idle_lock.lock();
+    defer scheduler.idle_lock.unlock();
+    assert(!executor.idle_listed);
+    // Capacity for every executor was reserved at init.
+    scheduler.idle.appendAssumeCapacity(executor.index);
+    executor.idle_listed = true;
+    _ = scheduler.sleeping.fetchAdd(1, .seq_cst);
+}
+
+/// Takes `executor` off the idle list after it woke up. Returns whether a producer woke it
+/// to search (it then owns one count of `searching`).
+pub fn leaveIdle(scheduler: *Scheduler, executor: *Executor) bool {
+    scheduler.idle_lock.lock();
+    defer scheduler.idle_lock.unlock();
+    if (executor.idle_listed) {
+        const position = std.mem.indexOfScalar(u32, scheduler.idle.items, executor.index).?;
+        _ = scheduler.idle.orderedRemove(position);
+        executor.idle_listed = false;
+        _ = scheduler.sleeping.fetchSub(1, .seq_cst);
+    }
+    const woken = executor.woken_to_search;
+    executor.woken_to_search = false;
+    return woken;
+}
+
+/// Whether any queue another executor could take from holds a task (a seq_cst snapshot).
+pub fn hasWorkFor(scheduler: *Scheduler, executor: *Executor) bool {
+    if (scheduler.inject_count.load(.seq_cst) > 0) return true;
+    if (executor.inject_count.load(.seq_cst) > 0) return true;
+    for (scheduler.executors) |*other| {
+        if (other != executor and !other.ring.isEmpty()) return true;
+    }
+    return false;
+}

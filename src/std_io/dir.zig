@@ -1,0 +1,877 @@
+//! std.Io directory entries.
+//!
+//! Opening, creating, stat, deleting, renaming and linking are loop operations (io_uring's
+//! openat, statx, unlinkat, renameat, mkdirat, symlinkat, linkat), or calls on the blocking
+//! lane where the loop cannot run them (`fs/Blocking.zig`); reading a directory
+//! (`getdents64`), reading a link and `faccessat` have no asynchronous form and always run on
+//! the lane. Every entry with `Canceled` in its error set is a cancelation point.
+//!
+//! Errors are mapped from errno exactly as std.Io.Threaded maps them on Linux (its `errnoBug`
+//! included). Paths are copied into a NUL-terminated buffer on the caller's stack, which
+//! outlives the operation (the loop and the lane borrow it).
+const std = @import("std");
+const Io = std.Io;
+const Dir = Io.Dir;
+const File = Io.File;
+const linux = std.os.linux;
+const posix = std.posix;
+const assert = std.debug.assert;
+const Threaded = Io.Threaded;
+const errnoBug = Threaded.errnoBug;
+const pathToPosix = Threaded.pathToPosix;
+const os = @import("../os/linux.zig");
+const file_io = @import("file.zig");
+const Op = @import("../loop/Completion.zig").Op;
+
+const blockingOf = file_io.blockingOf;
+const errnoOf = file_io.errnoOf;
+
+const PathBuffer = [posix.PATH_MAX]u8;
+
+/// The `openat` errors that std.Io.Threaded maps alike for files it opens and creates.
+fn openError(e: os.E) File.OpenError {
+    return switch (e) {
+        .INVAL, .ILSEQ => error.BadPathName,
+        .ACCES => error.AccessDenied,
+        .FBIG, .OVERFLOW => error.FileTooBig,
+        .ISDIR => error.IsDir,
+        .LOOP => error.SymLinkLoop,
+        .MFILE => error.ProcessFdQuotaExceeded,
+        .NAMETOOLONG => error.NameTooLong,
+        .NFILE => error.SystemFdQuotaExceeded,
+        .NODEV, .NXIO => error.NoDevice,
+        .NOENT, .SRCH => error.FileNotFound, // SRCH: a procfs entry whose process is gone
+        .NOMEM => error.SystemResources,
+        .NOSPC => error.NoSpaceLeft,
+        .NOTDIR => error.NotDir,
+        .PERM => error.PermissionDenied,
+        .EXIST => error.PathAlreadyExists,
+        .BUSY => error.DeviceBusy,
+        .OPNOTSUPP => error.FileLocksUnsupported,
+        .AGAIN => error.WouldBlock,
+        .TXTBSY => error.FileBusy,
+        .ROFS => error.ReadOnlyFileSystem,
+        .FAULT, .BADF => errnoBug(e),
+        else => os.unexpectedErrno(e),
+    };
+}
+
+/// `openat` for a file, then the checks and the lock std asks for.
+fn openFile(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    flags: linux.O,
+    mode: linux.mode_t,
+    lock: File.Lock,
+    lock_nonblocking: bool,
+    allow_directory: bool,
+) File.OpenError!File {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const blocking, const io = blockingOf(userdata);
+    const op_open: Op.Openat = .{ .fd = dir.handle, .path = path, .flags = flags, .mode = mode };
+    const result = try blocking.perform(io, .{ .openat = op_open });
+    if (result < 0) return openError(errnoOf(result));
+    const file: File = .{ .handle = result, .flags = .{ .nonblocking = false } };
+    errdefer os.closeFd(file.handle);
+    if (!allow_directory) {
+        const is_dir = if (file_io.fileStat(userdata, file)) |stat|
+            stat.kind == .directory
+        else |err| switch (err) {
+            error.Streaming => false, // whether it is a directory cannot be known
+            else => |e| return e,
+        };
+        if (is_dir) return error.IsDir;
+    }
+    if (lock != .none) {
+        if (lock_nonblocking) {
+            if (!try file_io.fileTryLock(userdata, file, lock)) return error.WouldBlock;
+        } else {
+            try file_io.fileLock(userdata, file, lock);
+        }
+    }
+    return file;
+}
+
+pub fn dirOpenFile(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    options: Dir.OpenFileOptions,
+) File.OpenError!File {
+    var flags: linux.O = .{
+        .ACCMODE = switch (options.mode) {
+            .read_only => .RDONLY,
+            .write_only => .WRONLY,
+            .read_write => .RDWR,
+        },
+        .NOFOLLOW = !options.follow_symlinks,
+        .CLOEXEC = true,
+        .NOCTTY = !options.allow_ctty,
+        .PATH = options.path_only,
+    };
+    if (@hasField(linux.O, "LARGEFILE")) flags.LARGEFILE = true;
+    const lock, const nonblocking = .{ options.lock, options.lock_nonblocking };
+    return openFile(userdata, dir, sub_path, flags, 0, lock, nonblocking, options.allow_directory);
+}
+
+pub fn dirCreateFile(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    options: Dir.CreateFileOptions,
+) File.OpenError!File {
+    var flags: linux.O = .{
+        .ACCMODE = if (options.read) .RDWR else .WRONLY,
+        .CREAT = true,
+        .TRUNC = options.truncate,
+        .EXCL = options.exclusive,
+        .CLOEXEC = true,
+    };
+    if (@hasField(linux.O, "LARGEFILE")) flags.LARGEFILE = true;
+    const mode = options.permissions.toMode();
+    const lock, const nonblocking = .{ options.lock, options.lock_nonblocking };
+    return openFile(userdata, dir, sub_path, flags, mode, lock, nonblocking, true);
+}
+
+pub fn dirOpenDir(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    options: Dir.OpenOptions,
+) Dir.OpenError!Dir {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const flags: linux.O = .{
+        .ACCMODE = .RDONLY,
+        .NOFOLLOW = !options.follow_symlinks,
+        .DIRECTORY = true,
+        .CLOEXEC = true,
+        // A directory only used as a base for paths needs no read access.
+        .PATH = !options.iterate,
+    };
+    const blocking, const io = blockingOf(userdata);
+    const op_open: Op.Openat = .{ .fd = dir.handle, .path = path.ptr, .flags = flags, .mode = 0 };
+    const result = try blocking.perform(io, .{ .openat = op_open });
+    if (result >= 0) return .{ .handle = result };
+    return switch (errnoOf(result)) {
+        .INVAL, .ILSEQ => error.BadPathName,
+        .ACCES => error.AccessDenied,
+        .LOOP => error.SymLinkLoop,
+        .MFILE => error.ProcessFdQuotaExceeded,
+        .NAMETOOLONG => error.NameTooLong,
+        .NFILE => error.SystemFdQuotaExceeded,
+        .NODEV, .NXIO => error.NoDevice,
+        .NOENT => error.FileNotFound,
+        .NOMEM => error.SystemResources,
+        .NOTDIR => error.NotDir,
+        .PERM => error.PermissionDenied,
+        .FAULT, .BADF, .BUSY => |e| errnoBug(e),
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+/// Closes each directory. Never fails; not a cancelation point.
+pub fn dirClose(userdata: ?*anyopaque, dirs: []const Dir) void {
+    _ = userdata;
+    for (dirs) |dir| os.closeFd(dir.handle);
+}
+
+pub fn dirStat(userdata: ?*anyopaque, dir: Dir) Dir.StatError!Dir.Stat {
+    const file: File = .{ .handle = dir.handle, .flags = .{ .nonblocking = false } };
+    return file_io.fileStat(userdata, file);
+}
+
+pub fn dirStatFile(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    options: Dir.StatFileOptions,
+) Dir.StatFileError!File.Stat {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const no_follow: u32 = if (options.follow_symlinks) 0 else linux.AT.SYMLINK_NOFOLLOW;
+    var statx = std.mem.zeroes(linux.Statx);
+    const blocking, const io = blockingOf(userdata);
+    const result = try blocking.perform(io, .{ .statx = .{
+        .fd = dir.handle,
+        .path = path.ptr,
+        .flags = linux.AT.NO_AUTOMOUNT | no_follow,
+        .mask = Threaded.linux_statx_request,
+        .buffer = &statx,
+    } });
+    if (result >= 0) return Threaded.statFromLinux(&statx);
+    return switch (errnoOf(result)) {
+        .ACCES => error.AccessDenied,
+        .LOOP => error.SymLinkLoop,
+        .NOENT => error.FileNotFound,
+        .NOTDIR => error.NotDir,
+        .NOMEM => error.SystemResources,
+        .BADF, .FAULT, .INVAL, .NAMETOOLONG => |e| errnoBug(e), // length checked above
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+/// `faccessat` (`faccessat2` when symlinks are not followed) on the blocking lane.
+pub fn dirAccess(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    options: Dir.AccessOptions,
+) Dir.AccessError!void {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const flags: u32 = if (options.follow_symlinks) 0 else linux.AT.SYMLINK_NOFOLLOW;
+    const mode: u32 = @as(u32, if (options.read) linux.R_OK else 0) |
+        @as(u32, if (options.write) linux.W_OK else 0) |
+        @as(u32, if (options.execute) linux.X_OK else 0);
+    const blocking, const io = blockingOf(userdata);
+    const args = .{ dir.handle, path.ptr, mode, flags };
+    const result = try blocking.syscall(io, linux.faccessat, args);
+    if (result >= 0) return;
+    return switch (errnoOf(result)) {
+        .ACCES => error.AccessDenied,
+        .PERM => error.PermissionDenied,
+        .ROFS => error.ReadOnlyFileSystem,
+        .LOOP => error.SymLinkLoop,
+        .TXTBSY => error.FileBusy,
+        .NOTDIR, .NOENT => error.FileNotFound,
+        .NAMETOOLONG => error.NameTooLong,
+        .IO => error.InputOutput,
+        .NOMEM => error.SystemResources,
+        .ILSEQ => error.BadPathName,
+        .INVAL, .FAULT => |e| errnoBug(e),
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+pub fn dirCreateDir(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    permissions: Dir.Permissions,
+) Dir.CreateDirError!void {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const blocking, const io = blockingOf(userdata);
+    const mode = permissions.toMode();
+    const op_mkdir: Op.Mkdirat = .{ .fd = dir.handle, .path = path.ptr, .mode = mode };
+    const result = try blocking.perform(io, .{ .mkdirat = op_mkdir });
+    if (result >= 0) return;
+    return switch (errnoOf(result)) {
+        .ACCES => error.AccessDenied,
+        .PERM => error.PermissionDenied,
+        .DQUOT => error.DiskQuota,
+        .EXIST => error.PathAlreadyExists,
+        .LOOP => error.SymLinkLoop,
+        .MLINK => error.LinkQuotaExceeded,
+        .NAMETOOLONG => error.NameTooLong,
+        .NOENT, .NOTCONN => error.FileNotFound,
+        .NOMEM => error.SystemResources,
+        .NOSPC => error.NoSpaceLeft,
+        .NOTDIR => error.NotDir,
+        .ROFS => error.ReadOnlyFileSystem,
+        .ILSEQ => error.BadPathName,
+        .BADF, .FAULT => |e| errnoBug(e),
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+/// Creates every missing directory of `sub_path`: walks back from the last component to the
+/// first that exists, then forward creating each. An existing component that is not a
+/// directory is `error.NotDir` (a dangling symlink would otherwise loop).
+pub fn dirCreateDirPath(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    permissions: Dir.Permissions,
+) Dir.CreateDirPathError!Dir.CreatePathStatus {
+    var components = Dir.path.componentIterator(sub_path);
+    var status: Dir.CreatePathStatus = .existed;
+    var component = components.last() orelse return error.BadPathName;
+    // Bounded by the components of `sub_path`: each round moves one back or one forward, and
+    // never back past one it created.
+    while (true) {
+        if (dirCreateDir(userdata, dir, component.path, permissions)) |_| {
+            status = .created;
+        } else |err| switch (err) {
+            error.PathAlreadyExists => {
+                const kind = try pathKind(userdata, dir, component.path);
+                if (kind != .directory) return error.NotDir;
+            },
+            error.FileNotFound => |e| {
+                component = components.previous() orelse return e;
+                continue;
+            },
+            else => |e| return e,
+        }
+        component = components.next() orelse return status;
+    }
+}
+
+/// The kind of `sub_path` itself (a symlink is not followed).
+fn pathKind(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+) Dir.CreateDirPathError!File.Kind {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    var statx = std.mem.zeroes(linux.Statx);
+    const blocking, const io = blockingOf(userdata);
+    const result = try blocking.perform(io, .{ .statx = .{
+        .fd = dir.handle,
+        .path = path.ptr,
+        .flags = linux.AT.NO_AUTOMOUNT | linux.AT.SYMLINK_NOFOLLOW,
+        .mask = .{ .TYPE = true },
+        .buffer = &statx,
+    } });
+    if (result >= 0) {
+        if (!statx.mask.TYPE) return error.Unexpected;
+        return Threaded.statxKind(statx.mode);
+    }
+    return switch (errnoOf(result)) {
+        .NOMEM => error.SystemResources,
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+pub fn dirCreateDirPathOpen(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    permissions: Dir.Permissions,
+    options: Dir.OpenOptions,
+) Dir.CreateDirPathOpenError!Dir {
+    return dirOpenDir(userdata, dir, sub_path, options) catch |err| switch (err) {
+        error.FileNotFound => {
+            _ = try dirCreateDirPath(userdata, dir, sub_path, permissions);
+            return dirOpenDir(userdata, dir, sub_path, options);
+        },
+        else => |e| return e,
+    };
+}
+
+pub fn dirDeleteFile(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+) Dir.DeleteFileError!void {
+    const result = try unlink(userdata, dir, sub_path, 0);
+    if (result >= 0) return;
+    return switch (errnoOf(result)) {
+        .PERM => error.PermissionDenied,
+        .ISDIR => error.IsDir,
+        .EXIST, .NOTEMPTY, .INVAL, .FAULT, .BADF => |e| errnoBug(e), // no AT_REMOVEDIR
+        else => |e| unlinkError(e),
+    };
+}
+
+pub fn dirDeleteDir(userdata: ?*anyopaque, dir: Dir, sub_path: []const u8) Dir.DeleteDirError!void {
+    const result = try unlink(userdata, dir, sub_path, linux.AT.REMOVEDIR);
+    if (result >= 0) return;
+    return switch (errnoOf(result)) {
+        .PERM => error.PermissionDenied,
+        .NOTEMPTY => error.DirNotEmpty,
+        .ISDIR, .EXIST, .INVAL, .FAULT, .BADF => |e| errnoBug(e),
+        else => |e| unlinkError(e),
+    };
+}
+
+fn unlink(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    flags: u32,
+) (Dir.PathNameError || Io.Cancelable)!i32 {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const blocking, const io = blockingOf(userdata);
+    const op_unlink: Op = .{ .unlinkat = .{ .fd = dir.handle, .path = path.ptr, .flags = flags } };
+    return blocking.perform(io, op_unlink);
+}
+
+/// The unlinkat errors that deleting a file and a directory share.
+fn unlinkError(e: os.E) error{
+    AccessDenied,
+    FileBusy,
+    FileSystem,
+    SymLinkLoop,
+    NameTooLong,
+    FileNotFound,
+    NotDir,
+    SystemResources,
+    ReadOnlyFileSystem,
+    BadPathName,
+    Unexpected,
+} {
+    return switch (e) {
+        .ACCES => error.AccessDenied,
+        .BUSY => error.FileBusy,
+        .IO => error.FileSystem,
+        .LOOP => error.SymLinkLoop,
+        .NAMETOOLONG => error.NameTooLong,
+        .NOENT => error.FileNotFound,
+        .NOTDIR => error.NotDir,
+        .NOMEM => error.SystemResources,
+        .ROFS => error.ReadOnlyFileSystem,
+        .ILSEQ => error.BadPathName,
+        else => os.unexpectedErrno(e),
+    };
+}
+
+pub fn dirRename(
+    userdata: ?*anyopaque,
+    old_dir: Dir,
+    old_sub_path: []const u8,
+    new_dir: Dir,
+    new_sub_path: []const u8,
+) Dir.RenameError!void {
+    const result = try rename(userdata, old_dir, old_sub_path, new_dir, new_sub_path, 0);
+    if (result >= 0) return;
+    return switch (errnoOf(result)) {
+        .EXIST, .NOTEMPTY => error.DirNotEmpty,
+        .IO => error.HardwareFailure,
+        else => |e| renameError(e),
+    };
+}
+
+/// Renames without replacing: `error.PathAlreadyExists` if the new path exists (renameat2
+/// `RENAME_NOREPLACE`).
+pub fn dirRenamePreserve(
+    userdata: ?*anyopaque,
+    old_dir: Dir,
+    old_sub_path: []const u8,
+    new_dir: Dir,
+    new_sub_path: []const u8,
+) Dir.RenamePreserveError!void {
+    const no_replace: u32 = @bitCast(linux.RENAME{ .NOREPLACE = true });
+    const result = try rename(userdata, old_dir, old_sub_path, new_dir, new_sub_path, no_replace);
+    if (result >= 0) return;
+    return switch (errnoOf(result)) {
+        .EXIST => error.PathAlreadyExists,
+        .NOTEMPTY => error.DirNotEmpty,
+        else => |e| renameError(e),
+    };
+}
+
+fn rename(
+    userdata: ?*anyopaque,
+    old_dir: Dir,
+    old_sub_path: []const u8,
+    new_dir: Dir,
+    new_sub_path: []const u8,
+    flags: u32,
+) (Dir.PathNameError || Io.Cancelable)!i32 {
+    var old_buffer: PathBuffer = undefined;
+    var new_buffer: PathBuffer = undefined;
+    const old_path = try pathToPosix(old_sub_path, &old_buffer);
+    const new_path = try pathToPosix(new_sub_path, &new_buffer);
+    const blocking, const io = blockingOf(userdata);
+    return blocking.perform(io, .{ .renameat = .{
+        .fd = old_dir.handle,
+        .path = old_path.ptr,
+        .new_fd = new_dir.handle,
+        .new_path = new_path.ptr,
+        .flags = flags,
+    } });
+}
+
+/// The renameat errors that both renames map alike.
+fn renameError(e: os.E) error{
+    AccessDenied,
+    PermissionDenied,
+    FileBusy,
+    DiskQuota,
+    IsDir,
+    SymLinkLoop,
+    LinkQuotaExceeded,
+    NameTooLong,
+    FileNotFound,
+    NotDir,
+    SystemResources,
+    NoSpaceLeft,
+    ReadOnlyFileSystem,
+    CrossDevice,
+    BadPathName,
+    Unexpected,
+} {
+    return switch (e) {
+        .ACCES => error.AccessDenied,
+        .PERM => error.PermissionDenied,
+        .BUSY => error.FileBusy,
+        .DQUOT => error.DiskQuota,
+        .ISDIR => error.IsDir,
+        .LOOP => error.SymLinkLoop,
+        .MLINK => error.LinkQuotaExceeded,
+        .NAMETOOLONG => error.NameTooLong,
+        .NOENT => error.FileNotFound,
+        .NOTDIR => error.NotDir,
+        .NOMEM => error.SystemResources,
+        .NOSPC => error.NoSpaceLeft,
+        .ROFS => error.ReadOnlyFileSystem,
+        .XDEV => error.CrossDevice,
+        .ILSEQ => error.BadPathName,
+        .FAULT, .INVAL => errnoBug(e),
+        else => os.unexpectedErrno(e),
+    };
+}
+
+pub fn dirSymLink(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    target_path: []const u8,
+    sym_link_path: []const u8,
+    flags: Dir.SymLinkFlags,
+) Dir.SymLinkError!void {
+    _ = flags; // only Windows tells directory links apart
+    var target_buffer: PathBuffer = undefined;
+    var link_buffer: PathBuffer = undefined;
+    const target = try pathToPosix(target_path, &target_buffer);
+    const link = try pathToPosix(sym_link_path, &link_buffer);
+    const blocking, const io = blockingOf(userdata);
+    const op_symlink: Op.Symlinkat = .{ .fd = dir.handle, .path = link.ptr, .target = target.ptr };
+    const result = try blocking.perform(io, .{ .symlinkat = op_symlink });
+    if (result >= 0) return;
+    return switch (errnoOf(result)) {
+        .ACCES => error.AccessDenied,
+        .PERM => error.PermissionDenied,
+        .DQUOT => error.DiskQuota,
+        .EXIST => error.PathAlreadyExists,
+        .IO => error.FileSystem,
+        .LOOP => error.SymLinkLoop,
+        .NAMETOOLONG => error.NameTooLong,
+        .NOENT => error.FileNotFound,
+        .NOTDIR => error.NotDir,
+        .NOMEM => error.SystemResources,
+        .NOSPC => error.NoSpaceLeft,
+        .ROFS => error.ReadOnlyFileSystem,
+        .ILSEQ => error.BadPathName,
+        .FAULT, .INVAL => |e| errnoBug(e),
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+/// `readlinkat` on the blocking lane; returns the length of the target written to `buffer`.
+pub fn dirReadLink(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    buffer: []u8,
+) Dir.ReadLinkError!usize {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const blocking, const io = blockingOf(userdata);
+    const args = .{ dir.handle, path.ptr, buffer.ptr, buffer.len };
+    const result = try blocking.syscall(io, linux.readlinkat, args);
+    if (result >= 0) return @intCast(result);
+    return switch (errnoOf(result)) {
+        .ACCES => error.AccessDenied,
+        .INVAL => error.NotLink,
+        .IO => error.FileSystem,
+        .LOOP => error.SymLinkLoop,
+        .NAMETOOLONG => error.NameTooLong,
+        .NOENT => error.FileNotFound,
+        .NOMEM => error.SystemResources,
+        .NOTDIR => error.NotDir,
+        .ILSEQ => error.BadPathName,
+        .FAULT => |e| errnoBug(e),
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+pub fn dirHardLink(
+    userdata: ?*anyopaque,
+    old_dir: Dir,
+    old_sub_path: []const u8,
+    new_dir: Dir,
+    new_sub_path: []const u8,
+    options: Dir.HardLinkOptions,
+) Dir.HardLinkError!void {
+    var old_buffer: PathBuffer = undefined;
+    var new_buffer: PathBuffer = undefined;
+    const old_path = try pathToPosix(old_sub_path, &old_buffer);
+    const new_path = try pathToPosix(new_sub_path, &new_buffer);
+    const blocking, const io = blockingOf(userdata);
+    const result = try blocking.perform(io, .{ .linkat = .{
+        .fd = old_dir.handle,
+        .path = old_path.ptr,
+        .new_fd = new_dir.handle,
+        .new_path = new_path.ptr,
+        .flags = if (options.follow_symlinks) linux.AT.SYMLINK_FOLLOW else 0,
+    } });
+    if (result >= 0) return;
+    return linkError(errnoOf(result));
+}
+
+/// A hard link to an open file (`linkat` with `AT_EMPTY_PATH`). Without `follow_symlinks`,
+/// a kernel that refuses empty paths to unprivileged callers is asked through the file's
+/// `/proc/self/fd` entry instead, as std.Io.Threaded does.
+pub fn fileHardLink(
+    userdata: ?*anyopaque,
+    file: File,
+    new_dir: Dir,
+    new_sub_path: []const u8,
+    options: File.HardLinkOptions,
+) File.HardLinkError!void {
+    var new_buffer: PathBuffer = undefined;
+    const new_path = try pathToPosix(new_sub_path, &new_buffer);
+    const blocking, const io = blockingOf(userdata);
+    const follow: u32 = if (options.follow_symlinks) linux.AT.SYMLINK_FOLLOW else 0;
+    const result = try blocking.perform(io, .{ .linkat = .{
+        .fd = file.handle,
+        .path = "",
+        .new_fd = new_dir.handle,
+        .new_path = new_path.ptr,
+        .flags = follow | linux.AT.EMPTY_PATH,
+    } });
+    if (result >= 0) return;
+    const e = errnoOf(result);
+    if (e != .NOENT or options.follow_symlinks) return linkError(e);
+    var proc_buffer: ["/proc/self/fd/-2147483648\x00".len]u8 = undefined;
+    const proc_path = std.fmt.bufPrintZ(&proc_buffer, "/proc/self/fd/{d}", .{file.handle}) catch
+        unreachable; // sized for any descriptor
+    const retried = try blocking.perform(io, .{ .linkat = .{
+        .fd = linux.AT.FDCWD,
+        .path = proc_path.ptr,
+        .new_fd = new_dir.handle,
+        .new_path = new_path.ptr,
+        .flags = linux.AT.SYMLINK_FOLLOW,
+    } });
+    if (retried >= 0) return;
+    return linkError(errnoOf(retried));
+}
+
+fn linkError(e: os.E) File.HardLinkError {
+    return switch (e) {
+        .ACCES => error.AccessDenied,
+        .DQUOT => error.DiskQuota,
+        .EXIST => error.PathAlreadyExists,
+        .IO => error.HardwareFailure,
+        .LOOP => error.SymLinkLoop,
+        .MLINK => error.LinkQuotaExceeded,
+        .NAMETOOLONG => error.NameTooLong,
+        .NOENT => error.FileNotFound,
+        .NOMEM => error.SystemResources,
+        .NOSPC => error.NoSpaceLeft,
+        .NOTDIR => error.NotDir,
+        .PERM => error.PermissionDenied,
+        .ROFS => error.ReadOnlyFileSystem,
+        .XDEV => error.CrossDevice,
+        .ILSEQ => error.BadPathName,
+        .FAULT, .INVAL => errnoBug(e),
+        else => os.unexpectedErrno(e),
+    };
+}
+
+/// `fchmod` of the directory itself, on the blocking lane.
+pub fn dirSetPermissions(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    permissions: Dir.Permissions,
+) Dir.SetPermissionsError!void {
+    const file: File = .{ .handle = dir.handle, .flags = .{ .nonblocking = false } };
+    return file_io.fileSetPermissions(userdata, file, permissions);
+}
+
+/// `fchown` of the directory itself, on the blocking lane.
+pub fn dirSetOwner(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    owner: ?File.Uid,
+    group: ?File.Gid,
+) Dir.SetOwnerError!void {
+    const file: File = .{ .handle = dir.handle, .flags = .{ .nonblocking = false } };
+    return file_io.fileSetOwner(userdata, file, owner, group);
+}
+
+/// Fills `entries` from the reader's buffer, refilling it with `getdents64` on the blocking
+/// lane when it is used up (and only then, since the names point into it). Returns the number
+/// of entries, 0 when the directory is exhausted. `.` and `..` are left out.
+pub fn dirRead(
+    userdata: ?*anyopaque,
+    reader: *Dir.Reader,
+    entries: []Dir.Entry,
+) Dir.Reader.Error!usize {
+    var count: usize = 0;
+    // Bounded by `entries.len` and one refill: names must stay valid, so the buffer is
+    // refilled only before the first entry of this call.
+    while (count < entries.len) {
+        if (reader.index == reader.end) {
+            if (count > 0) break;
+            if (!try refill(userdata, reader)) return 0;
+        }
+        const record: *align(1) linux.dirent64 = @ptrCast(&reader.buffer[reader.index]);
+        assert(record.reclen > 0 and reader.index + record.reclen <= reader.end);
+        reader.index += record.reclen;
+        const name_start: [*]u8 = &record.name;
+        const name_room = name_start[0 .. record.reclen - @offsetOf(linux.dirent64, "name")];
+        const name = name_start[0..std.mem.findScalar(u8, name_room, 0).? :0];
+        if (std.mem.eql(u8, name, ".") or std.mem.eql(u8, name, "..")) continue;
+        entries[count] = .{ .name = name, .kind = direntKind(record.type), .inode = record.ino };
+        count += 1;
+    }
+    return count;
+}
+
+/// Reads the next batch of records into the reader's buffer; false at the end.
+fn refill(userdata: ?*anyopaque, reader: *Dir.Reader) Dir.Reader.Error!bool {
+    if (reader.state == .finished) return false;
+    if (reader.state == .reset) {
+        const file: File = .{ .handle = reader.dir.handle, .flags = .{ .nonblocking = false } };
+        file_io.fileSeekTo(userdata, file, 0) catch |err| switch (err) {
+            error.Unseekable => return error.Unexpected,
+            else => |e| return e,
+        };
+        reader.state = .reading;
+    }
+    const blocking, const io = blockingOf(userdata);
+    const args = .{ reader.dir.handle, reader.buffer.ptr, reader.buffer.len };
+    const result = try blocking.syscall(io, linux.getdents64, args);
+    if (result > 0) {
+        reader.index = 0;
+        reader.end = @intCast(result);
+        return true;
+    }
+    if (result == 0) {
+        reader.state = .finished;
+        return false;
+    }
+    return switch (errnoOf(result)) {
+        // The directory was deleted while being read: its listing ends, as on other systems.
+        .NOENT => {
+            reader.state = .finished;
+            return false;
+        },
+        .INVAL => error.Unexpected, // a buffer too small, or /proc/<pid>/net
+        .ACCES => error.AccessDenied,
+        .BADF, .FAULT, .NOTDIR => |e| errnoBug(e), // not opened with `.iterate = true`
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+fn direntKind(dirent_type: u8) File.Kind {
+    return switch (dirent_type) {
+        linux.DT.BLK => .block_device,
+        linux.DT.CHR => .character_device,
+        linux.DT.DIR => .directory,
+        linux.DT.FIFO => .named_pipe,
+        linux.DT.LNK => .sym_link,
+        linux.DT.REG => .file,
+        linux.DT.SOCK => .unix_domain_socket,
+        else => .unknown,
+    };
+}
+
+/// The path of the directory, as `fileRealPath` finds it.
+pub fn dirRealPath(userdata: ?*anyopaque, dir: Dir, out_buffer: []u8) Dir.RealPathError!usize {
+    _ = userdata;
+    try file_io.checkCancel();
+    return file_io.realPath(dir.handle, out_buffer);
+}
+
+/// Opens `sub_path` as a path-only descriptor (never blocks on a FIFO or device), then reads
+/// its path as `fileRealPath` does.
+pub fn dirRealPathFile(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    out_buffer: []u8,
+) Dir.RealPathFileError!usize {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const flags: linux.O = .{ .NONBLOCK = true, .CLOEXEC = true, .PATH = true };
+    const blocking, const io = blockingOf(userdata);
+    const result = try blocking.perform(io, .{ .openat = .{
+        .fd = dir.handle,
+        .path = path.ptr,
+        .flags = flags,
+        .mode = 0,
+    } });
+    if (result < 0) return switch (openError(errnoOf(result))) {
+        // Errors a path-only open cannot produce (no lock, no creation, no write).
+        error.FileLocksUnsupported, error.WouldBlock, error.FileBusy => error.Unexpected,
+        error.ReadOnlyFileSystem, error.PathAlreadyExists => error.Unexpected,
+        error.AntivirusInterference, error.PipeBusy, error.NetworkNotFound => error.Unexpected,
+        else => |e| e,
+    };
+    defer os.closeFd(result);
+    return file_io.realPath(result, out_buffer);
+}
+
+/// `utimensat` on the blocking lane.
+pub fn dirSetTimestamps(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    options: Dir.SetTimestampsOptions,
+) Dir.SetTimestampsError!void {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    var times = file_io.timestamps(options.access_timestamp, options.modify_timestamp);
+    const flags: u32 = if (options.follow_symlinks) 0 else linux.AT.SYMLINK_NOFOLLOW;
+    const blocking, const io = blockingOf(userdata);
+    const args = .{ dir.handle, path.ptr, times.pointer(), flags };
+    const result = try blocking.syscall(io, linux.utimensat, args);
+    if (result >= 0) return;
+    return file_io.timestampsError(errnoOf(result));
+}
+
+/// `fchownat` on the blocking lane; a null owner or group is left as it is. (std.Io.Threaded
+/// does not implement this entry yet: its errors are mapped as for `fchown`.)
+pub fn dirSetFileOwner(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    owner: ?File.Uid,
+    group: ?File.Gid,
+    options: Dir.SetFileOwnerOptions,
+) Dir.SetFileOwnerError!void {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const uid = owner orelse ~@as(linux.uid_t, 0);
+    const gid = group orelse ~@as(linux.gid_t, 0);
+    const flags: u32 = if (options.follow_symlinks) 0 else linux.AT.SYMLINK_NOFOLLOW;
+    const blocking, const io = blockingOf(userdata);
+    const args = .{ dir.handle, path.ptr, uid, gid, flags };
+    const result = try blocking.syscall(io, linux.fchownat, args);
+    if (result >= 0) return;
+    return file_io.ownerOrModeError(errnoOf(result));
+}
+
+/// `fchmodat`, or `fchmodat2` (Linux 6.6+) when symlinks are not followed, on the blocking
+/// lane. On an older kernel, not following symlinks is `error.OperationUnsupported`.
+pub fn dirSetFilePermissions(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    permissions: Dir.Permissions,
+    options: Dir.SetFilePermissionsOptions,
+) Dir.SetFilePermissionsError!void {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const mode = permissions.toMode();
+    const no_follow = linux.AT.SYMLINK_NOFOLLOW;
+    const blocking, const io = blockingOf(userdata);
+    const result = if (options.follow_symlinks)
+        try blocking.syscall(io, linux.fchmodat, .{ dir.handle, path.ptr, mode })
+    else
+        try blocking.syscall(io, linux.fchmodat2, .{ dir.handle, path.ptr, mode, no_follow });
+    if (result >= 0) return;
+    return switch (errnoOf(result)) {
+        .ACCES => error.AccessDenied,
+        .IO => error.InputOutput,
+        .LOOP => error.SymLinkLoop,
+        .MFILE => error.ProcessFdQuotaExceeded,
+        .NAMETOOLONG => error.NameTooLong,
+        .NFILE => error.SystemFdQuotaExceeded,
+        .NOENT, .NOTDIR => error.FileNotFound,
+        .NOMEM => error.SystemResources,
+        .OPNOTSUPP, .NOSYS => error.OperationUnsupported,
+        .PERM => error.PermissionDenied,
+        .ROFS => error.ReadOnlyFileSystem,
+        .BADF, .FAULT, .INVAL => |e| errnoBug(e),
+        else => |e| os.unexpectedErrno(e),
+    };
+}

@@ -1,0 +1,165 @@
+//! The one door through which weft.sync touches atomics and thread locks (STYLE.md habit 14,
+//! after Tokio's `loom` shim): `Value(T)` (std's atomic value) and `Lock` (the short internal
+//! lock of the primitives, `os/Mutex.zig`).
+//!
+//! Production builds get std's types themselves, so the generated code is the same as if the
+//! primitives used them directly. Test builds (`builtin.is_test`) get look-alikes with the same
+//! API that, on a thread where the interleaving checker (src/testing/InterleavingChecker.zig)
+//! installed a `Checker`, call it before every atomic step and around every lock operation.
+//! The checker runs several logical threads one at a time and picks, at each such step, which
+//! one goes next, from a seed: many seeds, many interleavings, and a failing one replays
+//! exactly. On a thread without a checker (every other test) the look-alikes behave like
+//! std's.
+//!
+//! The checker's model is sequentially consistent: it finds lost wake-ups, double hand-offs
+//! and wrong state transitions in any interleaving of atomic steps, not bugs that only weak
+//! memory orderings expose (loom models some of those; this checker does not). Futex waits
+//! and wakes are not shimmed: the checker hands the code under test an `Io` of its own whose
+//! futex, cancelation and clock entries it controls.
+const std = @import("std");
+const builtin = @import("builtin");
+const OsMutex = @import("../os/Mutex.zig");
+
+/// Whether the shim is in place (test builds only).
+pub const checked = builtin.is_test;
+
+pub const Value = if (checked) CheckedValue else std.atomic.Value;
+pub const Lock = if (checked) CheckedLock else OsMutex;
+
+/// What a logical thread of the interleaving checker provides (test builds only).
+pub const Checker = struct {
+    context: *anyopaque,
+    /// Called before every atomic step: the checker may let other logical threads run first.
+    step: *const fn (context: *anyopaque) void,
+    /// Parks the logical thread until `unblock(address)` (a held `Lock`).
+    block: *const fn (context: *anyopaque, address: usize) void,
+    /// Makes every logical thread parked on `address` runnable again.
+    unblock: *const fn (context: *anyopaque, address: usize) void,
+};
+
+/// The checker of the logical thread running on this OS thread; null outside a checked run.
+/// A thread-local is safe here: a logical thread is pinned to its OS thread for its whole life.
+pub threadlocal var checker: if (checked) ?*const Checker else void =
+    if (checked) null else {};
+
+/// A checker step for the rare atomic operation `Value` cannot express (a packed word updated
+/// through its integer): call it right before the raw builtin.
+pub inline fn step() void {
+    if (!checked) return;
+    if (checker) |c| c.step(c.context);
+}
+
+/// std.atomic.Value with a checker step before each operation.
+fn CheckedValue(comptime T: type) type {
+    return struct {
+        raw: T,
+
+        const Self = @This();
+        const Order = std.builtin.AtomicOrder;
+
+        pub fn init(value: T) Self {
+            return .{ .raw = value };
+        }
+
+        pub fn load(self: *const Self, comptime order: Order) T {
+            step();
+            return @atomicLoad(T, &self.raw, order);
+        }
+
+        pub fn store(self: *Self, value: T, comptime order: Order) void {
+            step();
+            @atomicStore(T, &self.raw, value, order);
+        }
+
+        pub fn swap(self: *Self, operand: T, comptime order: Order) T {
+            step();
+            return @atomicRmw(T, &self.raw, .Xchg, operand, order);
+        }
+
+        pub fn cmpxchgWeak(
+            self: *Self,
+            expected: T,
+            new: T,
+            comptime success: Order,
+            comptime failure: Order,
+        ) ?T {
+            step();
+            return @cmpxchgWeak(T, &self.raw, expected, new, success, failure);
+        }
+
+        pub fn cmpxchgStrong(
+            self: *Self,
+            expected: T,
+            new: T,
+            comptime success: Order,
+            comptime failure: Order,
+        ) ?T {
+            step();
+            return @cmpxchgStrong(T, &self.raw, expected, new, success, failure);
+        }
+
+        pub fn fetchAdd(self: *Self, operand: T, comptime order: Order) T {
+            step();
+            return @atomicRmw(T, &self.raw, .Add, operand, order);
+        }
+
+        pub fn fetchSub(self: *Self, operand: T, comptime order: Order) T {
+            step();
+            return @atomicRmw(T, &self.raw, .Sub, operand, order);
+        }
+
+        pub fn fetchOr(self: *Self, operand: T, comptime order: Order) T {
+            step();
+            return @atomicRmw(T, &self.raw, .Or, operand, order);
+        }
+
+        pub fn fetchAnd(self: *Self, operand: T, comptime order: Order) T {
+            step();
+            return @atomicRmw(T, &self.raw, .And, operand, order);
+        }
+    };
+}
+
+/// os/Mutex.zig, or under a checker a lock the checker schedules: taking it is a step, and a
+/// logical thread that finds it held parks in the checker (never spins or sleeps in the kernel,
+/// which would stall the one logical thread allowed to run).
+const CheckedLock = struct {
+    mutex: OsMutex = .{},
+
+    pub fn tryLock(self: *CheckedLock) bool {
+        const c = checker orelse return self.mutex.tryLock();
+        c.step(c.context);
+        return self.mutex.tryLock();
+    }
+
+    pub fn lock(self: *CheckedLock) void {
+        const c = checker orelse return self.mutex.lock();
+        while (true) {
+            c.step(c.context);
+            if (self.mutex.tryLock()) return;
+            c.block(c.context, @intFromPtr(self));
+        }
+    }
+
+    pub fn unlock(self: *CheckedLock) void {
+        const c = checker orelse return self.mutex.unlock();
+        c.step(c.context);
+        self.mutex.unlock(); // never contended under the checker: no kernel wake
+        c.unblock(c.context, @intFromPtr(self));
+    }
+};
+
+test "atomic: the checked look-alikes behave like std's without a checker" {
+    var value: Value(u32) = .init(1);
+    try std.testing.expectEqual(@as(u32, 1), value.swap(2, .acq_rel));
+    try std.testing.expectEqual(@as(?u32, 2), value.cmpxchgStrong(1, 3, .acq_rel, .acquire));
+    try std.testing.expectEqual(@as(?u32, null), value.cmpxchgStrong(2, 3, .acq_rel, .acquire));
+    try std.testing.expectEqual(@as(u32, 3), value.fetchAdd(1, .monotonic));
+    try std.testing.expectEqual(@as(u32, 4), value.load(.acquire));
+    var lock: Lock = .{};
+    try std.testing.expect(lock.tryLock());
+    try std.testing.expect(!lock.tryLock());
+    lock.unlock();
+    lock.lock();
+    lock.unlock();
+}

@@ -1,0 +1,780 @@
+//! A seeded interleaving checker for weft.sync (STYLE.md habit 14; after Tokio's loom, but
+//! randomised rather than exhaustive).
+//!
+//! Logical threads are fibers on the test's own OS thread, run one at a time. The code under
+//! test reaches the checker in two ways:
+//! - every atomic operation and every lock operation of weft.sync goes through the shim
+//!   (`sync/atomic.zig`), whose test-build look-alikes call `step` first: at each step the
+//!   checker picks, from its seeded PRNG, which logical thread runs next (possibly the same);
+//! - the code is handed the checker's own `Io`, whose futex, cancelation and clock entries
+//!   the checker implements: a futex wait parks the logical thread until a matching wake, or
+//!   returns early at random (a spurious wake, a cancel request, a timeout on a virtual clock
+//!   that jumps to the deadline); a cancel request may also land on a parked thread.
+//!
+//! When no logical thread can run, the checker looks for the two failures it exists to find:
+//! a thread parked on a futex word whose value already changed (nobody will wake it: a lost
+//! wake-up), or, failing that and with no timed wait left to expire, a deadlock. Either ends
+//! the run at once (the fibers are abandoned, not unwound). The scenario's own checks (every
+//! value delivered exactly once) run after the logical threads finished.
+//!
+//! What it cannot find: bugs that need weak memory ordering (the model is sequentially
+//! consistent), and interleavings inside a step (between two atomic operations the code runs
+//! alone; plain memory shared between threads must be under a lock, as it is in weft.sync).
+//! A failing seed replays exactly: the run depends on nothing but the seed.
+const Checker = @This();
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Io = std.Io;
+const atomic = @import("../sync/atomic.zig");
+const context = @import("../fiber/context.zig");
+
+gpa: std.mem.Allocator,
+prng: std.Random.DefaultPrng = .init(0),
+options: Options = .{},
+threads: [threads_max]Logical = undefined,
+stacks: [threads_max][]align(16) u8,
+threads_len: usize = 0,
+current: usize = 0,
+main_context: context.Context = undefined,
+/// The virtual clock (ns): only timeouts move it.
+clock_ns: i96 = 0,
+steps: u64 = 0,
+failure: ?Failure = null,
+hooks: atomic.Checker = undefined,
+
+pub const threads_max = 6;
+const stack_size_bytes = 256 * 1024;
+
+pub const Options = struct {
+    /// One futex wait in N returns at once, as a spurious wake.
+    spurious_one_in: u32 = 16,
+    /// One cancelable futex wait in N is canceled when it starts; besides, at one step in
+    /// 4 N a parked cancelable thread is canceled.
+    cancel_one_in: u32 = 16,
+    /// One timed futex wait in N times out when it starts.
+    timeout_one_in: u32 = 8,
+    /// A run longer than this is a livelock.
+    steps_max: u64 = 200_000,
+};
+
+pub const Failure = error{
+    /// Nothing can run, and a thread is parked on a futex word that changed.
+    LostWakeUp,
+    /// Nothing can run, no timed wait is left, and some thread has not finished.
+    Deadlock,
+    /// `steps_max` steps without finishing.
+    StepLimit,
+};
+
+/// What a logical thread runs: `function(argument, io)`, where `io` is the checker's.
+pub const Body = struct {
+    function: *const fn (argument: *anyopaque, io: Io) void,
+    argument: *anyopaque,
+};
+
+const Logical = struct {
+    context: context.Context = undefined,
+    state: State = .runnable,
+    body: Body,
+    /// Parked: the address (a futex word or a lock), and for a futex the value it waits on.
+    address: usize = 0,
+    expected: u32 = 0,
+    deadline_ns: ?i96 = null,
+    cancelable: bool = false,
+    /// Why a parked futex wait ended.
+    reason: Reason = .none,
+    /// A re-armed (or not yet delivered) cancel request.
+    cancel_pending: bool = false,
+    protection: Io.CancelProtection = .unblocked,
+
+    const State = enum { runnable, lock_parked, futex_parked, finished };
+    const Reason = enum { none, woken, timed_out, canceled };
+};
+
+pub fn init(gpa: std.mem.Allocator) std.mem.Allocator.Error!Checker {
+    var checker: Checker = .{ .gpa = gpa, .stacks = undefined };
+    var allocated: usize = 0;
+    errdefer for (checker.stacks[0..allocated]) |stack| gpa.free(stack);
+    for (&checker.stacks) |*stack| {
+        stack.* = try gpa.alignedAlloc(u8, .@"16", stack_size_bytes);
+        allocated += 1;
+    }
+    return checker;
+}
+
+pub fn deinit(checker: *Checker) void {
+    for (checker.stacks) |stack| checker.gpa.free(stack);
+    checker.* = undefined;
+}
+
+/// Runs `bodies` as logical threads, interleaved by `seed`, until all finished or the run
+/// failed. The checker must not move while it runs.
+pub fn run(checker: *Checker, seed: u64, options: Options, bodies: []const Body) Failure!void {
+    assert(bodies.len >= 1);
+    assert(bodies.len <= threads_max);
+    assert(atomic.checker == null); // not nested
+    checker.prng = .init(seed);
+    checker.options = options;
+    checker.threads_len = bodies.len;
+    checker.clock_ns = 0;
+    checker.steps = 0;
+    checker.failure = null;
+    checker.hooks = .{
+        .context = checker,
+        .step = stepHook,
+        .block = blockHook,
+        .unblock = unblockHook,
+    };
+    for (bodies, 0..) |body, index| {
+        const thread = &checker.threads[index];
+        thread.* = .{ .body = body };
+        const stack = checker.stacks[index];
+        context.prepare(&thread.context, @intFromPtr(stack.ptr) + stack.len, fiberMain, checker);
+    }
+    atomic.checker = &checker.hooks;
+    defer atomic.checker = null;
+    checker.current = checker.randomRunnable().?;
+    context.switchTo(&checker.main_context, &checker.threads[checker.current].context);
+    if (checker.failure) |failure| return failure;
+    for (checker.threads[0..checker.threads_len]) |thread| assert(thread.state == .finished);
+}
+
+/// The `Io` whose futex, cancelation and clock entries the checker implements; every other
+/// entry fails as `std.Io.failing` does.
+pub fn io(checker: *Checker) Io {
+    return .{ .userdata = checker, .vtable = &vtable };
+}
+
+/// The logical thread running now.
+fn currentThread(checker: *Checker) *Logical {
+    return &checker.threads[checker.current];
+}
+
+fn fiberMain(argument: *anyopaque) callconv(.c) noreturn {
+    const checker: *Checker = @ptrCast(@alignCast(argument));
+    const thread = checker.currentThread();
+    thread.body.function(thread.body.argument, checker.io());
+    thread.state = .finished;
+    checker.park();
+    unreachable; // a finished thread is never resumed
+}
+
+fn oneIn(checker: *Checker, n: u32) bool {
+    return n != 0 and checker.prng.random().uintLessThan(u32, n) == 0;
+}
+
+fn randomRunnable(checker: *Checker) ?usize {
+    var runnable: [threads_max]usize = undefined;
+    var count: usize = 0;
+    for (checker.threads[0..checker.threads_len], 0..) |thread, index| {
+        if (thread.state == .runnable) {
+            runnable[count] = index;
+            count += 1;
+        }
+    }
+    if (count == 0) return null;
+    return runnable[checker.prng.random().uintLessThan(usize, count)];
+}
+
+fn switchTo(checker: *Checker, next: usize) void {
+    const previous = checker.current;
+    if (next == previous) return;
+    assert(checker.threads[next].state == .runnable);
+    checker.current = next;
+    context.switchTo(&checker.threads[previous].context, &checker.threads[next].context);
+}
+
+/// Ends the run: back to `run` on the test's stack, never to return here.
+fn fail(checker: *Checker, failure: Failure) noreturn {
+    checker.failure = failure;
+    context.switchTo(&checker.threads[checker.current].context, &checker.main_context);
+    unreachable; // an abandoned fiber is never resumed
+}
+
+/// A scheduling point: maybe cancel a parked thread, then let a random runnable one go on.
+fn step(checker: *Checker) void {
+    checker.steps += 1;
+    if (checker.steps > checker.options.steps_max) checker.fail(error.StepLimit);
+    if (checker.oneIn(checker.options.cancel_one_in *| 4)) checker.cancelParked();
+    checker.switchTo(checker.randomRunnable().?); // the current thread is runnable
+}
+
+fn cancelParked(checker: *Checker) void {
+    for (checker.threads[0..checker.threads_len]) |*thread| {
+        if (thread.state != .futex_parked or !thread.cancelable) continue;
+        if (thread.protection == .blocked) continue;
+        thread.state = .runnable;
+        thread.reason = .canceled;
+        return;
+    }
+}
+
+/// The current thread cannot go on (parked or finished): runs another. When none can run,
+/// checks for a lost wake-up, else expires the earliest timed wait, else fails.
+fn park(checker: *Checker) void {
+    const me = checker.current;
+    while (true) {
+        if (checker.randomRunnable()) |next| {
+            if (next == me) return; // woken before anyone else ran (e.g. a timeout)
+            checker.switchTo(next);
+            assert(checker.threads[me].state == .runnable);
+            return;
+        }
+        var all_finished = true;
+        var earliest: ?usize = null;
+        for (checker.threads[0..checker.threads_len], 0..) |*thread, index| {
+            if (thread.state != .finished) all_finished = false;
+            if (thread.state != .futex_parked) continue;
+            const word: *const u32 = @ptrFromInt(thread.address);
+            if (word.* != thread.expected) checker.fail(error.LostWakeUp);
+            const deadline = thread.deadline_ns orelse continue;
+            if (earliest == null or deadline < checker.threads[earliest.?].deadline_ns.?) {
+                earliest = index;
+            }
+        }
+        if (all_finished) {
+            context.switchTo(&checker.threads[me].context, &checker.main_context);
+            unreachable; // the run is over
+        }
+        const index = earliest orelse checker.fail(error.Deadlock);
+        const thread = &checker.threads[index];
+        checker.clock_ns = @max(checker.clock_ns, thread.deadline_ns.?);
+        thread.state = .runnable;
+        thread.reason = .timed_out;
+    }
+}
+
+fn stepHook(argument: *anyopaque) void {
+    const checker: *Checker = @ptrCast(@alignCast(argument));
+    checker.step();
+}
+
+fn blockHook(argument: *anyopaque, address: usize) void {
+    const checker: *Checker = @ptrCast(@alignCast(argument));
+    const thread = checker.currentThread();
+    thread.state = .lock_parked;
+    thread.address = address;
+    checker.park();
+}
+
+fn unblockHook(argument: *anyopaque, address: usize) void {
+    const checker: *Checker = @ptrCast(@alignCast(argument));
+    for (checker.threads[0..checker.threads_len]) |*thread| {
+        if (thread.state == .lock_parked and thread.address == address) thread.state = .runnable;
+    }
+}
+
+// ------------------------------------------------------------------------ the checker's Io
+
+const vtable: Io.VTable = blk: {
+    var table = Io.failing.vtable.*;
+    table.futexWait = futexWait;
+    table.futexWaitUncancelable = futexWaitUncancelable;
+    table.futexWake = futexWake;
+    table.recancel = recancel;
+    table.checkCancel = checkCancel;
+    table.swapCancelProtection = swapCancelProtection;
+    table.now = now;
+    break :blk table;
+};
+
+fn checkerOf(userdata: ?*anyopaque) *Checker {
+    return @ptrCast(@alignCast(userdata.?));
+}
+
+fn futexWait(
+    userdata: ?*anyopaque,
+    ptr: *const u32,
+    expected: u32,
+    timeout: Io.Timeout,
+) Io.Cancelable!void {
+    const checker = checkerOf(userdata);
+    const deadline_ns: ?i96 = switch (timeout) {
+        .none => null,
+        .duration => |d| checker.clock_ns + d.raw.nanoseconds,
+        .deadline => |d| d.raw.nanoseconds,
+    };
+    return checker.wait(ptr, expected, deadline_ns, true);
+}
+
+fn futexWaitUncancelable(userdata: ?*anyopaque, ptr: *const u32, expected: u32) void {
+    checkerOf(userdata).wait(ptr, expected, null, false) catch unreachable; // uncancelable
+}
+
+fn wait(
+    checker: *Checker,
+    ptr: *const u32,
+    expected: u32,
+    deadline_ns: ?i96,
+    cancelable: bool,
+) Io.Cancelable!void {
+    checker.step();
+    const thread = checker.currentThread();
+    const can_cancel = cancelable and thread.protection == .unblocked;
+    if (can_cancel and thread.cancel_pending) {
+        thread.cancel_pending = false;
+        return error.Canceled;
+    }
+    if (@atomicLoad(u32, ptr, .seq_cst) != expected) return;
+    if (checker.oneIn(checker.options.spurious_one_in)) return;
+    if (can_cancel and checker.oneIn(checker.options.cancel_one_in)) return error.Canceled;
+    if (deadline_ns) |deadline| if (checker.oneIn(checker.options.timeout_one_in)) {
+        checker.clock_ns = @max(checker.clock_ns, deadline);
+        return;
+    };
+    thread.state = .futex_parked;
+    thread.address = @intFromPtr(ptr);
+    thread.expected = expected;
+    thread.deadline_ns = deadline_ns;
+    thread.cancelable = can_cancel;
+    thread.reason = .none;
+    checker.park();
+    switch (thread.reason) {
+        .woken, .timed_out => return,
+        .canceled => return error.Canceled,
+        .none => unreachable, // made runnable without a reason
+    }
+}
+
+fn futexWake(userdata: ?*anyopaque, ptr: *const u32, waiters_max: u32) void {
+    const checker = checkerOf(userdata);
+    checker.step();
+    var woken: u32 = 0;
+    for (checker.threads[0..checker.threads_len]) |*thread| {
+        if (woken == waiters_max) break;
+        if (thread.state != .futex_parked or thread.address != @intFromPtr(ptr)) continue;
+        thread.state = .runnable;
+        thread.reason = .woken;
+        woken += 1;
+    }
+}
+
+fn recancel(userdata: ?*anyopaque) void {
+    const thread = checkerOf(userdata).currentThread();
+    assert(!thread.cancel_pending); // recancel without a delivered request
+    thread.cancel_pending = true;
+}
+
+fn checkCancel(userdata: ?*anyopaque) Io.Cancelable!void {
+    const thread = checkerOf(userdata).currentThread();
+    if (thread.protection == .blocked or !thread.cancel_pending) return;
+    thread.cancel_pending = false;
+    return error.Canceled;
+}
+
+fn swapCancelProtection(userdata: ?*anyopaque, new: Io.CancelProtection) Io.CancelProtection {
+    const thread = checkerOf(userdata).currentThread();
+    const previous = thread.protection;
+    thread.protection = new;
+    return previous;
+}
+
+fn now(userdata: ?*anyopaque, clock: Io.Clock) Io.Timestamp {
+    _ = clock; // one virtual clock for all
+    return .{ .nanoseconds = checkerOf(userdata).clock_ns };
+}
+
+// ------------------------------------------------------------------------------ scenarios
+
+const WaitQueue = @import("../sync/WaitQueue.zig");
+const Channel = @import("../sync/channel.zig").Channel;
+const select_mod = @import("../sync/select.zig");
+
+const seeds = 1000;
+
+/// Runs `Scenario` (with `init`, a `bodies` list and a `check`) over `seeds` seeds and
+/// reports the first failing seed.
+fn checkSeeds(comptime Scenario: type) !void {
+    var checker: Checker = try .init(std.testing.allocator);
+    defer checker.deinit();
+    for (0..seeds) |seed| {
+        var scenario: Scenario = .init(seed);
+        const bodies = scenario.bodies();
+        checker.run(seed, .{}, &bodies) catch |err| {
+            std.debug.print("{s}: seed {d}: {s} after {d} steps\n", .{
+                @typeName(Scenario),
+                seed,
+                @errorName(err),
+                checker.steps,
+            });
+            return err;
+        };
+        scenario.check() catch |err| {
+            const name = @typeName(Scenario);
+            std.debug.print("{s}: seed {d}: {s}\n", .{ name, seed, @errorName(err) });
+            return err;
+        };
+    }
+}
+
+fn bodyOf(comptime function: anytype, argument: anytype) Body {
+    const Argument = @TypeOf(argument);
+    return .{
+        .function = struct {
+            fn call(erased: *anyopaque, io_: Io) void {
+                function(@as(Argument, @ptrCast(@alignCast(erased))), io_);
+            }
+        }.call,
+        .argument = argument,
+    };
+}
+
+/// A deadline for the virtual clock, or none: timed and untimed waits both get exercised.
+fn maybeDeadline(io_: Io, random: std.Random) ?Io.Clock.Timestamp {
+    if (random.boolean()) return null;
+    return Io.Clock.Timestamp.fromNow(io_, .{ .raw = .fromNanoseconds(1000), .clock = .awake });
+}
+
+/// A hand-off of tokens through a bare `WaitQueue` (the protocol every primitive follows):
+/// two releasers hand out four tokens, two acquirers each want two, and their waits are
+/// canceled, time out or wake spuriously at random. A token handed to a waiter that then
+/// reported an error would be lost (a deadlock); one counted twice shows in the check.
+const TokenScenario = struct {
+    lock: WaitQueue.Lock = .{},
+    queue: WaitQueue = .empty,
+    free: u32 = 0,
+    acquired: [2]u32 = .{ 0, 0 },
+    prng: std.Random.DefaultPrng,
+
+    const tokens_per_acquirer = 2;
+    const handed: u32 = 1;
+
+    fn init(seed: u64) TokenScenario {
+        return .{ .prng = .init(seed ^ 0x70cc) };
+    }
+
+    fn bodies(scenario: *TokenScenario) [4]Body {
+        return .{
+            bodyOf(acquirer0, scenario),
+            bodyOf(acquirer1, scenario),
+            bodyOf(releaser, scenario),
+            bodyOf(releaser, scenario),
+        };
+    }
+
+    fn release(scenario: *TokenScenario, io_: Io) void {
+        scenario.lock.lock();
+        if (scenario.queue.pop()) |node| {
+            const word = node.tryComplete(handed).?; // plain nodes are never dead
+            scenario.lock.unlock();
+            WaitQueue.wakeWord(io_, word);
+            return;
+        }
+        scenario.free += 1;
+        scenario.lock.unlock();
+    }
+
+    fn acquire(scenario: *TokenScenario, io_: Io) WaitQueue.WaitError!void {
+        scenario.lock.lock();
+        if (scenario.free > 0) {
+            scenario.free -= 1;
+            scenario.lock.unlock();
+            return;
+        }
+        var node: WaitQueue.Node = .{};
+        scenario.queue.push(&node);
+        scenario.lock.unlock();
+        const deadline = maybeDeadline(io_, scenario.prng.random());
+        const code = try scenario.queue.wait(&scenario.lock, io_, &node, deadline);
+        assert(code == handed);
+    }
+
+    fn acquireAll(scenario: *TokenScenario, io_: Io, index: usize) void {
+        while (scenario.acquired[index] < tokens_per_acquirer) {
+            scenario.acquire(io_) catch continue; // took nothing: try again
+            scenario.acquired[index] += 1;
+            io_.checkCancel() catch {}; // a re-armed request surfaces here
+        }
+    }
+
+    fn acquirer0(scenario: *TokenScenario, io_: Io) void {
+        scenario.acquireAll(io_, 0);
+    }
+
+    fn acquirer1(scenario: *TokenScenario, io_: Io) void {
+        scenario.acquireAll(io_, 1);
+    }
+
+    fn releaser(scenario: *TokenScenario, io_: Io) void {
+        for (0..tokens_per_acquirer) |_| scenario.release(io_);
+    }
+
+    fn check(scenario: *TokenScenario) !void {
+        try std.testing.expectEqual(@as(u32, 0), scenario.free);
+        try std.testing.expect(scenario.queue.isEmpty());
+        for (scenario.acquired) |count| try std.testing.expectEqual(tokens_per_acquirer, count);
+    }
+};
+
+test "interleave: WaitQueue hand-off, 1000 seeds: no lost wake-up, no token lost or doubled" {
+    try checkSeeds(TokenScenario);
+}
+
+/// Two producers send three values each (retrying a send that was canceled or timed out,
+/// which delivered nothing); the last one closes. Two consumers receive until closed. The
+/// capacity (0, 1 or 2) comes from the seed.
+const ChannelScenario = struct {
+    buffer: [2]u32 = undefined,
+    channel: Channel(u32),
+    prng: std.Random.DefaultPrng,
+    producers_left: u32 = 2,
+    /// How many times each value was sent (send returned success) and received.
+    sent: [values_max]u8 = @splat(0),
+    received: [values_max]u8 = @splat(0),
+    /// Per consumer, the last sequence number seen of each producer (FIFO check).
+    last: [2][2]?u32 = @splat(@splat(null)),
+    order_broken: bool = false,
+
+    const per_producer = 3;
+    const values_max = 2 * per_producer;
+
+    fn init(seed: u64) ChannelScenario {
+        var scenario: ChannelScenario = .{ .channel = undefined, .prng = .init(seed ^ 0xc4a2) };
+        const capacity = scenario.prng.random().uintAtMost(usize, 2);
+        scenario.channel = .init(scenario.buffer[0..capacity]);
+        return scenario;
+    }
+
+    fn bodies(scenario: *ChannelScenario) [4]Body {
+        return .{
+            bodyOf(producer0, scenario),
+            bodyOf(producer1, scenario),
+            bodyOf(consumer0, scenario),
+            bodyOf(consumer1, scenario),
+        };
+    }
+
+    fn produce(scenario: *ChannelScenario, io_: Io, producer: u32) void {
+        for (0..per_producer) |sequence| {
+            const value: u32 = producer * per_producer + @as(u32, @intCast(sequence));
+            while (true) {
+                const deadline = maybeDeadline(io_, scenario.prng.random());
+                const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+                scenario.channel.sendTimeout(io_, value, timeout) catch |err| switch (err) {
+                    error.Canceled, error.Timeout => continue, // not delivered
+                    error.Closed => unreachable, // closed after both producers
+                };
+                break;
+            }
+            scenario.sent[value] += 1;
+            io_.checkCancel() catch {};
+        }
+        scenario.producers_left -= 1;
+        if (scenario.producers_left == 0) scenario.channel.close(io_);
+    }
+
+    fn consume(scenario: *ChannelScenario, io_: Io, consumer: usize) void {
+        while (true) {
+            const deadline = maybeDeadline(io_, scenario.prng.random());
+            const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+            const value = scenario.channel.recvTimeout(io_, timeout) catch |err| switch (err) {
+                error.Canceled, error.Timeout => continue, // took nothing
+                error.Closed => return,
+            };
+            scenario.note(consumer, value);
+            io_.checkCancel() catch {};
+        }
+    }
+
+    fn note(scenario: *ChannelScenario, consumer: usize, value: u32) void {
+        scenario.received[value] += 1;
+        const producer = value / per_producer;
+        const sequence = value % per_producer;
+        const last = &scenario.last[consumer][producer];
+        if (last.*) |previous| if (sequence <= previous) {
+            scenario.order_broken = true;
+        };
+        last.* = sequence;
+    }
+
+    fn producer0(scenario: *ChannelScenario, io_: Io) void {
+        scenario.produce(io_, 0);
+    }
+
+    fn producer1(scenario: *ChannelScenario, io_: Io) void {
+        scenario.produce(io_, 1);
+    }
+
+    fn consumer0(scenario: *ChannelScenario, io_: Io) void {
+        scenario.consume(io_, 0);
+    }
+
+    fn consumer1(scenario: *ChannelScenario, io_: Io) void {
+        scenario.consume(io_, 1);
+    }
+
+    fn check(scenario: *ChannelScenario) !void {
+        try std.testing.expect(!scenario.order_broken);
+        for (scenario.sent, scenario.received) |sent, received| {
+            try std.testing.expectEqual(@as(u8, 1), sent);
+            try std.testing.expectEqual(@as(u8, 1), received);
+        }
+        const waiting = scenario.channel.waiting();
+        try std.testing.expectEqual(@as(u32, 0), waiting.senders + waiting.receivers);
+    }
+};
+
+test "interleave: Channel, 1000 seeds: every value once, in order, no lost wake-up" {
+    try checkSeeds(ChannelScenario);
+}
+
+/// Select on both sides: a producer sends each value to whichever of two channels takes it
+/// first, another sends plainly to `a`; one consumer selects over both channels (dropping
+/// an arm once its channel is closed), one receives plainly from `b`. Selects are canceled,
+/// time out and wake spuriously at random. `b` is a rendezvous channel, so a select sender
+/// meets a select receiver directly.
+const SelectScenario = struct {
+    a_buffer: [1]u32 = undefined,
+    a: Channel(u32) = undefined,
+    b: Channel(u32) = .init(&.{}),
+    prng: std.Random.DefaultPrng,
+    producers_left: u32 = 2,
+    sent: [values_max]u8 = @splat(0),
+    received: [values_max]u8 = @splat(0),
+
+    const per_producer = 3;
+    const values_max = 2 * per_producer;
+
+    fn init(seed: u64) SelectScenario {
+        return .{ .prng = .init(seed ^ 0x5e1e) };
+    }
+
+    fn bodies(scenario: *SelectScenario) [4]Body {
+        scenario.a = .init(&scenario.a_buffer);
+        return .{
+            bodyOf(selectProducer, scenario),
+            bodyOf(plainProducer, scenario),
+            bodyOf(selectConsumer, scenario),
+            bodyOf(plainConsumer, scenario),
+        };
+    }
+
+    fn options(scenario: *SelectScenario, io_: Io) select_mod.Options {
+        const deadline = maybeDeadline(io_, scenario.prng.random());
+        return .{
+            .timeout = if (deadline) |d| .{ .deadline = d } else .none,
+            .order = if (scenario.prng.random().boolean()) .random else .in_order,
+        };
+    }
+
+    fn finishProducer(scenario: *SelectScenario, io_: Io) void {
+        scenario.producers_left -= 1;
+        if (scenario.producers_left > 0) return;
+        scenario.a.close(io_);
+        scenario.b.close(io_);
+    }
+
+    fn selectProducer(scenario: *SelectScenario, io_: Io) void {
+        for (0..per_producer) |value| {
+            while (true) {
+                const result = select_mod.selectWith(io_, .{
+                    .a = .{ .send = .{ &scenario.a, @as(u32, @intCast(value)) } },
+                    .b = .{ .send = .{ &scenario.b, @as(u32, @intCast(value)) } },
+                }, scenario.options(io_)) catch continue; // Canceled, Timeout: not sent
+                switch (result) {
+                    inline else => |sent| sent catch unreachable, // closed after producers
+                }
+                break;
+            }
+            scenario.sent[value] += 1;
+            io_.checkCancel() catch {};
+        }
+        scenario.finishProducer(io_);
+    }
+
+    fn plainProducer(scenario: *SelectScenario, io_: Io) void {
+        for (per_producer..values_max) |value| {
+            while (true) {
+                scenario.a.send(io_, @intCast(value)) catch |err| switch (err) {
+                    error.Canceled => continue,
+                    error.Closed => unreachable,
+                };
+                break;
+            }
+            scenario.sent[value] += 1;
+            io_.checkCancel() catch {};
+        }
+        scenario.finishProducer(io_);
+    }
+
+    fn selectConsumer(scenario: *SelectScenario, io_: Io) void {
+        var a: ?*Channel(u32) = &scenario.a;
+        var b: ?*Channel(u32) = &scenario.b;
+        while (a != null or b != null) {
+            const result = select_mod.selectWith(io_, .{
+                .a = .{ .recv = a },
+                .b = .{ .recv = b },
+            }, scenario.options(io_)) catch continue; // Canceled, Timeout: took nothing
+            const value = switch (result) {
+                .a => |received| received catch {
+                    a = null;
+                    continue;
+                },
+                .b => |received| received catch {
+                    b = null;
+                    continue;
+                },
+            };
+            scenario.received[value] += 1;
+            io_.checkCancel() catch {};
+        }
+    }
+
+    fn plainConsumer(scenario: *SelectScenario, io_: Io) void {
+        while (true) {
+            const value = scenario.b.recv(io_) catch |err| switch (err) {
+                error.Canceled => continue,
+                error.Closed => return,
+            };
+            scenario.received[value] += 1;
+            io_.checkCancel() catch {};
+        }
+    }
+
+    fn check(scenario: *SelectScenario) !void {
+        for (scenario.sent, scenario.received) |sent, received| {
+            try std.testing.expectEqual(@as(u8, 1), sent);
+            try std.testing.expectEqual(@as(u8, 1), received);
+        }
+        for ([_]*Channel(u32){ &scenario.a, &scenario.b }) |channel| {
+            const waiting = channel.waiting();
+            try std.testing.expectEqual(@as(u32, 0), waiting.senders + waiting.receivers);
+            try std.testing.expectEqual(@as(usize, 0), channel.count());
+        }
+    }
+};
+
+test "interleave: select over channels, 1000 seeds: every value once, no lost wake-up" {
+    try checkSeeds(SelectScenario);
+}
+
+test "interleave: the checker finds a lost wake-up" {
+    // A deliberately broken hand-off: the waker changes the word but never wakes.
+    const Broken = struct {
+        word: atomic.Value(u32) = .init(0),
+
+        fn waiter(broken: *@This(), io_: Io) void {
+            while (broken.word.load(.acquire) == 0) {
+                io_.futexWaitUncancelable(u32, &broken.word.raw, 0);
+            }
+        }
+
+        fn setter(broken: *@This(), io_: Io) void {
+            _ = io_;
+            broken.word.store(1, .release); // and no futexWake
+        }
+    };
+    var checker: Checker = try .init(std.testing.allocator);
+    defer checker.deinit();
+    var found: u32 = 0;
+    for (0..50) |seed| {
+        var broken: Broken = .{};
+        const bodies = [_]Body{ bodyOf(Broken.waiter, &broken), bodyOf(Broken.setter, &broken) };
+        checker.run(seed, .{ .spurious_one_in = 0 }, &bodies) catch |err| {
+            try std.testing.expectEqual(error.LostWakeUp, err);
+            found += 1;
+        };
+    }
+    try std.testing.expect(found > 0); // some seeds park the waiter before the store
+}

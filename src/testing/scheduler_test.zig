@@ -1,0 +1,268 @@
+//! Stress tests of the multi-executor scheduler: many wake, steal and cancel cycles across
+//! executors, each counted so that a task lost, run twice, or still running after its group
+//! ended fails the test. No timed assertions: every wait is for a state.
+const std = @import("std");
+const Io = std.Io;
+const testing = std.testing;
+const Runtime = @import("../Runtime.zig");
+const Executor = @import("../sched/Executor.zig");
+
+fn withExecutors(executors: usize, comptime body: fn (io: Io) anyerror!void) !void {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = executors });
+    defer rt.deinit();
+    try testing.expectEqual(executors, rt.executorCount());
+    try body(rt.io());
+}
+
+// ------------------------------------------------------------------- token ring (wake storm)
+
+const ring_tasks = 32;
+const ring_laps = 3_000;
+
+const TokenRing = struct {
+    /// `turn[i]` counts the tokens task i received; it waits for the next one on the futex.
+    turn: [ring_tasks]std.atomic.Value(u32) = @splat(.init(0)),
+    /// Executors seen running ring tasks, as a bit set (proves that work was spread).
+    executors_seen: std.atomic.Value(u64) = .init(0),
+
+    fn member(ring: *TokenRing, io: Io, index: usize) Io.Cancelable!void {
+        for (0..ring_laps) |lap| {
+            const expected: u32 = @intCast(lap);
+            while (ring.turn[index].load(.acquire) == expected) {
+                try io.futexWait(u32, &ring.turn[index].raw, expected);
+            }
+            const executor = Executor.ofThread().?;
+            _ = ring.executors_seen.fetchOr(@as(u64, 1) << @intCast(executor.index), .monotonic);
+            const next = (index + 1) % ring_tasks;
+            _ = ring.turn[next].fetchAdd(1, .release);
+            io.futexWake(u32, &ring.turn[next].raw, 1);
+        }
+    }
+};
+
+test "scheduler: a token passed around 32 tasks, 96,000 wakes across executors, none lost" {
+    for ([_]usize{ 2, 4 }) |executors| {
+        try withExecutors(executors, struct {
+            fn body(io: Io) !void {
+                var ring: TokenRing = .{};
+                var group: Io.Group = .init;
+                for (0..ring_tasks) |index| try group.concurrent(io, TokenRing.member, .{ &ring, io, index });
+                // Start the token: task 0 receives its first one.
+                _ = ring.turn[0].fetchAdd(1, .release);
+                io.futexWake(u32, &ring.turn[0].raw, 1);
+                try group.await(io);
+                // Task 0 got one token per lap plus the last lap's return trip.
+                try testing.expectEqual(@as(u32, ring_laps + 1), ring.turn[0].load(.acquire));
+                for (ring.turn[1..]) |*turn| try testing.expectEqual(@as(u32, ring_laps), turn.load(.acquire));
+            }
+        }.body);
+    }
+}
+
+// --------------------------------------------------------------- fan-out tree (steal storm)
+
+const Tree = struct {
+    spawned: std.atomic.Value(u64) = .init(0),
+    finished: std.atomic.Value(u64) = .init(0),
+
+    /// Spawns `fanout` children `depth` levels deep and returns the leaves below, counted.
+    fn node(tree: *Tree, io: Io, depth: u32, fanout: u32) u64 {
+        _ = tree.spawned.fetchAdd(1, .monotonic);
+        defer _ = tree.finished.fetchAdd(1, .monotonic);
+        if (depth == 0) return 1;
+        var futures: [8]Io.Future(u64) = undefined;
+        for (futures[0..fanout]) |*future| future.* = io.async(node, .{ tree, io, depth - 1, fanout });
+        var leaves: u64 = 0;
+        for (futures[0..fanout]) |*future| leaves += future.await(io);
+        return leaves;
+    }
+};
+
+test "scheduler: a recursive fan-out of 37,449 tasks counts every leaf once" {
+    for ([_]usize{ 1, 2, 4 }) |executors| {
+        try withExecutors(executors, struct {
+            fn body(io: Io) !void {
+                var tree: Tree = .{};
+                const leaves = Tree.node(&tree, io, 5, 8);
+                try testing.expectEqual(@as(u64, 32_768), leaves);
+                const nodes: u64 = 1 + 8 + 64 + 512 + 4096 + 32_768;
+                try testing.expectEqual(nodes, tree.spawned.load(.monotonic));
+                try testing.expectEqual(nodes, tree.finished.load(.monotonic));
+            }
+        }.body);
+    }
+}
+
+// ------------------------------------------------------------------- cancel storm
+
+const CancelStorm = struct {
+    started: std.atomic.Value(u32) = .init(0),
+    canceled: std.atomic.Value(u32) = .init(0),
+    completed: std.atomic.Value(u32) = .init(0),
+    never: u32 = 0,
+
+    /// Blocks in one of four ways, chosen by `kind`, until canceled.
+    fn blocker(storm: *CancelStorm, io: Io, kind: u32) void {
+        _ = storm.started.fetchAdd(1, .monotonic);
+        const result: Io.Cancelable!void = switch (kind % 4) {
+            0 => io.futexWait(u32, &storm.never, 0),
+            1 => io.sleep(.fromSeconds(3600), .awake),
+            2 => spin: {
+                while (true) io.checkCancel() catch |err| break :spin err;
+            },
+            // Short sleeps: timers firing on one executor race the cancel from another.
+            else => naps: {
+                while (true) io.sleep(.fromMicroseconds(1), .awake) catch |err| break :naps err;
+            },
+        };
+        if (result) |_| {
+            _ = storm.completed.fetchAdd(1, .monotonic);
+        } else |_| {
+            _ = storm.canceled.fetchAdd(1, .monotonic);
+        }
+    }
+};
+
+test "scheduler: 2,000 tasks blocked four ways are canceled by their group, each once" {
+    for ([_]usize{ 2, 4 }) |executors| {
+        try withExecutors(executors, struct {
+            fn body(io: Io) !void {
+                var storm: CancelStorm = .{};
+                for (0..20) |round| {
+                    var group: Io.Group = .init;
+                    const before = storm.started.load(.monotonic);
+                    for (0..100) |kind| {
+                        try group.concurrent(io, CancelStorm.blocker, .{ &storm, io, @as(u32, @intCast(kind)) });
+                    }
+                    // Cancel every other round at once (tasks may still be queued or
+                    // switching), the others once every task is blocked.
+                    if (round % 2 == 0) {
+                        while (storm.started.load(.monotonic) != before + 100) {
+                            try io.sleep(.fromMicroseconds(50), .awake);
+                        }
+                    }
+                    group.cancel(io);
+                }
+                try testing.expectEqual(@as(u32, 0), storm.completed.load(.monotonic));
+                // A task canceled before it ran never starts, so only started ones count.
+                try testing.expectEqual(storm.started.load(.monotonic), storm.canceled.load(.monotonic));
+            }
+        }.body);
+    }
+}
+
+// ------------------------------------------------------------ wakes from foreign threads
+
+const Foreign = struct {
+    const tasks = 16;
+    const rounds = 2_000;
+    events: [tasks]Io.Event = @splat(.unset),
+    acks: [tasks]Io.Event = @splat(.unset),
+
+    fn waiter(foreign: *Foreign, io: Io, index: usize) Io.Cancelable!void {
+        for (0..rounds) |_| {
+            try foreign.events[index].wait(io);
+            foreign.events[index].reset();
+            foreign.acks[index].set(io);
+        }
+    }
+
+    /// A plain OS thread (not an executor) that wakes every task in turn.
+    fn driver(foreign: *Foreign, io: Io) void {
+        for (0..rounds) |_| {
+            for (&foreign.events) |*event| event.set(io);
+            for (&foreign.acks) |*ack| {
+                ack.waitUncancelable(io);
+                ack.reset();
+            }
+        }
+    }
+};
+
+test "scheduler: a foreign thread wakes 16 tasks 2,000 times each across executors" {
+    try withExecutors(2, struct {
+        fn body(io: Io) !void {
+            const foreign = try testing.allocator.create(Foreign);
+            defer testing.allocator.destroy(foreign);
+            foreign.* = .{};
+            var group: Io.Group = .init;
+            for (0..Foreign.tasks) |index| try group.concurrent(io, Foreign.waiter, .{ foreign, io, index });
+            const thread = try std.Thread.spawn(.{}, Foreign.driver, .{ foreign, io });
+            try group.await(io);
+            thread.join();
+        }
+    }.body);
+}
+
+// ---------------------------------------------------------------------------- ping-pong pairs
+
+const PairError = error{ LostMessage, Canceled, Closed };
+
+fn pingPong(io: Io, ping: *Io.Queue(u32), pong: *Io.Queue(u32), rounds: u32) PairError!void {
+    for (0..rounds) |i| {
+        try ping.putOne(io, @intCast(i));
+        const reply = try pong.getOne(io);
+        if (reply != i + 1) return error.LostMessage;
+    }
+}
+
+fn pongPing(io: Io, ping: *Io.Queue(u32), pong: *Io.Queue(u32), rounds: u32) PairError!void {
+    for (0..rounds) |_| try pong.putOne(io, (try ping.getOne(io)) + 1);
+}
+
+test "scheduler: 64 ping-pong pairs over std.Io.Queue, every reply in order" {
+    try withExecutors(2, struct {
+        fn body(io: Io) !void {
+            const pairs = 64;
+            const Pair = struct {
+                ping_buffer: [1]u32 = undefined,
+                pong_buffer: [1]u32 = undefined,
+                ping: Io.Queue(u32) = undefined,
+                pong: Io.Queue(u32) = undefined,
+            };
+            const all = try testing.allocator.alloc(Pair, pairs);
+            defer testing.allocator.free(all);
+            var futures: [2 * pairs]Io.Future(PairError!void) = undefined;
+            for (all, 0..) |*pair, i| {
+                pair.* = .{};
+                pair.ping = .init(&pair.ping_buffer);
+                pair.pong = .init(&pair.pong_buffer);
+                futures[2 * i] = try io.concurrent(pingPong, .{ io, &pair.ping, &pair.pong, 2_000 });
+                futures[2 * i + 1] = try io.concurrent(pongPing, .{ io, &pair.ping, &pair.pong, 2_000 });
+            }
+            for (&futures) |*future| try future.await(io);
+        }
+    }.body);
+}
+
+// ------------------------------------------------------------------------ pinned mode
+
+test "scheduler: pinned mode spreads tasks round robin and never migrates them" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2, .pinned = true });
+    defer rt.deinit();
+    const io = rt.io();
+    const Probe = struct {
+        fn run(inner: Io, migrated: *std.atomic.Value(u32)) Io.Cancelable!u32 {
+            const first = Executor.ofThread().?.index;
+            for (0..200) |_| {
+                try inner.sleep(.fromMicroseconds(10), .awake);
+                if (Executor.ofThread().?.index != first) _ = migrated.fetchAdd(1, .monotonic);
+            }
+            return first;
+        }
+    };
+    var migrated: std.atomic.Value(u32) = .init(0);
+    var futures: [8]Io.Future(Io.Cancelable!u32) = undefined;
+    for (&futures) |*future| future.* = try io.concurrent(Probe.run, .{ io, &migrated });
+    var per_executor: [2]u32 = .{ 0, 0 };
+    for (&futures) |*future| per_executor[try future.await(io)] += 1;
+    try testing.expectEqual(@as(u32, 0), migrated.load(.monotonic));
+    try testing.expectEqual([2]u32{ 4, 4 }, per_executor);
+}
+
+// ------------------------------------------------------------------------ options
+
+test "scheduler: executor counts out of range are InvalidOptions" {
+    try testing.expectError(error.InvalidOptions, Runtime.init(testing.allocator, .{ .executors = 0 }));
+    try testing.expectError(error.InvalidOptions, Runtime.init(testing.allocator, .{ .executors = 100_000 }));
+}
