@@ -6,8 +6,8 @@
 #
 #   bash bench/echo.sh            (ECHO_ROUNDS=5000 for a quick look)
 #
-# weft runs one executor (the multi-threaded scheduler is issue 4); the peers run with 1 and
-# 2 threads. Load goes only to 127.0.0.1; every server is stopped by its PID.
+# weft runs with 1 executor (io_uring, epoll) and 2 (io_uring), set by WEFT_EXECUTORS; the
+# peers with 1 and 2 threads. Load goes only to 127.0.0.1; every server is stopped by its PID.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,8 +19,9 @@ bash bench/peers/build.sh >&2 || exit 1
 PEERS_NO_MAIN=1 source bench/peers/run.sh
 echo "echo.sh: logs in $log_dir" >&2
 
-for backend in io_uring epoll; do
-    WEFT_BACKEND=$backend serve_and_measure echo "weft-1-$backend" \
-        zig-out/bin/example-echo --port '{port}'
+for config in "1 io_uring" "1 epoll" "2 io_uring"; do
+    read -r executors backend <<<"$config"
+    WEFT_EXECUTORS=$executors WEFT_BACKEND=$backend serve_and_measure echo \
+        "weft-$executors-$backend" zig-out/bin/example-echo --port '{port}'
 done
 scenario_echo
