@@ -29,6 +29,7 @@ const stack_mod = @import("fiber/stack.zig");
 const vtable_mod = @import("std_io/vtable.zig");
 const task_io = @import("std_io/task.zig");
 const Blocking = @import("fs/Blocking.zig");
+const lookup = @import("net/lookup.zig");
 
 state: *State,
 
@@ -50,6 +51,8 @@ pub const Options = struct {
     /// Live tasks at most; past it `concurrent` returns `error.ConcurrencyUnavailable` and
     /// `async` runs inline.
     tasks_max: usize = 1 << 22,
+    /// Where `netLookup` finds the hosts file, resolv.conf and name servers (system defaults).
+    resolver: lookup.Config = .{},
 };
 
 pub const InitError = error{

@@ -138,8 +138,15 @@ pub const blocking_lane_threads = 4;
 /// line (they are never refused, see `fs/Blocking.zig`).
 pub const blocking_lane_queue_limit = 256;
 
+/// Addresses one host name lookup reports at most; more (a long hosts file, a large reply)
+/// are dropped. std's contract: a lookup into a queue of 16 never blocks, so the addresses and
+/// the one canonical name must fit in 16 (a caller may fill the queue before reading it).
+pub const dns_addresses_max = 15;
+
 comptime {
     assert(std.math.isPowerOfTwo(ring_entries));
+    assert(dns_addresses_max + 1 <= 16); // + the canonical name
+    assert(dns_addresses_max >= 2); // one of each family at least
     assert(reap_batch_max >= 8);
     assert(std.math.isPowerOfTwo(futex_buckets));
     assert(std.math.isPowerOfTwo(run_queue_len) and run_queue_len >= 4);

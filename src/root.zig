@@ -36,7 +36,14 @@ test {
     _ = @import("testing/scheduler_test.zig");
     _ = @import("sched/RunQueue.zig");
     _ = @import("testing/overflow_test.zig");
+    _ = @import("net/dns.zig");
+    _ = @import("net/hosts.zig");
+    _ = @import("net/ResolvConf.zig");
+    _ = @import("net/lookup.zig");
+    _ = @import("net/interface.zig");
     _ = @import("testing/net_test.zig");
+    _ = @import("testing/lookup_test.zig");
+    _ = @import("testing/fd_test.zig");
     _ = @import("testing/readme_test.zig");
     _ = @import("sync/root.zig");
     _ = @import("testing/sync_test.zig");
