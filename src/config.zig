@@ -105,6 +105,16 @@ pub const lane_caller_spin_ns_default = 2 * std.time.ns_per_us;
 /// from std (DNS, TLS, file system) and user code run there, so it is generous.
 pub const lane_stack_size_bytes_default = 1024 * 1024;
 
+/// Resources one `weft.Registry` may hold. Its slots are allocated by `init` (each the
+/// resource plus about 48 bytes) and live until `deinit`, so that a stale id never reaches
+/// freed memory; past a few million a table is better split.
+pub const registry_resources_max = 1 << 24;
+
+/// Default callers one registry resource lets wait in its line. A resource serves one
+/// transaction at a time, so a long line is latency the callers cannot see; failing early
+/// with `error.WaitersFull` tells them.
+pub const registry_waiters_max_default = 256;
+
 comptime {
     assert(std.math.isPowerOfTwo(ring_entries));
     assert(reap_batch_max >= 8);
@@ -122,4 +132,6 @@ comptime {
     assert(lane_idle_spin_ns_default < std.time.ns_per_ms); // a poll, not a busy worker
     assert(lane_caller_spin_ns_default <= lane_idle_spin_ns_default); // the executor matters more
     assert(lane_stack_size_bytes_default % std.heap.page_size_min == 0);
+    assert(registry_resources_max < std.math.maxInt(u32)); // maxInt marks "no slot"
+    assert(registry_waiters_max_default > 0);
 }
