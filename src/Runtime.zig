@@ -25,6 +25,7 @@ const Loop = @import("loop/Loop.zig");
 const stack_mod = @import("fiber/stack.zig");
 const vtable_mod = @import("std_io/vtable.zig");
 const task_io = @import("std_io/task.zig");
+const CpuLane = @import("lanes/CpuLane.zig");
 
 state: *State,
 
@@ -41,6 +42,8 @@ pub const Options = struct {
     /// Live tasks at most; past it `concurrent` returns `error.ConcurrencyUnavailable` and
     /// `async` runs inline.
     tasks_max: usize = 1 << 22,
+    /// The CPU lane of `compute` (its threads start on the first call).
+    cpu: CpuLane.Options = .{},
 };
 
 pub const InitError = error{
@@ -58,6 +61,8 @@ pub const State = struct {
     threaded: Io.Threaded,
     tasks_live: std.atomic.Value(usize) = .init(0),
     hooks: Executor.Hooks = .{ .run = &runTask },
+    /// The lane `Runtime.compute` runs on; started on its first call.
+    cpu: CpuLane,
 
     pub fn io(state: *State) Io {
         return .{ .userdata = state, .vtable = &vtable_mod.vtable };
@@ -174,6 +179,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
         .options = options,
         .executor = undefined,
         .threaded = .init(gpa, .{}),
+        .cpu = .init(gpa, options.cpu),
     };
     errdefer state.threaded.deinit();
     try state.executor.init(gpa, .{
@@ -197,6 +203,7 @@ fn chooseBackend(options: Options) error{InvalidOptions}!Loop.Choice {
 pub fn deinit(rt: Runtime) void {
     const state = rt.state;
     const gpa = state.gpa;
+    state.cpu.deinit(state.io());
     state.executor.deinit();
     state.threaded.deinit();
     gpa.destroy(state);
@@ -204,6 +211,19 @@ pub fn deinit(rt: Runtime) void {
 
 pub fn io(rt: Runtime) Io {
     return rt.state.io();
+}
+
+/// Runs `function(args...)` on the runtime's CPU lane (about one thread per CPU, apart from
+/// the executors; see `weft.CpuLane`) and returns its result to the calling fiber, which
+/// parks meanwhile. For computation: I/O belongs on the executors, blocking calls on a
+/// `weft.Lane`. The function's error set is kept; `CpuLane.Error` is added.
+pub fn compute(
+    rt: Runtime,
+    caller_io: Io,
+    comptime function: anytype,
+    args: std.meta.ArgsTuple(@TypeOf(function)),
+) CpuLane.Result(function) {
+    return rt.state.cpu.run(caller_io, function, args);
 }
 
 /// The loop backend the runtime's executor uses.

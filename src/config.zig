@@ -105,6 +105,21 @@ pub const lane_caller_spin_ns_default = 2 * std.time.ns_per_us;
 /// from std (DNS, TLS, file system) and user code run there, so it is generous.
 pub const lane_stack_size_bytes_default = 1024 * 1024;
 
+/// Highest nice value (lowest priority) Linux gives a thread.
+pub const nice_max = 19;
+
+/// Default queue of the CPU lane: jobs accepted beyond its threads. Computation is measured
+/// in milliseconds, so 256 queued jobs is already a long wait; callers past it wait in line.
+pub const cpu_lane_queue_limit_default = 256;
+
+/// Default callers that may wait for a CPU lane queue slot before `error.Overloaded`.
+pub const cpu_lane_waiters_max_default = 4096;
+
+/// Default nice increment of the CPU lane's threads: below the executors, so I/O wins a
+/// contended CPU (nice 5 weighs about a third of nice 0 in Linux's scheduler), yet high
+/// enough that the lane is not starved by other ordinary processes.
+pub const cpu_lane_nice_default = 5;
+
 /// Resources one `weft.Registry` may hold. Its slots are allocated by `init` (each the
 /// resource plus about 48 bytes) and live until `deinit`, so that a stale id never reaches
 /// freed memory; past a few million a table is better split.
@@ -133,5 +148,7 @@ comptime {
     assert(lane_caller_spin_ns_default <= lane_idle_spin_ns_default); // the executor matters more
     assert(lane_stack_size_bytes_default % std.heap.page_size_min == 0);
     assert(registry_resources_max < std.math.maxInt(u32)); // maxInt marks "no slot"
+    assert(cpu_lane_nice_default <= nice_max);
+    assert(cpu_lane_queue_limit_default > 0 and cpu_lane_waiters_max_default > 0);
     assert(registry_waiters_max_default > 0);
 }

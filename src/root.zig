@@ -20,6 +20,9 @@ pub const Server = @import("server/Server.zig");
 pub const sync = @import("sync/root.zig");
 /// A bounded pool of OS threads for blocking calls (and `Lane.Sharded`).
 pub const Lane = @import("lanes/Lane.zig");
+/// The CPU lane: computation on about one thread per CPU, apart from the executors
+/// (`Runtime.compute` runs on the runtime's own).
+pub const CpuLane = @import("lanes/CpuLane.zig");
 /// A fixed table of exclusive resources: ids with generations, transactions with a bounded
 /// FIFO line of waiters, destroy, and a teardown for every resource.
 pub const Registry = @import("lanes/Registry.zig").Registry;
@@ -44,5 +47,6 @@ test {
     _ = @import("testing/server_test.zig");
     _ = @import("testing/lane_test.zig");
     _ = @import("lanes/Registry.zig");
+    _ = @import("testing/cpu_test.zig");
     _ = @import("testing/registry_test.zig");
 }

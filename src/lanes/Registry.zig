@@ -81,6 +81,7 @@ const assert = std.debug.assert;
 const Io = std.Io;
 const config = @import("../config.zig");
 const WaitQueue = @import("../sync/WaitQueue.zig");
+const Lane = @import("Lane.zig");
 
 /// A registered resource's name: its slot and the slot's generation when it was registered.
 pub const Id = enum(u64) {
@@ -171,12 +172,7 @@ pub const Stats = struct {
 /// `f`'s return type with the registry's errors added: `E!R` becomes
 /// `(E || TransactionError)!R`, `R` becomes `TransactionError!R`.
 pub fn Result(comptime function: anytype) type {
-    const Return = @typeInfo(@TypeOf(function)).@"fn".return_type orelse
-        @compileError("Registry.transaction needs a function with a concrete return type");
-    return switch (@typeInfo(Return)) {
-        .error_union => |info| (info.error_set || TransactionError)!info.payload,
-        else => TransactionError!Return,
-    };
+    return Lane.ResultWith(function, TransactionError);
 }
 
 /// The arguments of `f` after the resource pointer, as a tuple.
