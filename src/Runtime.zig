@@ -295,6 +295,11 @@ pub fn deinit(rt: Runtime) void {
     state.blocking.deinit(state.io());
     state.cpu.deinit(state.io());
     stopWorkers(scheduler);
+    // Counted only now: a group member wakes its awaiter before it frees itself, and may
+    // still be doing so on another executor until that executor stopped.
+    const tasks_live = state.tasks_live.load(.acquire);
+    if (tasks_live != 0) std.debug.panic("weft: Runtime.deinit with {d} tasks still alive: " ++
+        "await or cancel every future, and await or cancel every group, first", .{tasks_live});
     // Only now that every executor thread stopped may any pool unmap its slabs.
     for (scheduler.executors) |*executor| executor.deinit();
     scheduler.idle.deinit(gpa);
