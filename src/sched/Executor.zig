@@ -69,8 +69,6 @@ local: TaskQueue = .{},
 inject_lock: SpinLock = .{},
 inject: TaskQueue = .{},
 inject_count: std.atomic.Value(usize) = .init(0),
-/// Tasks whose stack could not be mapped yet; they start when this executor frees a stack.
-starved: TaskQueue = .{},
 /// Timers of tasks that parked here. Locked: a task that resumes elsewhere stops its timer
 /// from there.
 timers_lock: SpinLock = .{},
@@ -346,7 +344,8 @@ pub fn runFirst(executor: *Executor, child: *Task) void {
     assert(me.wait_state.load(.monotonic) == .running);
     executor.pushWoken(me);
     if (child.stack == null and !executor.prepareStart(child)) {
-        // No stack for the child yet (it waits in `starved`): continue ourselves.
+        // No stack for the child yet (it waits with the scheduler's starved tasks): continue
+        // ourselves.
         park(me);
         return;
     }
@@ -425,15 +424,17 @@ fn releaseZombie(executor: *Executor) void {
     const stack = executor.zombie_stack orelse return;
     executor.zombie_stack = null;
     executor.stacks.release(stack);
-    if (executor.starved.pop()) |task| executor.enqueue(task);
+    // A task that found no stack takes the one just freed, here.
+    if (executor.scheduler.popStarved()) |task| executor.scheduler.makeReady(task);
 }
 
-/// Gives a task that never ran its stack; false (and the task parked in `starved`) when no
+/// Gives a task that never ran its stack; false (and the task parked with the scheduler's
+/// starved tasks, until some executor frees a stack) when no
 /// stack can be mapped right now.
 fn prepareStart(executor: *Executor, task: *Task) bool {
     assert(task.stack == null);
     const stack = executor.stacks.acquire() catch {
-        executor.starved.push(task);
+        executor.scheduler.pushStarved(task);
         return false;
     };
     task.stack = stack;
