@@ -566,7 +566,12 @@ pub fn dirReadLink(
     const args = .{ dir.handle, path.ptr, buffer.ptr, buffer.len };
     const result = try blocking.syscall(io, linux.readlinkat, args);
     if (result >= 0) return @intCast(result);
-    return switch (errnoOf(result)) {
+    return readLinkError(errnoOf(result));
+}
+
+/// The `readlinkat` errors as std.Io.Threaded maps them.
+pub fn readLinkError(e: os.E) Dir.ReadLinkError {
+    return switch (e) {
         .ACCES => error.AccessDenied,
         .INVAL => error.NotLink,
         .IO => error.FileSystem,
@@ -576,8 +581,8 @@ pub fn dirReadLink(
         .NOMEM => error.SystemResources,
         .NOTDIR => error.NotDir,
         .ILSEQ => error.BadPathName,
-        .FAULT => |e| errnoBug(e),
-        else => |e| os.unexpectedErrno(e),
+        .FAULT => errnoBug(e),
+        else => os.unexpectedErrno(e),
     };
 }
 

@@ -10,6 +10,7 @@ const file = @import("file.zig");
 const dir = @import("dir.zig");
 const process = @import("process.zig");
 const batch = @import("batch.zig");
+const memory_map = @import("memory_map.zig");
 const delegated = @import("delegated.zig");
 
 /// `native`: weft runs it on its loop or as a direct non-blocking syscall (file system
@@ -81,6 +82,14 @@ const native = .{
     .{ "fileHardLink", dir.fileHardLink },
     .{ "childWait", process.childWait },
     .{ "childKill", process.childKill },
+    .{ "processCurrentPath", process.processCurrentPath },
+    .{ "processSetCurrentDir", process.processSetCurrentDir },
+    .{ "processExecutablePath", process.processExecutablePath },
+    .{ "processExecutableOpen", process.processExecutableOpen },
+    .{ "progressParentFile", process.progressParentFile },
+    .{ "lockStderr", process.lockStderr },
+    .{ "tryLockStderr", process.tryLockStderr },
+    .{ "unlockStderr", process.unlockStderr },
     .{ "fileStat", file.fileStat },
     .{ "fileLength", file.fileLength },
     .{ "fileClose", file.fileClose },
@@ -99,11 +108,17 @@ const native = .{
     .{ "fileTryLock", file.fileTryLock },
     .{ "fileUnlock", file.fileUnlock },
     .{ "fileDowngradeLock", file.fileDowngradeLock },
+    .{ "fileMemoryMapCreate", memory_map.fileMemoryMapCreate },
+    .{ "fileMemoryMapDestroy", memory_map.fileMemoryMapDestroy },
+    .{ "fileMemoryMapSetLength", memory_map.fileMemoryMapSetLength },
+    .{ "fileMemoryMapRead", memory_map.fileMemoryMapRead },
+    .{ "fileMemoryMapWrite", memory_map.fileMemoryMapWrite },
 };
 
 /// Entries that always run on the runtime's blocking lane (no loop operation exists for them).
 const lane = .{
     .{ "dirAccess", dir.dirAccess },
+    .{ "processSetCurrentPath", process.processSetCurrentPath },
     .{ "dirRead", dir.dirRead },
     .{ "dirReadLink", dir.dirReadLink },
     .{ "dirSetOwner", dir.dirSetOwner },

@@ -114,3 +114,126 @@ test "process: a pipe read from a child is canceled" {
         }
     }.body);
 }
+
+test "process: currentPath, setCurrentDir and setCurrentPath (restored after)" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var before_buffer: [std.fs.max_path_bytes]u8 = undefined;
+            const before = before_buffer[0..try std.process.currentPath(io, &before_buffer)];
+            defer std.process.setCurrentPath(io, before) catch unreachable;
+            try std.process.setCurrentPath(io, "/tmp");
+            var buffer: [std.fs.max_path_bytes]u8 = undefined;
+            try testing.expectEqualStrings("/tmp", buffer[0..try std.process.currentPath(io, &buffer)]);
+            var root = try Io.Dir.cwd().openDir(io, "/", .{});
+            defer root.close(io);
+            try std.process.setCurrentDir(io, root);
+            try testing.expectEqualStrings("/", buffer[0..try std.process.currentPath(io, &buffer)]);
+            var tiny: [1]u8 = undefined;
+            try testing.expectError(error.NameTooLong, std.process.currentPath(io, &tiny));
+            const missing = std.process.setCurrentPath(io, "/nonexistent-weft/x");
+            try testing.expectError(error.FileNotFound, missing);
+            try testing.expectError(error.NotDir, std.process.setCurrentPath(io, "/dev/null"));
+        }
+    }.body);
+}
+
+test "process: executablePath and openExecutable name this test binary" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var buffer: [std.fs.max_path_bytes]u8 = undefined;
+            const path = buffer[0..try std.process.executablePath(io, &buffer)];
+            try testing.expect(std.fs.path.isAbsolute(path));
+            const file = try std.process.openExecutable(io, .{});
+            defer file.close(io);
+            const by_path = try Io.Dir.cwd().statFile(io, path, .{});
+            try testing.expectEqual(by_path.inode, (try file.stat(io)).inode);
+            var tiny: [1]u8 = undefined;
+            // readlink truncates silently; the caller sees a one-byte path.
+            try testing.expectEqual(@as(usize, 1), try std.process.executablePath(io, &tiny));
+        }
+    }.body);
+}
+
+test "process: progressParentFile reads ZIG_PROGRESS from the runtime's environment" {
+    const with_progress: [:null]const ?[*:0]const u8 = &.{ "A=1", "ZIG_PROGRESS=7" };
+    const bad: [:null]const ?[*:0]const u8 = &.{"ZIG_PROGRESS=x"};
+    const empty: [:null]const ?[*:0]const u8 = &.{};
+    const cases = .{
+        .{ with_progress, @as(std.Progress.ParentFileError!i32, 7) },
+        .{ bad, @as(std.Progress.ParentFileError!i32, error.UnrecognizedFormat) },
+        .{ empty, @as(std.Progress.ParentFileError!i32, error.EnvironmentVariableMissing) },
+    };
+    inline for (cases) |case| {
+        const environ: std.process.Environ = .{ .block = .{ .slice = @constCast(case[0]) } };
+        var rt = try Runtime.init(testing.allocator, .{ .environ = environ });
+        defer rt.deinit();
+        const io = rt.io();
+        const handle = if (io.vtable.progressParentFile(io.userdata)) |file|
+            file.handle
+        else |err|
+            err;
+        try testing.expectEqual(case[1], handle);
+    }
+}
+
+test "process: the stderr lock is held across parks, re-entrant, and excludes tasks and threads" {
+    try withRuntime(struct {
+        const Shared = struct {
+            order: std.atomic.Value(u32) = .init(0),
+            second_at: u32 = 0,
+            thread_at: u32 = 0,
+        };
+        fn second(io: Io, shared: *Shared) !void {
+            _ = try io.lockStderr(&.{}, .no_color);
+            defer io.unlockStderr();
+            shared.second_at = shared.order.fetchAdd(1, .monotonic);
+        }
+        fn thread(io: Io, shared: *Shared) void {
+            _ = io.lockStderr(&.{}, .no_color) catch unreachable; // a thread is never canceled
+            defer io.unlockStderr();
+            shared.thread_at = shared.order.fetchAdd(1, .monotonic);
+        }
+        fn body(io: Io) !void {
+            var shared: Shared = .{};
+            var buffer: [16]u8 = undefined;
+            const locked = try io.lockStderr(&buffer, .no_color);
+            try testing.expectEqual(Io.Terminal.Mode.no_color, locked.terminal_mode);
+            // Re-entrant for its holder, as std.Io.Threaded's is for a thread.
+            _ = try io.lockStderr(&buffer, null);
+            io.unlockStderr();
+            var waiting = try io.concurrent(second, .{ io, &shared });
+            const other = try std.Thread.spawn(.{}, thread, .{ io, &shared });
+            // Parks while holding the lock (and may resume on another executor thread).
+            for (0..5) |_| try io.sleep(.fromMilliseconds(1), .awake);
+            try testing.expect(try io.vtable.tryLockStderr(io.userdata, null) != null);
+            io.unlockStderr();
+            _ = shared.order.fetchAdd(1, .monotonic); // 0: still ours
+            io.unlockStderr();
+            try waiting.await(io);
+            other.join();
+            try testing.expect(shared.second_at >= 1 and shared.thread_at >= 1);
+            // Free again: tryLock succeeds, from a task that does not hold it.
+            try testing.expect(try io.vtable.tryLockStderr(io.userdata, .no_color) != null);
+            io.unlockStderr();
+        }
+    }.body);
+}
+
+test "process: tryLockStderr fails while another task holds the lock" {
+    try withRuntime(struct {
+        fn tryOther(io: Io) !bool {
+            const locked = try io.vtable.tryLockStderr(io.userdata, .no_color) orelse return false;
+            _ = locked;
+            io.unlockStderr();
+            return true;
+        }
+        fn body(io: Io) !void {
+            _ = try io.lockStderr(&.{}, .no_color);
+            var held = try io.concurrent(tryOther, .{io});
+            try testing.expect(!try held.await(io));
+            io.unlockStderr();
+            var free = try io.concurrent(tryOther, .{io});
+            try testing.expect(try free.await(io));
+        }
+    }.body);
+}
