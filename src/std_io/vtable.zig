@@ -68,6 +68,7 @@ const native = .{
     .{ "dirStat", dir.dirStat },
     .{ "dirStatFile", dir.dirStatFile },
     .{ "dirCreateFile", dir.dirCreateFile },
+    .{ "dirCreateFileAtomic", dir.dirCreateFileAtomic },
     .{ "dirOpenFile", dir.dirOpenFile },
     .{ "dirClose", dir.dirClose },
     .{ "dirDeleteFile", dir.dirDeleteFile },

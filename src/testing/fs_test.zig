@@ -607,3 +607,82 @@ test "fs: memory map errors are std.Io.Threaded's" {
         }
     }.call);
 }
+
+/// The names in `dir`, sorted, joined by spaces, into `buffer`.
+fn listNames(io: Io, dir: Dir, buffer: []u8) ![]const u8 {
+    var names: [8][]const u8 = undefined;
+    var name_storage: [8][64]u8 = undefined;
+    var count: usize = 0;
+    var it = dir.iterate();
+    while (try it.next(io)) |entry| : (count += 1) {
+        @memcpy(name_storage[count][0..entry.name.len], entry.name);
+        names[count] = name_storage[count][0..entry.name.len];
+    }
+    std.mem.sort([]const u8, names[0..count], {}, struct {
+        fn less(_: void, a: []const u8, b: []const u8) bool {
+            return std.mem.lessThan(u8, a, b);
+        }
+    }.less);
+    var writer: Io.Writer = .fixed(buffer);
+    for (names[0..count], 0..) |name, i| {
+        if (i != 0) try writer.writeByte(' ');
+        try writer.writeAll(name);
+    }
+    return writer.buffered();
+}
+
+test "fs: createFileAtomic — link an unnamed file, replace through a named one, discard" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            var linked = try tmp.dir.createFileAtomic(io, "new/a", .{ .make_path = true });
+            defer linked.deinit(io);
+            try linked.file.writeStreamingAll(io, "first");
+            try linked.link(io);
+            var buffer: [16]u8 = undefined;
+            try testing.expectEqualStrings("first", try tmp.dir.readFile(io, "new/a", &buffer));
+            var clash = try tmp.dir.createFileAtomic(io, "new/a", .{});
+            defer clash.deinit(io);
+            try testing.expectError(error.PathAlreadyExists, clash.link(io));
+
+            var replacing = try tmp.dir.createFileAtomic(io, "new/a", .{ .replace = true });
+            defer replacing.deinit(io);
+            try testing.expect(replacing.file_exists); // a named temporary beside the target
+            try replacing.file.writeStreamingAll(io, "second");
+            try replacing.replace(io);
+            try testing.expectEqualStrings("second", try tmp.dir.readFile(io, "new/a", &buffer));
+
+            var discarded = try tmp.dir.createFileAtomic(io, "b", .{ .replace = true });
+            try discarded.file.writeStreamingAll(io, "never seen");
+            discarded.deinit(io);
+            var names_buffer: [64]u8 = undefined;
+            try testing.expectEqualStrings("new", try listNames(io, tmp.dir, &names_buffer));
+            var sub = try tmp.dir.openDir(io, "new", .{ .iterate = true });
+            defer sub.close(io);
+            try testing.expectEqualStrings("a", try listNames(io, sub, &names_buffer));
+        }
+    }.body);
+}
+
+test "fs: createFileAtomic errors are std.Io.Threaded's" {
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            var file = try dir.createFileAtomic(io, "missing/a", .{});
+            file.deinit(io);
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            var file = try dir.createFileAtomic(io, "missing/a", .{ .replace = true });
+            file.deinit(io);
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            try dir.writeFile(io, .{ .sub_path = "f", .data = "" });
+            var file = try dir.createFileAtomic(io, "f/a", .{ .make_path = true });
+            file.deinit(io);
+        }
+    }.call);
+}
