@@ -78,8 +78,6 @@ pub const State = struct {
     gpa: std.mem.Allocator,
     options: Options,
     scheduler: Scheduler,
-    /// The reference implementation, whose syscall paths the delegated entries run.
-    threaded: Io.Threaded,
     /// Runs the file system calls the loop cannot (its threads start on first use).
     blocking: Blocking,
     /// The environment, the stderr lock, `/dev/null`, the SIGPIPE handler.
@@ -208,13 +206,11 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
             .hooks = &state.hooks,
             .hooks_context = state,
         },
-        .threaded = .init(gpa, .{}),
         .blocking = .init(gpa),
         .process = .init(options.environ),
         .cpu = .init(gpa, options.cpu),
     };
     errdefer state.process.deinit();
-    errdefer state.threaded.deinit();
     const scheduler = &state.scheduler;
     try scheduler.idle.ensureTotalCapacity(gpa, executors_count);
     errdefer scheduler.idle.deinit(gpa);
@@ -292,7 +288,7 @@ fn chooseBackend(options: Options) error{InvalidOptions}!Loop.Choice {
     return std.meta.stringToEnum(Loop.Choice, value) orelse error.InvalidOptions;
 }
 
-/// Stops the executors and releases them, their loops and stacks, and the delegation pool.
+/// Stops the executors and releases them, their loops and stacks, the lanes and process state.
 /// Every future must have been awaited and every group awaited or canceled before: `deinit`
 /// does not wait for tasks, and a task left behind is a leak that the allocator reports.
 /// Call it from the thread that called `init`.
@@ -314,7 +310,6 @@ pub fn deinit(rt: Runtime) void {
     for (scheduler.executors) |*executor| executor.deinit();
     scheduler.idle.deinit(gpa);
     gpa.free(scheduler.executors);
-    state.threaded.deinit();
     state.process.deinit();
     gpa.destroy(state);
 }

@@ -74,6 +74,22 @@ pub fn childKill(userdata: ?*anyopaque, child: *Child) void {
     _ = waitFor(userdata, child) catch {};
 }
 
+/// Reaps a child that exits on its own (one whose spawn failed after the fork), uncancelably.
+pub fn reapExited(userdata: ?*anyopaque, pid: linux.pid_t) void {
+    const io = file_io.stateOf(userdata).io();
+    const protection = io.swapCancelProtection(.blocked);
+    defer _ = io.swapCancelProtection(protection);
+    var child: Child = .{
+        .id = pid,
+        .thread_handle = {},
+        .stdin = null,
+        .stdout = null,
+        .stderr = null,
+        .request_resource_usage_statistics = false,
+    };
+    _ = waitFor(userdata, &child) catch {};
+}
+
 fn cleanup(child: *Child) void {
     inline for (.{ "stdin", "stdout", "stderr" }) |name| {
         if (@field(child, name)) |file| os.closeFd(file.handle);

@@ -237,3 +237,147 @@ test "process: tryLockStderr fails while another task holds the lock" {
         }
     }.body);
 }
+
+test "process: spawn with pipes on every stream, searched in PATH" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var child = try std.process.spawn(io, .{
+                .argv = &.{ "sh", "-c", "read line; echo \"got $line\"; echo oops >&2; exit 4" },
+                .stdin = .pipe,
+                .stdout = .pipe,
+                .stderr = .pipe,
+            });
+            defer if (child.id != null) child.kill(io);
+            try child.stdin.?.writeStreamingAll(io, "hello\n");
+            child.stdin.?.close(io);
+            child.stdin = null;
+            var buffer: [64]u8 = undefined;
+            var reader = child.stdout.?.readerStreaming(io, &buffer);
+            const out = try reader.interface.allocRemaining(testing.allocator, .unlimited);
+            defer testing.allocator.free(out);
+            try testing.expectEqualStrings("got hello\n", out);
+            var err_reader = child.stderr.?.readerStreaming(io, &buffer);
+            const err_out = try err_reader.interface.allocRemaining(testing.allocator, .unlimited);
+            defer testing.allocator.free(err_out);
+            try testing.expectEqualStrings("oops\n", err_out);
+            try testing.expectEqual(std.process.Child.Term{ .exited = 4 }, try child.wait(io));
+        }
+    }.body);
+}
+
+test "process: spawn sets the working directory, environment and ignored streams" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var environ: std.process.Environ.Map = .init(testing.allocator);
+            defer environ.deinit();
+            try environ.put("WEFT_TEST_VALUE", "42");
+            const result = try std.process.run(testing.allocator, io, .{
+                .argv = &.{ "/bin/sh", "-c", "pwd; echo $WEFT_TEST_VALUE; cat" },
+                .cwd = .{ .path = "/tmp" },
+                .environ_map = &environ,
+            });
+            defer testing.allocator.free(result.stdout);
+            defer testing.allocator.free(result.stderr);
+            try testing.expectEqualStrings("/tmp\n42\n", result.stdout);
+            var root = try Io.Dir.cwd().openDir(io, "/", .{});
+            defer root.close(io);
+            var child = try std.process.spawn(io, .{
+                .argv = &.{ "/bin/sh", "-c", "test \"$(pwd)\" = / && exec cat" },
+                .cwd = .{ .dir = root },
+                .stdin = .ignore,
+                .stdout = .ignore,
+            });
+            try testing.expectEqual(std.process.Child.Term{ .exited = 0 }, try child.wait(io));
+        }
+    }.body);
+}
+
+/// Spawns on std.Io.Threaded and on weft and expects the same error from both.
+fn expectSameSpawnError(options: std.process.SpawnOptions) !void {
+    var threaded: Io.Threaded = .init(testing.allocator, .{});
+    defer threaded.deinit();
+    const expected = if (std.process.spawn(threaded.io(), options)) |spawned| {
+        var child = spawned;
+        child.kill(threaded.io());
+        return error.TestUnexpectedResult;
+    } else |err| err;
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    try testing.expectError(expected, std.process.spawn(rt.io(), options));
+}
+
+test "process: spawn errors are std.Io.Threaded's, and nothing is left behind" {
+    try expectSameSpawnError(.{ .argv = &.{"/nonexistent-weft/program"} });
+    try expectSameSpawnError(.{ .argv = &.{"weft-no-such-program-anywhere"} });
+    try expectSameSpawnError(.{ .argv = &.{"/tmp"}, .stdout = .pipe });
+    try expectSameSpawnError(.{ .argv = &.{"/etc/hostname"}, .stdin = .pipe });
+    try expectSameSpawnError(.{ .argv = &.{"/bin/sh"}, .cwd = .{ .path = "/nonexistent-weft" } });
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const linux = std.os.linux;
+            var status: u32 = 0;
+            // Reap what Threaded's failed spawns left behind (it does not reap them).
+            while (true) {
+                const rc = linux.wait4(-1, &status, linux.W.NOHANG, null);
+                if (linux.errno(rc) != .SUCCESS or rc == 0) break;
+            }
+            const missing = std.process.spawn(io, .{ .argv = &.{"/nonexistent"}, .stdout = .pipe });
+            try testing.expectError(error.FileNotFound, missing);
+            // weft reaped its failed child: no exited child is left to wait for.
+            const rc = linux.wait4(-1, &status, linux.W.NOHANG, null);
+            try testing.expect(rc == 0 or linux.errno(rc) == .CHILD);
+        }
+    }.body);
+}
+
+test "process: spawnPath runs argv[0] relative to a directory, never searched" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var bin = try Io.Dir.cwd().openDir(io, "/bin", .{});
+            defer bin.close(io);
+            var child = try std.process.spawnPath(io, bin, .{ .argv = &.{ "sh", "-c", "exit 5" } });
+            try testing.expectEqual(std.process.Child.Term{ .exited = 5 }, try child.wait(io));
+            var tmp = try Io.Dir.cwd().openDir(io, "/tmp", .{});
+            defer tmp.close(io);
+            const missing = std.process.spawnPath(io, tmp, .{ .argv = &.{"sh"} });
+            try testing.expectError(error.FileNotFound, missing);
+        }
+    }.body);
+}
+
+/// Forks; the child calls `replace` (or `replacePath` in /bin) and, if it returns, exits with
+/// 101 for `error.FileNotFound`, 102 for another error. Returns the child's exit code.
+/// The child touches no loop (the rings belong to the parent): only replace's own syscalls.
+fn replaceInChild(io: Io, comptime how: enum { search, path }, argv: []const []const u8) !u8 {
+    const linux = std.os.linux;
+    const bin_rc = linux.open("/bin", .{ .DIRECTORY = true, .CLOEXEC = true }, 0);
+    try testing.expectEqual(linux.E.SUCCESS, linux.errno(bin_rc));
+    const bin: Io.Dir = .{ .handle = @intCast(bin_rc) };
+    defer _ = linux.close(bin.handle);
+    const pid: linux.pid_t = @intCast(linux.fork());
+    if (pid == 0) {
+        const err = switch (how) {
+            .search => std.process.replace(io, .{ .argv = argv }),
+            .path => std.process.replacePath(io, bin, .{ .argv = argv }),
+        };
+        linux.exit_group(if (err == error.FileNotFound) 101 else 102);
+    }
+    var status: u32 = 0;
+    while (std.os.linux.errno(linux.wait4(pid, &status, 0, null)) == .INTR) {}
+    return switch (Io.Threaded.statusToTerm(status)) {
+        .exited => |code| code,
+        else => error.TestUnexpectedResult,
+    };
+}
+
+test "process: replace and replacePath, in a forked child" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            try testing.expectEqual(@as(u8, 7), try replaceInChild(io, .search, &.{ "sh", "-c", "exit 7" }));
+            try testing.expectEqual(@as(u8, 8), try replaceInChild(io, .path, &.{ "sh", "-c", "exit 8" }));
+            const missing = &.{"weft-no-such-program-anywhere"};
+            try testing.expectEqual(@as(u8, 101), try replaceInChild(io, .search, missing));
+            try testing.expectEqual(@as(u8, 101), try replaceInChild(io, .path, missing));
+        }
+    }.body);
+}
