@@ -213,8 +213,7 @@ fn started(
     defer os.closeFd(report_fd);
     if (readReport(userdata, report_fd)) |failure| {
         process_io.reapExited(userdata, pid);
-        pipes.close();
-        return failure;
+        return failure; // the caller's errdefer closes the parent's ends
     }
     if (pipes.progress[0] != -1) {
         const progress: File = .{ .handle = pipes.progress[0], .flags = .{ .nonblocking = true } };

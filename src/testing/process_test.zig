@@ -292,6 +292,23 @@ test "process: spawn sets the working directory, environment and ignored streams
     }.body);
 }
 
+test "process: children inherit the process's environment by default" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            // The build runs the tests with WEFT_BACKEND set; a child must see it too.
+            var buffer: [16]u8 = undefined;
+            const expected = @import("../os/linux.zig").getEnv("WEFT_BACKEND", &buffer) orelse
+                return error.SkipZigTest;
+            const result = try std.process.run(testing.allocator, io, .{
+                .argv = &.{ "sh", "-c", "printf %s \"$WEFT_BACKEND\"" },
+            });
+            defer testing.allocator.free(result.stdout);
+            defer testing.allocator.free(result.stderr);
+            try testing.expectEqualStrings(expected, result.stdout);
+        }
+    }.body);
+}
+
 /// Spawns on std.Io.Threaded and on weft and expects the same error from both.
 fn expectSameSpawnError(options: std.process.SpawnOptions) !void {
     var threaded: Io.Threaded = .init(testing.allocator, .{});
