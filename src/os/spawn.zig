@@ -130,7 +130,10 @@ fn setUp(plan: *const Plan) Error {
         else => return error.Unexpected,
     };
     return switch (program) {
-        .search => |path_list| exec(plan.expand_arg0, plan.argv[0].?, plan.argv, plan.envp, path_list),
+        .search => |path_list| {
+            const file = plan.argv[0].?;
+            return exec(plan.expand_arg0, file, plan.argv, plan.envp, path_list);
+        },
         .at => |dir_fd| execAt(dir_fd, plan.argv, plan.envp),
     };
 }

@@ -942,7 +942,8 @@ pub fn dirCreateFileAtomic(
     else
         try dir.openDir(io, dirname, .{});
     errdefer parent.close(io);
-    return createNamedTemporary(io, Dir.path.basename(dest_path), options.permissions, parent, true);
+    const basename = Dir.path.basename(dest_path);
+    return createNamedTemporary(io, basename, options.permissions, parent, true);
 }
 
 /// `openat(O_TMPFILE)` in `sub_path`; null when the file system may not support it (the errno
@@ -955,10 +956,20 @@ fn openUnnamed(
 ) Dir.CreateFileAtomicError!?File {
     var path_buffer: PathBuffer = undefined;
     const path = try pathToPosix(sub_path, &path_buffer);
-    const flags: linux.O = .{ .ACCMODE = .RDWR, .TMPFILE = true, .DIRECTORY = true, .CLOEXEC = true };
+    const flags: linux.O = .{
+        .ACCMODE = .RDWR,
+        .TMPFILE = true,
+        .DIRECTORY = true,
+        .CLOEXEC = true,
+    };
     const blocking, const io = blockingOf(userdata);
     const mode = permissions.toMode();
-    const op_open: Op.Openat = .{ .fd = dir.handle, .path = path.ptr, .flags = flags, .mode = mode };
+    const op_open: Op.Openat = .{
+        .fd = dir.handle,
+        .path = path.ptr,
+        .flags = flags,
+        .mode = mode,
+    };
     const result = try blocking.perform(io, .{ .openat = op_open });
     if (result >= 0) return .{ .handle = result, .flags = .{ .nonblocking = false } };
     return switch (errnoOf(result)) {

@@ -187,7 +187,8 @@ pub fn fileMemoryMapWrite(userdata: ?*anyopaque, mm: *MemoryMap) File.WritePosit
     // never returns 0 for a regular file) or fails.
     while (written < mm.memory.len) {
         const rest = mm.memory[written..];
-        const n = try file_io.fileWritePositional(userdata, mm.file, &.{}, &.{rest}, 1, mm.offset + written);
+        const offset = mm.offset + written;
+        const n = try file_io.fileWritePositional(userdata, mm.file, &.{}, &.{rest}, 1, offset);
         if (n == 0) return error.Unexpected;
         written += n;
     }

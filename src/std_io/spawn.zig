@@ -80,10 +80,11 @@ fn replace(
     defer arena_state.deinit();
     const arena = arena_state.allocator();
     const argv = try argvZ(arena, options.argv);
+    const block_options: process.Environ.CreatePosixBlockOptions = .{ .zig_progress_fd = -1 };
     const environ = if (options.environ_map) |map|
-        try map.createPosixBlock(arena, .{ .zig_progress_fd = -1 })
+        try map.createPosixBlock(arena, block_options)
     else
-        try state.process.environ.process_environ.createPosixBlock(arena, .{ .zig_progress_fd = -1 });
+        try state.process.environ.process_environ.createPosixBlock(arena, block_options);
     const envp = environ.slice.ptr;
     return switch (program) {
         .search => |path_list| os_spawn.exec(options.expand_arg0, argv[0].?, argv, envp, path_list),
@@ -161,7 +162,9 @@ fn spawn(
     const arena = arena_state.allocator();
     const argv = try argvZ(arena, options.argv);
     const progress_fd: i32 = if (pipes.progress[1] == -1) -1 else os_spawn.progress_fileno;
-    const block_options: process.Environ.CreatePosixBlockOptions = .{ .zig_progress_fd = progress_fd };
+    const block_options: process.Environ.CreatePosixBlockOptions = .{
+        .zig_progress_fd = progress_fd,
+    };
     const environ = if (options.environ_map) |map|
         try map.createPosixBlock(arena, block_options)
     else
@@ -238,7 +241,11 @@ fn parentEnd(fd: posix.fd_t) ?File {
     return .{ .handle = fd, .flags = .{ .nonblocking = false } };
 }
 
-fn stdio(option: process.SpawnOptions.StdIo, pipe_fd: posix.fd_t, null_fd: posix.fd_t) os_spawn.Stdio {
+fn stdio(
+    option: process.SpawnOptions.StdIo,
+    pipe_fd: posix.fd_t,
+    null_fd: posix.fd_t,
+) os_spawn.Stdio {
     return switch (option) {
         .inherit => .inherit,
         .close => .close,

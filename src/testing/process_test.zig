@@ -123,11 +123,13 @@ test "process: currentPath, setCurrentDir and setCurrentPath (restored after)" {
             defer std.process.setCurrentPath(io, before) catch unreachable;
             try std.process.setCurrentPath(io, "/tmp");
             var buffer: [std.fs.max_path_bytes]u8 = undefined;
-            try testing.expectEqualStrings("/tmp", buffer[0..try std.process.currentPath(io, &buffer)]);
+            var n = try std.process.currentPath(io, &buffer);
+            try testing.expectEqualStrings("/tmp", buffer[0..n]);
             var root = try Io.Dir.cwd().openDir(io, "/", .{});
             defer root.close(io);
             try std.process.setCurrentDir(io, root);
-            try testing.expectEqualStrings("/", buffer[0..try std.process.currentPath(io, &buffer)]);
+            n = try std.process.currentPath(io, &buffer);
+            try testing.expectEqualStrings("/", buffer[0..n]);
             var tiny: [1]u8 = undefined;
             try testing.expectError(error.NameTooLong, std.process.currentPath(io, &tiny));
             const missing = std.process.setCurrentPath(io, "/nonexistent-weft/x");
@@ -390,8 +392,10 @@ fn replaceInChild(io: Io, comptime how: enum { search, path }, argv: []const []c
 test "process: replace and replacePath, in a forked child" {
     try withRuntime(struct {
         fn body(io: Io) !void {
-            try testing.expectEqual(@as(u8, 7), try replaceInChild(io, .search, &.{ "sh", "-c", "exit 7" }));
-            try testing.expectEqual(@as(u8, 8), try replaceInChild(io, .path, &.{ "sh", "-c", "exit 8" }));
+            const exit7 = &.{ "sh", "-c", "exit 7" };
+            try testing.expectEqual(@as(u8, 7), try replaceInChild(io, .search, exit7));
+            const exit8 = &.{ "sh", "-c", "exit 8" };
+            try testing.expectEqual(@as(u8, 8), try replaceInChild(io, .path, exit8));
             const missing = &.{"weft-no-such-program-anywhere"};
             try testing.expectEqual(@as(u8, 101), try replaceInChild(io, .search, missing));
             try testing.expectEqual(@as(u8, 101), try replaceInChild(io, .path, missing));
