@@ -29,6 +29,7 @@ const stack_mod = @import("fiber/stack.zig");
 const vtable_mod = @import("std_io/vtable.zig");
 const task_io = @import("std_io/task.zig");
 const Blocking = @import("fs/Blocking.zig");
+const ProcessState = @import("std_io/ProcessState.zig");
 const lookup = @import("net/lookup.zig");
 const CpuLane = @import("lanes/CpuLane.zig");
 
@@ -56,6 +57,11 @@ pub const Options = struct {
     resolver: lookup.Config = .{},
     /// The CPU lane of `compute` (its threads start on the first call).
     cpu: CpuLane.Options = .{},
+    /// The environment children inherit and `PATH` is searched in, as std.Io.Threaded's
+    /// `InitOptions.environ` (for a `main(init: std.process.Init)`: `init.minimal.environ`).
+    /// Null: the process's own, as `start.zig` recorded it for `std.debug` (empty in a program
+    /// without a Zig `main`).
+    environ: ?std.process.Environ = null,
 };
 
 pub const InitError = error{
@@ -72,10 +78,10 @@ pub const State = struct {
     gpa: std.mem.Allocator,
     options: Options,
     scheduler: Scheduler,
-    /// The reference implementation, whose syscall paths the delegated entries run.
-    threaded: Io.Threaded,
     /// Runs the file system calls the loop cannot (its threads start on first use).
     blocking: Blocking,
+    /// The environment, the stderr lock, `/dev/null`, the SIGPIPE handler.
+    process: ProcessState,
     tasks_live: std.atomic.Value(usize) = .init(0),
     hooks: Executor.Hooks = .{ .run = &runTask },
     /// The lane `Runtime.compute` runs on; started on its first call.
@@ -200,11 +206,11 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
             .hooks = &state.hooks,
             .hooks_context = state,
         },
-        .threaded = .init(gpa, .{}),
         .blocking = .init(gpa),
+        .process = .init(options.environ),
         .cpu = .init(gpa, options.cpu),
     };
-    errdefer state.threaded.deinit();
+    errdefer state.process.deinit();
     const scheduler = &state.scheduler;
     try scheduler.idle.ensureTotalCapacity(gpa, executors_count);
     errdefer scheduler.idle.deinit(gpa);
@@ -282,7 +288,7 @@ fn chooseBackend(options: Options) error{InvalidOptions}!Loop.Choice {
     return std.meta.stringToEnum(Loop.Choice, value) orelse error.InvalidOptions;
 }
 
-/// Stops the executors and releases them, their loops and stacks, and the delegation pool.
+/// Stops the executors and releases them, their loops and stacks, the lanes and process state.
 /// Every future must have been awaited and every group awaited or canceled before: `deinit`
 /// does not wait for tasks, and a task left behind is a leak that the allocator reports.
 /// Call it from the thread that called `init`.
@@ -304,7 +310,7 @@ pub fn deinit(rt: Runtime) void {
     for (scheduler.executors) |*executor| executor.deinit();
     scheduler.idle.deinit(gpa);
     gpa.free(scheduler.executors);
-    state.threaded.deinit();
+    state.process.deinit();
     gpa.destroy(state);
 }
 

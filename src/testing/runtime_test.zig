@@ -458,10 +458,10 @@ test "Runtime: random and randomSecure fill buffers; clocks advance" {
     }.body);
 }
 
-test "Runtime: delegated file entries work from a fiber" {
+test "Runtime: file entries work from a fiber" {
     try withRuntime(struct {
         fn writer(io: Io, dir: Io.Dir) !void {
-            const file = try dir.createFile(io, "weft-delegated.txt", .{});
+            const file = try dir.createFile(io, "weft-from-fiber.txt", .{});
             defer file.close(io);
             try file.writeStreamingAll(io, "hello weft");
         }
@@ -471,7 +471,7 @@ test "Runtime: delegated file entries work from a fiber" {
             var f = try io.concurrent(writer, .{ io, tmp.dir });
             try f.await(io);
             var buffer: [32]u8 = undefined;
-            const contents = try tmp.dir.readFile(io, "weft-delegated.txt", &buffer);
+            const contents = try tmp.dir.readFile(io, "weft-from-fiber.txt", &buffer);
             try testing.expectEqualStrings("hello weft", contents);
         }
     }.body);
