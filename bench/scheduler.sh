@@ -31,8 +31,11 @@
 # ReleaseFast) and examples (`./zigw build examples -Doptimize=ReleaseFast`), the peers
 # (bench/peers/build.sh: cargo and go), wrk and ab (bench/tools.sh) if missing.
 #
-# Bounded: about 2 minutes with the defaults (every program has its own time limit; the
-# servers get WRK_DURATION=5s of wrk, AB_REQUESTS=5000 and ECHO_ROUNDS=20000 unless set).
+# Bounded: the measurements take about 2 minutes with the defaults (every program has its own
+# time limit; the servers get WRK_DURATION=5s of wrk, AB_REQUESTS=5000 and ECHO_ROUNDS=20000
+# unless set). The builds come on top: seconds when up to date, but several minutes on a
+# loaded machine when weft's sources changed (each example is compiled in ReleaseFast). The
+# last line says how long each part took.
 # Load goes only to 127.0.0.1; every server is stopped by its PID. The machine's 2 cores are
 # shared with the load generators, so the network rows oversubscribe them with 2 executors.
 set -uo pipefail
@@ -54,6 +57,7 @@ bash bench/peers/build.sh >&2 || exit 1
 ./zigw build install >&2 || exit 1
 ./zigw build examples -Doptimize=ReleaseFast >&2 || exit 1
 
+build_s=$SECONDS
 PEERS_NO_MAIN=1 source bench/peers/run.sh
 results=$log_dir/scheduler-results.txt
 : >"$results"
@@ -217,4 +221,4 @@ for row in echo http_wrk http_ab; do
 done
 echo
 echo "WRK_DURATION=$WRK_DURATION AB_REQUESTS=$AB_REQUESTS ECHO_ROUNDS=$ECHO_ROUNDS;" \
-    "result lines: $results"
+    "build ${build_s} s, measurements $((SECONDS - build_s)) s; result lines: $results"
