@@ -29,6 +29,8 @@ const stack_mod = @import("fiber/stack.zig");
 const vtable_mod = @import("std_io/vtable.zig");
 const task_io = @import("std_io/task.zig");
 const Blocking = @import("fs/Blocking.zig");
+const lookup = @import("net/lookup.zig");
+const CpuLane = @import("lanes/CpuLane.zig");
 
 state: *State,
 
@@ -50,6 +52,10 @@ pub const Options = struct {
     /// Live tasks at most; past it `concurrent` returns `error.ConcurrencyUnavailable` and
     /// `async` runs inline.
     tasks_max: usize = 1 << 22,
+    /// Where `netLookup` finds the hosts file, resolv.conf and name servers (system defaults).
+    resolver: lookup.Config = .{},
+    /// The CPU lane of `compute` (its threads start on the first call).
+    cpu: CpuLane.Options = .{},
 };
 
 pub const InitError = error{
@@ -72,6 +78,8 @@ pub const State = struct {
     blocking: Blocking,
     tasks_live: std.atomic.Value(usize) = .init(0),
     hooks: Executor.Hooks = .{ .run = &runTask },
+    /// The lane `Runtime.compute` runs on; started on its first call.
+    cpu: CpuLane,
 
     pub fn io(state: *State) Io {
         return .{ .userdata = state, .vtable = &vtable_mod.vtable };
@@ -194,6 +202,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
         },
         .threaded = .init(gpa, .{}),
         .blocking = .init(gpa),
+        .cpu = .init(gpa, options.cpu),
     };
     errdefer state.threaded.deinit();
     const scheduler = &state.scheduler;
@@ -282,9 +291,15 @@ pub fn deinit(rt: Runtime) void {
     const gpa = state.gpa;
     const scheduler = &state.scheduler;
     assert(Executor.currentTask() == &scheduler.main_task);
-    // The blocking lane first: its shutdown parks the main task, which needs the executors.
+    // The lanes first: their shutdown parks the main task, which needs the executors.
     state.blocking.deinit(state.io());
+    state.cpu.deinit(state.io());
     stopWorkers(scheduler);
+    // Counted only now: a group member wakes its awaiter before it frees itself, and may
+    // still be doing so on another executor until that executor stopped.
+    const tasks_live = state.tasks_live.load(.acquire);
+    if (tasks_live != 0) std.debug.panic("weft: Runtime.deinit with {d} tasks still alive: " ++
+        "await or cancel every future, and await or cancel every group, first", .{tasks_live});
     // Only now that every executor thread stopped may any pool unmap its slabs.
     for (scheduler.executors) |*executor| executor.deinit();
     scheduler.idle.deinit(gpa);
@@ -295,6 +310,19 @@ pub fn deinit(rt: Runtime) void {
 
 pub fn io(rt: Runtime) Io {
     return rt.state.io();
+}
+
+/// Runs `function(args...)` on the runtime's CPU lane (about one thread per CPU, apart from
+/// the executors; see `weft.CpuLane`) and returns its result to the calling fiber, which
+/// parks meanwhile. For computation: I/O belongs on the executors, blocking calls on a
+/// `weft.Lane`. The function's error set is kept; `CpuLane.Error` is added.
+pub fn compute(
+    rt: Runtime,
+    caller_io: Io,
+    comptime function: anytype,
+    args: std.meta.ArgsTuple(@TypeOf(function)),
+) CpuLane.Result(function) {
+    return rt.state.cpu.run(caller_io, function, args);
 }
 
 /// The loop backend the runtime's executors use.

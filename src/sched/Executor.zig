@@ -89,6 +89,8 @@ zombie_stack: ?stack_mod.Stack = null,
 /// A task popped while still on another executor's CPU, for the idle context to resume.
 handoff: ?*Task = null,
 dispatches: u32 = 0,
+/// True while the executor polls its loop and timers (see `pushWoken`).
+polling: bool = false,
 /// Whether this executor holds one count of `Scheduler.searching`.
 searching: bool = false,
 /// Guarded by `Scheduler.idle_lock`.
@@ -190,10 +192,14 @@ pub fn currentTask() ?*Task {
 // ---------------------------------------------------------------------------------------------
 // Queueing.
 
-/// Owner only: a task woken on this executor runs next; the one it displaces is queued.
+/// Owner only: a task woken on this executor by a running task runs next; the one it
+/// displaces is queued. Tasks woken by the executor's own poll (I/O completions, timers) are
+/// queued in order instead: a batch of expired timers runs earliest deadline first, and a
+/// burst of completions is served first come, first served.
 pub fn pushWoken(executor: *Executor, task: *Task) void {
     assert(ofThread() == executor);
     assert(task.home == null or task.home == executor);
+    if (executor.polling) return executor.enqueue(task);
     const displaced = executor.lifo;
     executor.lifo = task;
     if (displaced) |previous| executor.enqueue(previous);
@@ -590,6 +596,9 @@ fn pollIo(executor: *Executor, block: bool) void {
     }
     // A non-blocking poll with nothing in flight cannot reap anything: skip the syscall on the
     // all-CPU path (timers still fire below).
+    assert(!executor.polling);
+    executor.polling = true;
+    defer executor.polling = false;
     if (block or executor.loop.inFlight() > 0) _ = executor.loop.poll(timeout_ns);
     if (block) executor.loop.sleeping.store(false, .monotonic);
     executor.expireTimers();

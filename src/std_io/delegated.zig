@@ -8,9 +8,7 @@
 //!
 //! Trade-offs, until each group of entries becomes native:
 //! - a delegated call is a cancelation point only before it starts; once on the worker it runs
-//!   to completion;
-//! - `netLookup` fills the caller's queue with Threaded's futex, which does not wake fibers, so
-//!   its queue must hold every result (std's own callers use 16 or 32 slots, which suffices).
+//!   to completion.
 const std = @import("std");
 const Io = std.Io;
 const assert = std.debug.assert;

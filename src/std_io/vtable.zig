@@ -54,8 +54,12 @@ const native = .{
     .{ "netSend", net.netSend },
     .{ "netRead", net.netRead },
     .{ "netWrite", net.netWrite },
+    .{ "netWriteFile", net.netWriteFile },
     .{ "netClose", net.netClose },
     .{ "netShutdown", net.netShutdown },
+    .{ "netInterfaceNameResolve", net.netInterfaceNameResolve },
+    .{ "netInterfaceName", net.netInterfaceName },
+    .{ "netLookup", net.netLookup },
     .{ "dirCreateDir", dir.dirCreateDir },
     .{ "dirCreateDirPath", dir.dirCreateDirPath },
     .{ "dirCreateDirPathOpen", dir.dirCreateDirPathOpen },
@@ -112,11 +116,6 @@ const lane = .{
     .{ "fileSetPermissions", file.fileSetPermissions },
 };
 
-/// Delegated entries that weft wraps (reported as `delegated`): see each function.
-const wrapped = .{
-    .{ "netLookup", net.netLookup },
-};
-
 pub fn status(comptime name: []const u8) Status {
     @setEvalBranchQuota(20_000);
     inline for (native) |pair| {
@@ -132,7 +131,7 @@ pub const vtable: Io.VTable = blk: {
     @setEvalBranchQuota(20_000);
     var result: Io.VTable = undefined;
     for (@typeInfo(Io.VTable).@"struct".fields) |field| {
-        @field(result, field.name) = for (native ++ lane ++ wrapped) |pair| {
+        @field(result, field.name) = for (native ++ lane) |pair| {
             if (std.mem.eql(u8, pair[0], field.name)) break pair[1];
         } else delegated.entry(field.name);
     }
