@@ -340,3 +340,28 @@ pub fn backend(rt: Runtime) Loop.Kind {
 pub fn executorCount(rt: Runtime) usize {
     return rt.state.scheduler.executors.len;
 }
+
+/// Lets the other ready tasks run, then continues (on this executor or, after a steal, on
+/// another): what Tokio's `yield_now` and Go's `runtime.Gosched` do. std.Io has no yield of its
+/// own (`checkCancel` yields only every `config.check_cancel_calls_per_yield` calls, so that a
+/// CPU loop cannot starve its executor); this is the explicit one, for code that knows it may
+/// run on weft. Cancelation point.
+///
+/// Outside a weft task (on a thread weft does not run, or when `io` is another implementation,
+/// such as `std.Io.Threaded`, whose tasks are threads) it yields the OS thread instead.
+///
+/// ```
+/// while (!ready.load(.acquire)) try weft.Runtime.yield(io);
+/// ```
+pub fn yield(io_any: Io) Io.Cancelable!void {
+    const task = if (io_any.vtable == &vtable_mod.vtable) Executor.currentTask() else null;
+    const running = task orelse {
+        os.yieldThread();
+        return;
+    };
+    try running.checkCancel();
+    Executor.yield(running);
+    // A request that arrived while the task waited in a queue is delivered now, as after any
+    // other point where it parked.
+    try running.checkCancel();
+}
