@@ -3,6 +3,7 @@ const std = @import("std");
 const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
+const Executor = @import("../sched/Executor.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
@@ -208,7 +209,12 @@ test "Runtime: a canceled group awaiter cancels members and gets Canceled" {
 
 fn protectedSleep(io: Io) error{ Canceled, WasInterrupted }!void {
     const previous = io.swapCancelProtection(.blocked);
-    io.sleep(.fromMilliseconds(5), .awake) catch return error.WasInterrupted;
+    // Sleep, protected, until the request has arrived (a state, not a time: on a loaded machine
+    // the canceler's own sleep may outlast any fixed one here).
+    const task = Executor.currentTask().?;
+    while (task.cancel_state.load(.acquire) != .requested) {
+        io.sleep(.fromMilliseconds(1), .awake) catch return error.WasInterrupted;
+    }
     if (io.swapCancelProtection(previous) != .blocked) return error.WasInterrupted;
     try io.checkCancel();
 }
