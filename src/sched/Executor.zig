@@ -200,7 +200,25 @@ pub fn pushWoken(executor: *Executor, task: *Task) void {
     if (executor.polling) return executor.enqueue(task);
     const displaced = executor.lifo;
     executor.lifo = task;
-    if (displaced) |previous| executor.enqueue(previous);
+    // The displaced task was next in line: it stays at the front. In fork-join code (a task
+    // spawning children and awaiting them) this keeps the traversal depth-first, so the tasks
+    // alive at once stay in the tree's depth instead of its width. The LIFO cap still sends a
+    // task that keeps coming back to the back of the queue.
+    if (displaced) |previous| executor.enqueueFront(previous);
+}
+
+/// Owner only: `enqueue`, at the front.
+fn enqueueFront(executor: *Executor, task: *Task) void {
+    if (task.home) |home| {
+        assert(home == executor);
+        executor.local.pushFront(task);
+        return;
+    }
+    while (!executor.ring.pushFront(task)) {
+        const count = executor.ring.popHalf(&executor.steal_buffer);
+        executor.scheduler.pushGlobalBatch(executor.steal_buffer[0..count]);
+    }
+    executor.scheduler.notifyWork();
 }
 
 /// Owner only: queues `task` at the back: `local` when it is bound here, else the ring

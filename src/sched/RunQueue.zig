@@ -13,6 +13,11 @@
 //! on each, which costs the same here, and LIFO order starves the oldest task); a locked
 //! queue (two locked instructions per operation and a convoy when thieves pile up).
 //!
+//! `head` carries a version in its upper half, bumped by every `pushFront` (the one operation
+//! that moves the head back): without it a thief that read slot h, then saw the owner pop h and
+//! push a new task in front at h, would find `head` equal to what it loaded and take the popped
+//! task a second time (ABA).
+//!
 //! Slots are atomics with relaxed ordering: a thief may read a slot that the owner is
 //! rewriting after a wrap-around, and then its CAS fails; the atomic access makes that read
 //! well defined instead of a data race.
@@ -27,7 +32,8 @@ pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
         pub const len_max = capacity;
 
         /// Index of the oldest task; advanced by the owner's pop and by thieves (CAS).
-        head: std.atomic.Value(u32) align(std.atomic.cache_line) = .init(0),
+        /// `Head`: the index (low half) and the `pushFront` version (high half).
+        head: std.atomic.Value(u64) align(std.atomic.cache_line) = .init(0),
         /// One past the newest task; written by the owner only. On its own cache line: thieves
         /// read it, the owner writes it on every push.
         tail: std.atomic.Value(u32) align(std.atomic.cache_line) = .init(0),
@@ -35,9 +41,18 @@ pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
 
         /// Tasks queued, as seen by any thread (a snapshot: both ends move).
         pub fn len(queue: *const Self) u32 {
-            const tail = queue.tail.load(.acquire);
-            const head = queue.head.load(.acquire);
+            const tail = queue.tail.load(.seq_cst);
+            const head = index(queue.head.load(.seq_cst));
             return tail -% head;
+        }
+
+        fn index(head: u64) u32 {
+            return @truncate(head);
+        }
+
+        /// `head` advanced by `count`, version kept.
+        fn advanced(head: u64, count: u32) u64 {
+            return (head & ~@as(u64, std.math.maxInt(u32))) | (index(head) +% count);
         }
 
         pub fn isEmpty(queue: *const Self) bool {
@@ -48,7 +63,7 @@ pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
         /// it elsewhere with `popHalf`, then pushes again).
         pub fn push(queue: *Self, item: *T) bool {
             const tail = queue.tail.raw; // only we write it
-            const head = queue.head.load(.acquire);
+            const head = index(queue.head.load(.acquire));
             assert(tail -% head <= capacity);
             if (tail -% head == capacity) return false;
             queue.slots[tail % capacity].store(item, .monotonic);
@@ -57,15 +72,34 @@ pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
             return true;
         }
 
+        /// Owner only. Puts `item` at the head: it is the next one popped (or stolen). False
+        /// when the ring is full. Safe against thieves: the slot below `head` is outside every
+        /// thief's range until the CAS publishes it, and a thief that read slots from the old
+        /// `head` fails its own CAS once `head` moved down.
+        pub fn pushFront(queue: *Self, item: *T) bool {
+            const tail = queue.tail.raw; // only we write it
+            var head = queue.head.load(.acquire);
+            while (true) {
+                assert(tail -% index(head) <= capacity);
+                if (tail -% index(head) == capacity) return false;
+                const front = index(head) -% 1;
+                queue.slots[front % capacity].store(item, .monotonic);
+                const version = (head >> 32) +% 1;
+                // Release: a thief that sees the new head sees the slot.
+                head = queue.head.cmpxchgWeak(head, version << 32 | front, .release, .acquire) orelse
+                    return true;
+            }
+        }
+
         /// Owner only. Takes the oldest task.
         pub fn pop(queue: *Self) ?*T {
             var head = queue.head.load(.acquire);
             while (true) {
                 const tail = queue.tail.raw;
-                assert(tail -% head <= capacity);
-                if (head == tail) return null;
-                const item = queue.slots[head % capacity].load(.monotonic);
-                head = queue.head.cmpxchgWeak(head, head +% 1, .acq_rel, .acquire) orelse
+                assert(tail -% index(head) <= capacity);
+                if (index(head) == tail) return null;
+                const item = queue.slots[index(head) % capacity].load(.monotonic);
+                head = queue.head.cmpxchgWeak(head, advanced(head, 1), .acq_rel, .acquire) orelse
                     return item.?;
             }
         }
@@ -86,9 +120,9 @@ pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
         fn stealInto(victim: *Self, out: []*T, owner_tail: ?u32) u32 {
             assert(out.len >= capacity / 2);
             var head = victim.head.load(.acquire);
-            while (true) {
+            retry: while (true) {
                 const tail = owner_tail orelse victim.tail.load(.acquire);
-                const available = tail -% head;
+                const available = tail -% index(head);
                 // A stale head with a fresh tail can look overfull: reload.
                 if (available > capacity) {
                     head = victim.head.load(.acquire);
@@ -97,11 +131,16 @@ pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
                 const count = available - available / 2;
                 if (count == 0) return 0;
                 for (out[0..count], 0..) |*slot, i| {
-                    const index: u32 = @intCast(i);
-                    slot.* = victim.slots[(head +% index) % capacity].load(.monotonic).?;
+                    const offset: u32 = @intCast(i);
+                    const position = index(head) +% offset;
+                    // A slot rewritten meanwhile may read as anything: the CAS below fails then.
+                    slot.* = victim.slots[position % capacity].load(.monotonic) orelse {
+                        head = victim.head.load(.acquire);
+                        continue :retry;
+                    };
                 }
                 // acq_rel: claims the slots read above; no one else will hand them out.
-                head = victim.head.cmpxchgWeak(head, head +% count, .acq_rel, .acquire) orelse
+                head = victim.head.cmpxchgWeak(head, advanced(head, count), .acq_rel, .acquire) orelse
                     return count;
             }
         }
@@ -126,6 +165,19 @@ test "RunQueue: FIFO, full, popHalf keeps order" {
     for (4..9) |i| try testing.expectEqual(@as(u32, @intCast(i)), queue.pop().?.value);
     try testing.expect(queue.pop() == null);
     try testing.expect(queue.isEmpty());
+}
+
+test "RunQueue: pushFront is popped next; full rings refuse it" {
+    var queue: RunQueue(TestItem, 4) = .{};
+    var items: [5]TestItem = undefined;
+    for (&items, 0..) |*item, i| item.* = .{ .value = @intCast(i) };
+    try testing.expect(queue.push(&items[0]));
+    try testing.expect(queue.pushFront(&items[1]));
+    try testing.expect(queue.pushFront(&items[2]));
+    try testing.expect(queue.push(&items[3]));
+    try testing.expect(!queue.pushFront(&items[4]));
+    for ([_]u32{ 2, 1, 0, 3 }) |value| try testing.expectEqual(value, queue.pop().?.value);
+    try testing.expect(queue.pop() == null);
 }
 
 test "RunQueue: steal takes the older half, rounded up" {
@@ -180,7 +232,8 @@ test "RunQueue: owner and thieves race; every item is taken exactly once" {
     for (&threads) |*thread| thread.* = try std.Thread.spawn(.{}, Shared.thief, .{&shared});
     var overflow: [32]*TestItem = undefined;
     for (items, 0..) |*item, i| {
-        while (!shared.queue.push(item)) {
+        // A third of the items go to the front, as displaced LIFO tasks do.
+        while (!(if (i % 3 == 1) shared.queue.pushFront(item) else shared.queue.push(item))) {
             const count = shared.queue.popHalf(&overflow);
             for (overflow[0..count]) |moved| shared.take(moved);
         }
