@@ -1,15 +1,21 @@
-//! pingpong: two tasks pass a u64 back and forth over two capacity-1 `std.Io.Queue(u64)`s.
-//! The pinger puts `i` into `ping` and waits for `i + 1` on `pong`; the ponger takes from `ping`
-//! and puts the value plus one into `pong`. Reports `ns_per_round` = wall / rounds, one round
-//! being one full round trip (two puts, two gets, and on a fiber runtime two task switches).
-//! Every reply is checked, so a lost or reordered message fails the run (`error=LostMessage`).
+//! pingpong: pairs of tasks passing a u64 back and forth over two capacity-1
+//! `std.Io.Queue(u64)`s. In each pair the pinger puts `i` into `ping` and waits for `i + 1` on
+//! `pong`; the ponger takes from `ping` and puts the value plus one into `pong`. Reports
+//! `ns_per_round` = wall / total rounds, one round being one full round trip (two puts, two
+//! gets, and on a fiber runtime two task switches). Every reply is checked, so a lost or
+//! reordered message fails the run (`error=LostMessage`).
 //!
-//! Both tasks are started with `Group.concurrent`: they block on each other, so they must run
-//! concurrently. weft runs with 1 and with 2 executors (MISSION.md's 1 / 2 thread columns).
-//! Each measurement runs in a child process.
+//! `pairs=1` is one pair, a latency chain; `pairs=100` is 100 independent pairs, which the
+//! executors can run in parallel. As in the peers (bench/peers/README.md), `rounds` is the total
+//! over all pairs: each pair does rounds / pairs.
 //!
-//! Usage: bench-pingpong [--io threaded|weft|both] [--rounds N] (default weft; 1,000,000
-//! rounds on weft, 100,000 on Threaded, where a round costs two cross-thread futex wakes).
+//! The tasks are started with `Group.concurrent`: they block on each other, so they must run
+//! concurrently. weft runs 1 and 100 pairs, each with 1 and 2 executors (MISSION.md's 1 / 2
+//! thread columns). Each measurement runs in a child process.
+//!
+//! Usage: bench-pingpong [--io threaded|weft|both] [--rounds N] [--pairs P] (default weft;
+//! 1,000,000 rounds on weft, 100,000 on Threaded, where a round costs two cross-thread futex
+//! wakes; 1 and 100 pairs unless `--pairs` names one count).
 const std = @import("std");
 const Io = std.Io;
 const weft = @import("weft");
@@ -19,6 +25,9 @@ const bench_name = "pingpong";
 const weft_rounds_default = 1_000_000;
 const threaded_rounds_default = 100_000;
 const timeout_ns = 15 * std.time.ns_per_s;
+const pair_counts_default = [_]u64{ 1, 100 };
+/// Bounds the allocation of one measurement (two tasks and two queues per pair).
+const pairs_max = 10_000;
 
 const Channel = Io.Queue(u64);
 
@@ -63,61 +72,81 @@ fn get(io: Io, channel: *Channel) Io.Cancelable!u64 {
     };
 }
 
-fn run(io: Io, rounds: u64) (Io.Cancelable || Io.ConcurrentError || error{LostMessage})!Result {
-    var ping_buffer: [1]u64 = undefined;
-    var pong_buffer: [1]u64 = undefined;
-    var ping: Channel = .init(&ping_buffer);
-    var pong: Channel = .init(&pong_buffer);
-    var tally: Tally = .{};
+/// One pair's queues, their one-slot buffers and its tally; must not move once initialised.
+const Pair = struct {
+    ping_buffer: [1]u64 = undefined,
+    pong_buffer: [1]u64 = undefined,
+    ping: Channel,
+    pong: Channel,
+    tally: Tally = .{},
+
+    fn init(pair: *Pair) void {
+        pair.* = .{ .ping = undefined, .pong = undefined };
+        pair.ping = .init(&pair.ping_buffer);
+        pair.pong = .init(&pair.pong_buffer);
+    }
+};
+
+const RunError = Io.Cancelable || Io.ConcurrentError || std.mem.Allocator.Error ||
+    error{ LostMessage, ConfigInvalid };
+
+fn run(io: Io, rounds: u64, pair_count: u64) RunError!Result {
+    if (pair_count == 0 or pair_count > pairs_max or rounds < pair_count) {
+        return error.ConfigInvalid;
+    }
+    const rounds_per_pair = rounds / pair_count;
+    const pairs = try std.heap.smp_allocator.alloc(Pair, pair_count);
+    defer std.heap.smp_allocator.free(pairs);
+    for (pairs) |*pair| pair.init();
 
     var group: Io.Group = .init;
-    // Error path: a refused second spawn leaves the first task blocked on a queue forever
-    // unless it is canceled.
+    // Error path: a refused spawn leaves the tasks already started blocked on a queue forever
+    // unless they are canceled.
     defer group.cancel(io);
 
     const start_ns = harness.monotonicNs();
-    try group.concurrent(io, ponger, .{ io, &ping, &pong, rounds });
-    try group.concurrent(io, pinger, .{ io, &ping, &pong, rounds, &tally });
+    for (pairs) |*pair| {
+        const each = rounds_per_pair;
+        try group.concurrent(io, ponger, .{ io, &pair.ping, &pair.pong, each });
+        try group.concurrent(io, pinger, .{ io, &pair.ping, &pair.pong, each, &pair.tally });
+    }
     try group.await(io);
     const wall_ns = harness.monotonicNs() - start_ns;
 
-    if (tally.lost or tally.rounds_ok != rounds) return error.LostMessage;
+    for (pairs) |pair| {
+        if (pair.tally.lost or pair.tally.rounds_ok != rounds_per_pair) return error.LostMessage;
+    }
+    const rounds_total: f64 = @floatFromInt(rounds_per_pair * pair_count);
     return .{
         .wall_ns = wall_ns,
-        .ns_per_round = @as(f64, @floatFromInt(wall_ns)) / @as(f64, @floatFromInt(rounds)),
+        .ns_per_round = @as(f64, @floatFromInt(wall_ns)) / rounds_total,
     };
 }
 
 fn measure(io: Io, config: harness.Config) !Result {
-    return run(io, try config.int(u64, "rounds"));
+    return run(io, try config.int(u64, "rounds"), try config.int(u64, "pairs"));
 }
 
 pub fn main(init: std.process.Init) !void {
-    const arena = init.arena.allocator();
-    const args = try harness.argsAlloc(arena, init.minimal.args);
-    if (harness.isChild(args)) return harness.childMain(weft, init, args, measure);
+    return harness.main(weft, init, measure, plan);
+}
 
-    var buffer: [1024]u8 = undefined;
-    var stdout = std.Io.File.stdout().writerStreaming(init.io, &buffer);
-    var session: harness.Session = .{
-        .arena = arena,
-        .environ = init.minimal.environ,
-        .out = &stdout.interface,
-    };
-
+fn plan(session: *harness.Session, args: []const []const u8) !void {
+    // `--pairs P` runs that count only; without it, both default counts.
+    const pairs_flag: [1]u64 = .{try harness.flagInt(args, "--pairs", 0)};
+    const pair_counts: []const u64 = if (pairs_flag[0] == 0) &pair_counts_default else &pairs_flag;
     for (try harness.ioKinds(args, &.{.weft})) |kind| {
         const rounds_default: u64 = switch (kind) {
             .weft => weft_rounds_default,
             .threaded => threaded_rounds_default,
         };
         const rounds = try harness.flagInt(args, "--rounds", rounds_default);
-        const executor_counts: []const u64 = if (kind == .weft) &.{ 1, 2 } else &.{0};
-        for (executor_counts) |executors| {
-            var config: std.ArrayList([]const u8) = .empty;
-            try config.append(arena, try session.word("runtime", kind));
-            if (kind == .weft) try config.append(arena, try session.word("executors", executors));
-            try config.append(arena, try session.word("rounds", rounds));
-            _ = try session.report(bench_name, config.items, timeout_ns);
+        for (pair_counts) |pairs| {
+            const words = [_][]const u8{
+                try session.word("pairs", pairs),
+                try session.word("rounds", rounds),
+            };
+            try session.reportEach(bench_name, &.{kind}, &.{ 1, 2 }, &words, timeout_ns);
         }
     }
 }

@@ -6,10 +6,11 @@
 //! The "no-op" increments one counter, so that the program can check that every task ran
 //! exactly once; uncontended on one executor, that costs a few ns per task.
 //!
-//! weft runs with 1 executor, once on each stack mode: `Group.async` may keep all 1M tasks
-//! pending until the await, and 1M guarded stacks would exceed vm.max_map_count, so the guarded
-//! line also shows how weft copes (runs tasks inline, refuses, or fails with a clear error).
-//! Each measurement runs in a child process (per-measurement peak RSS, crash isolation).
+//! weft runs with 1 and with 2 executors (issue 4's columns), each once on each stack mode:
+//! `Group.async` may keep all 1M tasks pending until the await, and 1M guarded stacks would
+//! exceed vm.max_map_count, so the guarded line also shows how weft copes (runs tasks inline,
+//! refuses, or fails with a clear error). Each measurement runs in a child process
+//! (per-measurement peak RSS, crash isolation).
 //!
 //! Usage: bench-spawn [--io threaded|weft|both] [--tasks N] (default weft, 1,000,000 tasks).
 //! On std.Io.Threaded, `async` runs a task inline whenever its `async_limit` (CPU count - 1)
@@ -56,30 +57,20 @@ fn measure(io: Io, config: harness.Config) !Result {
 }
 
 pub fn main(init: std.process.Init) !void {
-    const arena = init.arena.allocator();
-    const args = try harness.argsAlloc(arena, init.minimal.args);
-    if (harness.isChild(args)) return harness.childMain(weft, init, args, measure);
+    return harness.main(weft, init, measure, plan);
+}
 
-    const tasks = try harness.flagInt(args, "--tasks", tasks_default);
-    var buffer: [1024]u8 = undefined;
-    var stdout = std.Io.File.stdout().writerStreaming(init.io, &buffer);
-    var session: harness.Session = .{
-        .arena = arena,
-        .environ = init.minimal.environ,
-        .out = &stdout.interface,
-    };
-
+fn plan(session: *harness.Session, args: []const []const u8) !void {
+    const tasks = try session.word("tasks", try harness.flagInt(args, "--tasks", tasks_default));
     for (try harness.ioKinds(args, &.{.weft})) |kind| {
-        const stacks: []const []const u8 = if (kind == .weft) &.{ "dense", "guarded" } else &.{""};
-        for (stacks) |stack| {
-            var config: std.ArrayList([]const u8) = .empty;
-            try config.append(arena, try session.word("runtime", kind));
-            if (kind == .weft) {
-                try config.append(arena, "executors=1");
-                try config.append(arena, try session.word("stack", stack));
-            }
-            try config.append(arena, try session.word("tasks", tasks));
-            _ = try session.report(bench_name, config.items, timeout_ns);
+        if (kind == .threaded) {
+            try session.reportEach(bench_name, &.{.threaded}, &.{1}, &.{tasks}, timeout_ns);
+            continue;
+        }
+        // Stack words go after `executors=`, so each mode is its own call.
+        for ([_][]const u8{ "stack=dense", "stack=guarded" }) |stack| {
+            const words = [_][]const u8{ stack, tasks };
+            try session.reportEach(bench_name, &.{.weft}, &.{ 1, 2 }, &words, timeout_ns);
         }
     }
 }

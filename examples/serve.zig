@@ -2,6 +2,7 @@
 //!
 //!   zig build examples -Doptimize=ReleaseFast
 //!   ./zig-out/bin/weft-serve --mode threaded --port 9123 --workers 2
+//!   ./zig-out/bin/weft-serve --mode single --port 9123 --executors 2
 //!   curl http://127.0.0.1:9123/
 //!
 //! SIGINT or SIGTERM stops it: no new connections, requests in flight finish (5 s at most),
@@ -10,13 +11,15 @@ const std = @import("std");
 const weft = @import("weft");
 
 const usage =
-    \\usage: weft-serve --mode single|threaded|forked --port PORT [--workers N]
+    \\usage: weft-serve --mode single|threaded|forked --port PORT [--workers N] [--executors N]
     \\
-    \\  --mode     single: one runtime on one thread
-    \\             threaded: N threads, each a runtime with its own SO_REUSEPORT listener
-    \\             forked: a supervisor and N worker processes sharing one listener
-    \\  --port     TCP port on 127.0.0.1 (0: any free port, printed at start)
-    \\  --workers  threads or processes for threaded/forked (default 2)
+    \\  --mode       single: one runtime with one listener
+    \\               threaded: N threads, each a runtime with its own SO_REUSEPORT listener
+    \\               forked: a supervisor and N worker processes sharing one listener
+    \\  --port       TCP port on 127.0.0.1 (0: any free port, printed at start)
+    \\  --workers    threads or processes for threaded/forked (default 2)
+    \\  --executors  executor threads of each worker's runtime (default 1); `--mode single
+    \\               --executors 2` is one runtime whose connections run on 2 threads
     \\
 ;
 
@@ -25,6 +28,7 @@ const hello = weft.Server.http.Fixed("Hello World");
 const Args = struct {
     shape: weft.Server.Shape,
     port: u16,
+    executors: usize,
 };
 
 pub fn main(init: std.process.Init) u8 {
@@ -39,14 +43,16 @@ pub fn main(init: std.process.Init) u8 {
         .address = .{ .ip4 = .loopback(args.port) },
         .shape = args.shape,
         .stop_on_signals = true,
+        .runtime = .{ .executors = args.executors },
     }) catch |err| {
         std.debug.print("weft-serve: cannot listen on 127.0.0.1:{d}: {t}\n", .{ args.port, err });
         return 1;
     };
     defer server.deinit();
-    std.debug.print("weft-serve: {t} x{d}, pid {d}, listening on http://127.0.0.1:{d}/\n", .{
-        args.shape, args.shape.workers(), std.os.linux.getpid(), server.port(),
-    });
+    std.debug.print(
+        "weft-serve: {t} x{d}, {d} executor(s) each, pid {d}, listening on http://127.0.0.1:{d}/\n",
+        .{ args.shape, args.shape.workers(), args.executors, std.os.linux.getpid(), server.port() },
+    );
     const report = server.run(weft.Server.http.handler(&hello.http_handler)) catch |err| {
         std.debug.print("weft-serve: {t}\n", .{err});
         return 1;
@@ -68,6 +74,7 @@ fn parse(args: []const [:0]const u8) error{ BadArgument, MissingMode, MissingPor
     var mode: ?[]const u8 = null;
     var port: ?u16 = null;
     var workers: u32 = 2;
+    var executors: usize = 1;
     var i: usize = 0;
     while (i < args.len) : (i += 2) {
         if (i + 1 >= args.len) return error.BadArgument;
@@ -79,6 +86,9 @@ fn parse(args: []const [:0]const u8) error{ BadArgument, MissingMode, MissingPor
         } else if (std.mem.eql(u8, args[i], "--workers")) {
             workers = std.fmt.parseInt(u32, value, 10) catch return error.BadArgument;
             if (workers == 0 or workers > weft.config.server_workers_max) return error.BadArgument;
+        } else if (std.mem.eql(u8, args[i], "--executors")) {
+            executors = std.fmt.parseInt(usize, value, 10) catch return error.BadArgument;
+            if (executors == 0 or executors > weft.config.executors_max) return error.BadArgument;
         } else return error.BadArgument;
     }
     const name = mode orelse return error.MissingMode;
@@ -90,5 +100,9 @@ fn parse(args: []const [:0]const u8) error{ BadArgument, MissingMode, MissingPor
         .{ .forked = workers }
     else
         return error.BadArgument;
-    return .{ .shape = shape, .port = port orelse return error.MissingPort };
+    return .{
+        .shape = shape,
+        .port = port orelse return error.MissingPort,
+        .executors = executors,
+    };
 }

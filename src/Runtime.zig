@@ -29,6 +29,9 @@ const stack_mod = @import("fiber/stack.zig");
 const vtable_mod = @import("std_io/vtable.zig");
 const task_io = @import("std_io/task.zig");
 const Blocking = @import("fs/Blocking.zig");
+const ProcessState = @import("std_io/ProcessState.zig");
+const lookup = @import("net/lookup.zig");
+const CpuLane = @import("lanes/CpuLane.zig");
 
 state: *State,
 
@@ -50,6 +53,15 @@ pub const Options = struct {
     /// Live tasks at most; past it `concurrent` returns `error.ConcurrencyUnavailable` and
     /// `async` runs inline.
     tasks_max: usize = 1 << 22,
+    /// Where `netLookup` finds the hosts file, resolv.conf and name servers (system defaults).
+    resolver: lookup.Config = .{},
+    /// The CPU lane of `compute` (its threads start on the first call).
+    cpu: CpuLane.Options = .{},
+    /// The environment children inherit and `PATH` is searched in, as std.Io.Threaded's
+    /// `InitOptions.environ` (for a `main(init: std.process.Init)`: `init.minimal.environ`).
+    /// Null: the process's own, as `start.zig` recorded it for `std.debug` (empty in a program
+    /// without a Zig `main`).
+    environ: ?std.process.Environ = null,
 };
 
 pub const InitError = error{
@@ -66,12 +78,14 @@ pub const State = struct {
     gpa: std.mem.Allocator,
     options: Options,
     scheduler: Scheduler,
-    /// The reference implementation, whose syscall paths the delegated entries run.
-    threaded: Io.Threaded,
     /// Runs the file system calls the loop cannot (its threads start on first use).
     blocking: Blocking,
+    /// The environment, the stderr lock, `/dev/null`, the SIGPIPE handler.
+    process: ProcessState,
     tasks_live: std.atomic.Value(usize) = .init(0),
     hooks: Executor.Hooks = .{ .run = &runTask },
+    /// The lane `Runtime.compute` runs on; started on its first call.
+    cpu: CpuLane,
 
     pub fn io(state: *State) Io {
         return .{ .userdata = state, .vtable = &vtable_mod.vtable };
@@ -192,10 +206,11 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
             .hooks = &state.hooks,
             .hooks_context = state,
         },
-        .threaded = .init(gpa, .{}),
         .blocking = .init(gpa),
+        .process = .init(options.environ),
+        .cpu = .init(gpa, options.cpu),
     };
-    errdefer state.threaded.deinit();
+    errdefer state.process.deinit();
     const scheduler = &state.scheduler;
     try scheduler.idle.ensureTotalCapacity(gpa, executors_count);
     errdefer scheduler.idle.deinit(gpa);
@@ -273,7 +288,7 @@ fn chooseBackend(options: Options) error{InvalidOptions}!Loop.Choice {
     return std.meta.stringToEnum(Loop.Choice, value) orelse error.InvalidOptions;
 }
 
-/// Stops the executors and releases them, their loops and stacks, and the delegation pool.
+/// Stops the executors and releases them, their loops and stacks, the lanes and process state.
 /// Every future must have been awaited and every group awaited or canceled before: `deinit`
 /// does not wait for tasks, and a task left behind is a leak that the allocator reports.
 /// Call it from the thread that called `init`.
@@ -282,19 +297,38 @@ pub fn deinit(rt: Runtime) void {
     const gpa = state.gpa;
     const scheduler = &state.scheduler;
     assert(Executor.currentTask() == &scheduler.main_task);
-    // The blocking lane first: its shutdown parks the main task, which needs the executors.
+    // The lanes first: their shutdown parks the main task, which needs the executors.
     state.blocking.deinit(state.io());
+    state.cpu.deinit(state.io());
     stopWorkers(scheduler);
+    // Counted only now: a group member wakes its awaiter before it frees itself, and may
+    // still be doing so on another executor until that executor stopped.
+    const tasks_live = state.tasks_live.load(.acquire);
+    if (tasks_live != 0) std.debug.panic("weft: Runtime.deinit with {d} tasks still alive: " ++
+        "await or cancel every future, and await or cancel every group, first", .{tasks_live});
     // Only now that every executor thread stopped may any pool unmap its slabs.
     for (scheduler.executors) |*executor| executor.deinit();
     scheduler.idle.deinit(gpa);
     gpa.free(scheduler.executors);
-    state.threaded.deinit();
+    state.process.deinit();
     gpa.destroy(state);
 }
 
 pub fn io(rt: Runtime) Io {
     return rt.state.io();
+}
+
+/// Runs `function(args...)` on the runtime's CPU lane (about one thread per CPU, apart from
+/// the executors; see `weft.CpuLane`) and returns its result to the calling fiber, which
+/// parks meanwhile. For computation: I/O belongs on the executors, blocking calls on a
+/// `weft.Lane`. The function's error set is kept; `CpuLane.Error` is added.
+pub fn compute(
+    rt: Runtime,
+    caller_io: Io,
+    comptime function: anytype,
+    args: std.meta.ArgsTuple(@TypeOf(function)),
+) CpuLane.Result(function) {
+    return rt.state.cpu.run(caller_io, function, args);
 }
 
 /// The loop backend the runtime's executors use.
@@ -305,4 +339,29 @@ pub fn backend(rt: Runtime) Loop.Kind {
 /// How many executor threads the runtime runs (the calling thread included).
 pub fn executorCount(rt: Runtime) usize {
     return rt.state.scheduler.executors.len;
+}
+
+/// Lets the other ready tasks run, then continues (on this executor or, after a steal, on
+/// another): what Tokio's `yield_now` and Go's `runtime.Gosched` do. std.Io has no yield of its
+/// own (`checkCancel` yields only every `config.check_cancel_calls_per_yield` calls, so that a
+/// CPU loop cannot starve its executor); this is the explicit one, for code that knows it may
+/// run on weft. Cancelation point.
+///
+/// Outside a weft task (on a thread weft does not run, or when `io` is another implementation,
+/// such as `std.Io.Threaded`, whose tasks are threads) it yields the OS thread instead.
+///
+/// ```
+/// while (!ready.load(.acquire)) try weft.Runtime.yield(io);
+/// ```
+pub fn yield(io_any: Io) Io.Cancelable!void {
+    const task = if (io_any.vtable == &vtable_mod.vtable) Executor.currentTask() else null;
+    const running = task orelse {
+        os.yieldThread();
+        return;
+    };
+    try running.checkCancel();
+    Executor.yield(running);
+    // A request that arrived while the task waited in a queue is delivered now, as after any
+    // other point where it parked.
+    try running.checkCancel();
 }

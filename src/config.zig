@@ -66,6 +66,10 @@ pub const lifo_streak_max = 3;
 /// Longer burns a core for nothing when the work really has dried up.
 pub const executor_search_ns = 20 * std.time.ns_per_us;
 
+/// Spins of a wait for another executor's few instructions (leaving a task's stack) before
+/// the waiter yields its CPU: if the other thread was preempted there, spinning is futile.
+pub const spin_before_yield_max = 128;
+
 /// Stack of an executor's thread (virtual; committed when touched). Its idle context runs there:
 /// the search loop, timer expiry and I/O completion callbacks, never a task.
 pub const executor_thread_stack_size_bytes = 256 * 1024;
@@ -134,8 +138,40 @@ pub const blocking_lane_threads = 4;
 /// line (they are never refused, see `fs/Blocking.zig`).
 pub const blocking_lane_queue_limit = 256;
 
+/// Addresses one host name lookup reports at most; more (a long hosts file, a large reply)
+/// are dropped. std's contract: a lookup into a queue of 16 never blocks, so the addresses and
+/// the one canonical name must fit in 16 (a caller may fill the queue before reading it).
+pub const dns_addresses_max = 15;
+
+/// Highest nice value (lowest priority) Linux gives a thread.
+pub const nice_max = 19;
+
+/// Default queue of the CPU lane: jobs accepted beyond its threads. Computation is measured
+/// in milliseconds, so 256 queued jobs is already a long wait; callers past it wait in line.
+pub const cpu_lane_queue_limit_default = 256;
+
+/// Default callers that may wait for a CPU lane queue slot before `error.Overloaded`.
+pub const cpu_lane_waiters_max_default = 4096;
+
+/// Default nice increment of the CPU lane's threads: below the executors, so I/O wins a
+/// contended CPU (nice 5 weighs about a third of nice 0 in Linux's scheduler), yet high
+/// enough that the lane is not starved by other ordinary processes.
+pub const cpu_lane_nice_default = 5;
+
+/// Resources one `weft.Registry` may hold. Its slots are allocated by `init` (each the
+/// resource plus about 48 bytes) and live until `deinit`, so that a stale id never reaches
+/// freed memory; past a few million a table is better split.
+pub const registry_resources_max = 1 << 24;
+
+/// Default callers one registry resource lets wait in its line. A resource serves one
+/// transaction at a time, so a long line is latency the callers cannot see; failing early
+/// with `error.WaitersFull` tells them.
+pub const registry_waiters_max_default = 256;
+
 comptime {
     assert(std.math.isPowerOfTwo(ring_entries));
+    assert(dns_addresses_max + 1 <= 16); // + the canonical name
+    assert(dns_addresses_max >= 2); // one of each family at least
     assert(reap_batch_max >= 8);
     assert(std.math.isPowerOfTwo(futex_buckets));
     assert(std.math.isPowerOfTwo(run_queue_len) and run_queue_len >= 4);
@@ -157,4 +193,9 @@ comptime {
     assert(lane_stack_size_bytes_default % std.heap.page_size_min == 0);
     assert(blocking_lane_threads > 0 and blocking_lane_threads <= lane_threads_max);
     assert(blocking_lane_queue_limit >= blocking_lane_threads);
+
+    assert(registry_resources_max < std.math.maxInt(u32)); // maxInt marks "no slot"
+    assert(cpu_lane_nice_default <= nice_max);
+    assert(cpu_lane_queue_limit_default > 0 and cpu_lane_waiters_max_default > 0);
+    assert(registry_waiters_max_default > 0);
 }

@@ -20,6 +20,12 @@ pub const Server = @import("server/Server.zig");
 pub const sync = @import("sync/root.zig");
 /// A bounded pool of OS threads for blocking calls (and `Lane.Sharded`).
 pub const Lane = @import("lanes/Lane.zig");
+/// The CPU lane: computation on about one thread per CPU, apart from the executors
+/// (`Runtime.compute` runs on the runtime's own).
+pub const CpuLane = @import("lanes/CpuLane.zig");
+/// A fixed table of exclusive resources: ids with generations, transactions with a bounded
+/// FIFO line of waiters, destroy, and a teardown for every resource.
+pub const Registry = @import("lanes/Registry.zig").Registry;
 
 test {
     std.testing.refAllDecls(@This());
@@ -36,7 +42,14 @@ test {
     _ = @import("testing/scheduler_test.zig");
     _ = @import("sched/RunQueue.zig");
     _ = @import("testing/overflow_test.zig");
+    _ = @import("net/dns.zig");
+    _ = @import("net/hosts.zig");
+    _ = @import("net/ResolvConf.zig");
+    _ = @import("net/lookup.zig");
+    _ = @import("net/interface.zig");
     _ = @import("testing/net_test.zig");
+    _ = @import("testing/lookup_test.zig");
+    _ = @import("testing/fd_test.zig");
     _ = @import("testing/readme_test.zig");
     _ = @import("sync/root.zig");
     _ = @import("testing/sync_test.zig");
@@ -48,4 +61,7 @@ test {
     _ = @import("testing/fs_test.zig");
     _ = @import("testing/process_test.zig");
     _ = @import("std_io/iovecs.zig");
+    _ = @import("lanes/Registry.zig");
+    _ = @import("testing/cpu_test.zig");
+    _ = @import("testing/registry_test.zig");
 }

@@ -5,7 +5,7 @@
 #   bench=<name> runtime=<rt> <config...> status=ok|lost|failed|timeout|crashed <results...> peak_rss_kib=<n>
 #
 # Usage: bench/peers/run.sh [scenario...]     (default: all, in this order)
-#   sleep spawn pingpong yield spawn_tree sync lane echo http
+#   sleep spawn pingpong yield spawn_tree chain sync lane echo http
 #
 # Builds first (build.sh, quick when up to date). Build messages and server logs go to stderr
 # or to $PEERS_LOG_DIR, so stdout holds only result lines. Every program runs under a time
@@ -215,6 +215,7 @@ scenario_pingpong() {
 }
 scenario_yield() { each_runtime yield 60 yield; }
 scenario_spawn_tree() { each_runtime spawn_tree 60 spawn_tree; }
+scenario_chain() { each_runtime chain 60 chain; }
 scenario_sync() {
     local row threads
     for row in $("$bin/peer-tokio" list); do
@@ -246,7 +247,7 @@ scenario_http() {
     serve_and_measure http go-2 "$bin/peer-go" http_server --port '{port}' --threads 2
 }
 
-all_scenarios=(sleep spawn pingpong yield spawn_tree sync lane echo http)
+all_scenarios=(sleep spawn pingpong yield spawn_tree chain sync lane echo http)
 
 main() {
     local scenario

@@ -245,6 +245,32 @@ pub const Session = struct {
         try out.flush();
     }
 
+    /// Measures `bench` once per runtime in `kinds`, and weft once per count in
+    /// `weft_executors`: each config is `runtime=<kind>`, for weft `executors=<n>`, then
+    /// `words`. One line per measurement, as `report`.
+    pub fn reportEach(
+        session: *Session,
+        bench: []const u8,
+        kinds: []const IoKind,
+        weft_executors: []const u64,
+        words: []const []const u8,
+        timeout_ns: u64,
+    ) !void {
+        assert(weft_executors.len > 0);
+        for (kinds) |kind| {
+            const counts: []const u64 = if (kind == .weft) weft_executors else &.{0};
+            for (counts) |executors| {
+                var config: std.ArrayList([]const u8) = .empty;
+                try config.append(session.arena, try session.word("runtime", kind));
+                if (kind == .weft) {
+                    try config.append(session.arena, try session.word("executors", executors));
+                }
+                try config.appendSlice(session.arena, words);
+                _ = try session.report(bench, config.items, timeout_ns);
+            }
+        }
+    }
+
     /// `key=value` built in the session's arena, for assembling configs.
     pub fn word(session: *Session, key: []const u8, value: anytype) ![]const u8 {
         const arena = session.arena;
@@ -255,6 +281,36 @@ pub const Session = struct {
         };
     }
 };
+
+/// The whole `main` of a benchmark program. As a measurement child (`--child ...`) it runs
+/// `measure` through `childMain`; otherwise it builds a `Session` on stdout and calls
+/// `plan(session, args)`, which chooses the configurations and reports them (`args` holds
+/// argv[0] and the program's flags).
+///
+/// ```
+/// pub fn main(init: std.process.Init) !void {
+///     return harness.main(weft, init, measure, plan);
+/// }
+/// ```
+pub fn main(
+    comptime weft: type,
+    init: std.process.Init,
+    comptime measure: anytype,
+    comptime plan: fn (session: *Session, args: []const []const u8) anyerror!void,
+) !void {
+    const arena = init.arena.allocator();
+    const args = try argsAlloc(arena, init.minimal.args);
+    if (isChild(args)) return childMain(weft, init, args, measure);
+
+    var buffer: [1024]u8 = undefined;
+    var stdout = std.Io.File.stdout().writerStreaming(init.io, &buffer);
+    var session: Session = .{
+        .arena = arena,
+        .environ = init.minimal.environ,
+        .out = &stdout.interface,
+    };
+    try plan(&session, args);
+}
 
 /// The runtimes selected by `--io threaded|weft|both` (default: `default`).
 pub fn ioKinds(

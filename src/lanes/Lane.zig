@@ -121,6 +121,10 @@ pub const Options = struct {
     /// How long a caller polls its job's completion before it parks (see `config`).
     caller_spin_ns: u64 = config.lane_caller_spin_ns_default,
     stack_size_bytes: usize = config.lane_stack_size_bytes_default,
+    /// Added to each worker thread's nice value (0 to 19; 0 keeps the process's priority).
+    /// A lane of computation runs below the executors this way, so they win the CPU when
+    /// both want it (see `weft.CpuLane`).
+    nice: u8 = 0,
 };
 
 /// The lane's own errors, added to every job's result.
@@ -251,11 +255,18 @@ const Worker = struct {
 /// `f`'s return type with the lane's errors added: `E!T` becomes `(E || Error)!T`, `T`
 /// becomes `Error!T`.
 pub fn Result(comptime function: anytype) type {
+    return ResultWith(function, Error);
+}
+
+/// `f`'s return type with the error set `Extra` added, its own error set kept (never widened
+/// to `anyerror`): the result type of every call that runs `f` for its caller (lanes, the CPU
+/// lane, registry transactions).
+pub fn ResultWith(comptime function: anytype, comptime Extra: type) type {
     const Return = @typeInfo(@TypeOf(function)).@"fn".return_type orelse
-        @compileError("Lane.run needs a function with a concrete return type");
+        @compileError("a job needs a function with a concrete return type");
     return switch (@typeInfo(Return)) {
-        .error_union => |info| (info.error_set || Error)!info.payload,
-        else => Error!Return,
+        .error_union => |info| (info.error_set || Extra)!info.payload,
+        else => Extra!Return,
     };
 }
 
@@ -265,6 +276,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!*Lane {
         return error.InvalidOptions;
     }
     if (options.queue_limit == 0) return error.InvalidOptions;
+    if (options.nice > config.nice_max) return error.InvalidOptions;
     if (options.admission == .wait and options.waiters_max == 0) return error.InvalidOptions;
     const lane = try gpa.create(Lane);
     errdefer gpa.destroy(lane);
@@ -573,6 +585,8 @@ pub fn stats(lane: *Lane) Stats {
 
 fn workerMain(worker: *Worker) void {
     const lane = worker.lane;
+    // Refused only by a sandbox policy; the worker then runs at the process's priority.
+    if (lane.options.nice > 0) _ = os.lowerThreadPriority(lane.options.nice);
     lane.lock.lock();
     while (true) {
         if (lane.queue.pop()) |job| {

@@ -256,6 +256,11 @@ pub fn monotonicNs() u64 {
     return clockNs(.MONOTONIC) orelse unreachable; // CLOCK_MONOTONIC always exists on Linux.
 }
 
+/// Gives the calling thread's CPU to another runnable thread, if any (sched_yield cannot fail).
+pub fn yieldThread() void {
+    _ = linux.sched_yield();
+}
+
 /// Blocks the calling OS thread for `ns` nanoseconds of CLOCK_MONOTONIC, resuming after signals.
 pub fn sleepThread(ns: u64) void {
     const deadline_ns = monotonicNs() + ns;
@@ -290,18 +295,9 @@ pub fn currentTid() linux.pid_t {
 /// The value of environment variable `name`, read from `/proc/self/environ` into `buffer`
 /// (std 0.16 keeps no global environment; weft reads it once, at runtime init).
 pub fn getEnv(name: []const u8, buffer: []u8) ?[]const u8 {
-    const fd_rc = linux.open("/proc/self/environ", .{ .CLOEXEC = true }, 0);
-    if (errno(fd_rc) != .SUCCESS) return null;
-    const fd: fd_t = @intCast(fd_rc);
-    defer closeFd(fd);
     var block: [64 * 1024]u8 = undefined;
-    var len: usize = 0;
-    while (len < block.len) {
-        const rc = linux.read(fd, block[len..].ptr, block.len - len);
-        if (errno(rc) != .SUCCESS or rc == 0) break;
-        len += rc;
-    }
-    var entries = std.mem.splitScalar(u8, block[0..len], 0);
+    const environ = readFile("/proc/self/environ", &block) orelse return null;
+    var entries = std.mem.splitScalar(u8, environ, 0);
     while (entries.next()) |entry| {
         if (entry.len <= name.len or entry[name.len] != '=') continue;
         if (!std.mem.eql(u8, entry[0..name.len], name)) continue;
@@ -312,3 +308,53 @@ pub fn getEnv(name: []const u8, buffer: []u8) ?[]const u8 {
     }
     return null;
 }
+
+/// Reads a small file (procfs, sysfs) into `buffer`, at most `buffer.len` bytes; null when it
+/// cannot be opened or read. For configuration read at init, never on a fiber's hot path.
+pub fn readFile(path: [*:0]const u8, buffer: []u8) ?[]u8 {
+    const fd_rc = linux.open(path, .{ .CLOEXEC = true }, 0);
+    if (errno(fd_rc) != .SUCCESS) return null;
+    const fd: fd_t = @intCast(fd_rc);
+    defer closeFd(fd);
+    var len: usize = 0;
+    while (len < buffer.len) {
+        const rc = linux.read(fd, buffer[len..].ptr, buffer.len - len);
+        switch (errno(rc)) {
+            .SUCCESS => if (rc == 0) break else {
+                len += rc;
+            },
+            .INTR => continue,
+            else => return null,
+        }
+    }
+    return buffer[0..len];
+}
+
+/// Raises the calling thread's nice value by `increment` (lowering its OS priority), capped
+/// at 19. Linux keeps a nice value per thread, so only this thread changes. Raising one's own
+/// nice value needs no privilege; where a sandbox forbids it anyway, the thread keeps its
+/// priority (returns false): a lower priority is a preference, not a correctness matter.
+pub fn lowerThreadPriority(increment: u8) bool {
+    const tid: usize = @intCast(linux.gettid());
+    const nice_now = threadNice() orelse return false;
+    const nice_new: i32 = @min(nice_now + increment, 19);
+    const value: usize = @bitCast(@as(isize, nice_new));
+    return switch (errno(linux.syscall3(.setpriority, prio_process, tid, value))) {
+        .SUCCESS => true,
+        .ACCES, .PERM => false, // a seccomp or LSM policy: keep the priority
+        .SRCH, .INVAL => unreachable, // our own tid, PRIO_PROCESS
+        else => false,
+    };
+}
+
+/// The calling thread's nice value (-20..19), or null if the kernel refuses to tell.
+pub fn threadNice() ?i32 {
+    const tid: usize = @intCast(linux.gettid());
+    // The raw syscall returns 20 - nice (1..40), so that no valid result looks like an errno.
+    const rc = linux.syscall2(.getpriority, prio_process, tid);
+    if (errno(rc) != .SUCCESS) return null;
+    return 20 - @as(i32, @intCast(rc));
+}
+
+/// `which` of getpriority/setpriority: one process, or on Linux one thread (by tid).
+const prio_process = 0;

@@ -69,8 +69,6 @@ local: TaskQueue = .{},
 inject_lock: SpinLock = .{},
 inject: TaskQueue = .{},
 inject_count: std.atomic.Value(usize) = .init(0),
-/// Tasks whose stack could not be mapped yet; they start when this executor frees a stack.
-starved: TaskQueue = .{},
 /// Timers of tasks that parked here. Locked: a task that resumes elsewhere stops its timer
 /// from there.
 timers_lock: SpinLock = .{},
@@ -89,6 +87,8 @@ zombie_stack: ?stack_mod.Stack = null,
 /// A task popped while still on another executor's CPU, for the idle context to resume.
 handoff: ?*Task = null,
 dispatches: u32 = 0,
+/// True while the executor polls its loop and timers (see `pushWoken`).
+polling: bool = false,
 /// Whether this executor holds one count of `Scheduler.searching`.
 searching: bool = false,
 /// Guarded by `Scheduler.idle_lock`.
@@ -193,10 +193,14 @@ pub fn currentTask() ?*Task {
 // ---------------------------------------------------------------------------------------------
 // Queueing.
 
-/// Owner only: a task woken on this executor runs next; the one it displaces is queued.
+/// Owner only: a task woken on this executor by a running task runs next; the one it
+/// displaces is queued. Tasks woken by the executor's own poll (I/O completions, timers) are
+/// queued in order instead: a batch of expired timers runs earliest deadline first, and a
+/// burst of completions is served first come, first served.
 pub fn pushWoken(executor: *Executor, task: *Task) void {
     assert(ofThread() == executor);
     assert(task.home == null or task.home == executor);
+    if (executor.polling) return executor.enqueue(task);
     const displaced = executor.lifo;
     executor.lifo = task;
     if (displaced) |previous| executor.enqueue(previous);
@@ -343,7 +347,8 @@ pub fn runFirst(executor: *Executor, child: *Task) void {
     assert(me.wait_state.load(.monotonic) == .running);
     executor.pushWoken(me);
     if (child.stack == null and !executor.prepareStart(child)) {
-        // No stack for the child yet (it waits in `starved`): continue ourselves.
+        // No stack for the child yet (it waits with the scheduler's starved tasks): continue
+        // ourselves.
         park(me);
         return;
     }
@@ -423,15 +428,17 @@ fn releaseZombie(executor: *Executor) void {
     executor.zombie_stack = null;
     context.finish(stack.top());
     executor.stacks.release(stack);
-    if (executor.starved.pop()) |task| executor.enqueue(task);
+    // A task that found no stack takes the one just freed, here.
+    if (executor.scheduler.popStarved()) |task| executor.scheduler.makeReady(task);
 }
 
-/// Gives a task that never ran its stack; false (and the task parked in `starved`) when no
+/// Gives a task that never ran its stack; false (and the task parked with the scheduler's
+/// starved tasks, until some executor frees a stack) when no
 /// stack can be mapped right now.
 fn prepareStart(executor: *Executor, task: *Task) bool {
     assert(task.stack == null);
     const stack = executor.stacks.acquire() catch {
-        executor.starved.push(task);
+        executor.scheduler.pushStarved(task);
         return false;
     };
     task.stack = stack;
@@ -483,10 +490,24 @@ fn idleLoop(executor: *Executor) void {
         const task = executor.handoff orelse executor.nextRunnable() orelse
             executor.searchOrSleep() orelse return;
         executor.handoff = null;
-        // Safe to wait here: the idle context holds no task that anyone waits for.
-        while (task.on_cpu.load(.acquire)) std.atomic.spinLoopHint();
+        waitOffCpu(task);
         executor.enter(task);
         context.switchTo(&executor.idle_context, &task.context);
+    }
+}
+
+/// Waits until the executor that ran `task` has left its stack. Safe only in an idle context,
+/// which holds no task that anyone waits for. The other executor is a few instructions from
+/// clearing the flag, unless the kernel preempted it right there: then give it our CPU.
+fn waitOffCpu(task: *Task) void {
+    var spins: u32 = 0;
+    while (task.on_cpu.load(.acquire)) : (spins += 1) {
+        if (spins < config.spin_before_yield_max) {
+            std.atomic.spinLoopHint();
+        } else {
+            os.yieldThread();
+            spins = 0;
+        }
     }
 }
 
@@ -580,6 +601,9 @@ fn pollIo(executor: *Executor, block: bool) void {
     }
     // A non-blocking poll with nothing in flight cannot reap anything: skip the syscall on the
     // all-CPU path (timers still fire below).
+    assert(!executor.polling);
+    executor.polling = true;
+    defer executor.polling = false;
     if (block or executor.loop.inFlight() > 0) _ = executor.loop.poll(timeout_ns);
     if (block) executor.loop.sleeping.store(false, .monotonic);
     executor.expireTimers();

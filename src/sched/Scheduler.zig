@@ -45,6 +45,12 @@ executors: []Executor,
 inject_lock: SpinLock = .{},
 inject: TaskQueue = .{},
 inject_count: std.atomic.Value(usize) = .init(0),
+/// Tasks that never ran and found no stack (the kernel refused a new slab): the next stack
+/// freed on any executor goes to the oldest. Runtime-wide, since a freed stack joins the pool of
+/// whichever executor freed it.
+starved_lock: SpinLock = .{},
+starved: TaskQueue = .{},
+starved_count: std.atomic.Value(usize) = .init(0),
 /// Executors searching for work right now (see the rule above).
 searching: std.atomic.Value(u32) = .init(0),
 /// Executors on the idle list.
@@ -93,10 +99,15 @@ pub fn start(scheduler: *Scheduler, task: *Task) void {
         const index = scheduler.placement_next.fetchAdd(1, .monotonic) % scheduler.executors.len;
         const home = &scheduler.executors[index];
         task.home = home;
-        if (here == home) return home.runFirst(task);
-        return home.pushInject(task);
+        if (here != home) return home.pushInject(task);
+        if (home.current != null) return home.runFirst(task);
+        return home.enqueue(task);
     }
-    if (here) |executor| return executor.runFirst(task);
+    if (here) |executor| {
+        // From a task: child first. From the idle context (a completion callback): queue it.
+        if (executor.current != null) return executor.runFirst(task);
+        return executor.enqueue(task);
+    }
     scheduler.pushGlobal(task);
 }
 
@@ -119,6 +130,25 @@ pub fn pushGlobalBatch(scheduler: *Scheduler, tasks: []const *Task) void {
     _ = scheduler.inject_count.fetchAdd(tasks.len, .seq_cst);
     scheduler.inject_lock.unlock();
     scheduler.notifyWork();
+}
+
+pub fn pushStarved(scheduler: *Scheduler, task: *Task) void {
+    assert(task.stack == null);
+    scheduler.starved_lock.lock();
+    defer scheduler.starved_lock.unlock();
+    scheduler.starved.push(task);
+    _ = scheduler.starved_count.fetchAdd(1, .monotonic);
+}
+
+/// The oldest starved task, if any. Cheap when there is none (one load): called whenever a
+/// stack is freed.
+pub fn popStarved(scheduler: *Scheduler) ?*Task {
+    if (scheduler.starved_count.load(.monotonic) == 0) return null;
+    scheduler.starved_lock.lock();
+    defer scheduler.starved_lock.unlock();
+    const task = scheduler.starved.pop() orelse return null;
+    _ = scheduler.starved_count.fetchSub(1, .monotonic);
+    return task;
 }
 
 /// Takes up to `out.len` tasks from the global queue, oldest first. Returns how many.

@@ -2,9 +2,8 @@
 //!
 //! - `.single`: one runtime on the calling thread, one listener.
 //! - `.threaded = n`: n OS threads, each with its own runtime (one executor) and its own
-//!   `SO_REUSEPORT` listener on the same port; the kernel spreads connections over them. A
-//!   weft runtime has one executor today; once the multi-threaded scheduler lands, this shape
-//!   may become one runtime with n executors (one listener each), same API.
+//!   `SO_REUSEPORT` listener on the same port; the kernel spreads connections over them.
+//!   Every worker's runtime has one executor unless `runtime.executors` says otherwise.
 //! - `.forked = n`: a supervisor process forks n worker processes, each with its own runtime.
 //!   The listener is opened once, before the fork, and shared (see `supervisor.zig` for why
 //!   not `SO_REUSEPORT`). The supervisor restarts a worker that dies and, on SIGTERM/SIGINT,
@@ -187,7 +186,11 @@ fn runSingle(server: *Server, handler: Handler) RunError!Report {
 /// Runs one worker on a new runtime on the calling thread, over listener `index`.
 pub fn serveOn(server: *Server, index: u32, handler: Handler) RunError!Worker.Report {
     assert(index < server.listener_count);
-    var rt = try Runtime.init(server.gpa, server.options.runtime);
+    // Each worker is one executor thread (`.single` is one thread; `.threaded` and `.forked`
+    // already run one worker per thread or process), unless the options ask for more.
+    var runtime_options = server.options.runtime;
+    if (runtime_options.executors == null) runtime_options.executors = 1;
+    var rt = try Runtime.init(server.gpa, runtime_options);
     defer rt.deinit();
     const io = rt.io();
     const listener: net.Socket = .{

@@ -566,7 +566,12 @@ pub fn dirReadLink(
     const args = .{ dir.handle, path.ptr, buffer.ptr, buffer.len };
     const result = try blocking.syscall(io, linux.readlinkat, args);
     if (result >= 0) return @intCast(result);
-    return switch (errnoOf(result)) {
+    return readLinkError(errnoOf(result));
+}
+
+/// The `readlinkat` errors as std.Io.Threaded maps them.
+pub fn readLinkError(e: os.E) Dir.ReadLinkError {
+    return switch (e) {
         .ACCES => error.AccessDenied,
         .INVAL => error.NotLink,
         .IO => error.FileSystem,
@@ -576,8 +581,8 @@ pub fn dirReadLink(
         .NOMEM => error.SystemResources,
         .NOTDIR => error.NotDir,
         .ILSEQ => error.BadPathName,
-        .FAULT => |e| errnoBug(e),
-        else => |e| os.unexpectedErrno(e),
+        .FAULT => errnoBug(e),
+        else => os.unexpectedErrno(e),
     };
 }
 
@@ -874,4 +879,148 @@ pub fn dirSetFilePermissions(
         .BADF, .FAULT, .INVAL => |e| errnoBug(e),
         else => |e| os.unexpectedErrno(e),
     };
+}
+
+/// A file that appears at `dest_path` only when finished (`File.Atomic`), as std.Io.Threaded
+/// makes it: for `link`, an unnamed `O_TMPFILE` file in the destination's directory (a loop
+/// `openat`); for `replace`, or where the file system has no `O_TMPFILE`, a file with a random
+/// hexadecimal name beside the destination, created exclusively (retried on a clash).
+pub fn dirCreateFileAtomic(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    dest_path: []const u8,
+    options: Dir.CreateFileAtomicOptions,
+) Dir.CreateFileAtomicError!File.Atomic {
+    const io = file_io.stateOf(userdata).io();
+    const dest_dirname = Dir.path.dirname(dest_path);
+    if (!options.replace) {
+        if (dest_dirname) |dirname| {
+            // Also turns a missing or non-directory parent into a clear error before the
+            // ambiguous ENOENT/EISDIR of O_TMPFILE below.
+            if (options.make_path) dir.createDirPath(io, dirname) catch |err| switch (err) {
+                error.IsDir,
+                error.Streaming,
+                error.DiskQuota,
+                error.PathAlreadyExists,
+                error.LinkQuotaExceeded,
+                error.PipeBusy,
+                error.FileTooBig,
+                error.DeviceBusy,
+                error.FileLocksUnsupported,
+                error.FileBusy,
+                => return error.Unexpected, // none of these can come from making directories
+                else => |e| return e,
+            };
+        }
+        const permissions = options.permissions;
+        if (try openUnnamed(userdata, dir, dest_dirname orelse ".", permissions)) |file| return .{
+            .file = file,
+            .file_basename_hex = 0,
+            .dest_sub_path = dest_path,
+            .file_open = true,
+            .file_exists = false,
+            .close_dir_on_deinit = false,
+            .dir = dir,
+        };
+    }
+    const dirname = dest_dirname orelse
+        return createNamedTemporary(io, dest_path, options.permissions, dir, false);
+    const parent = if (options.make_path)
+        dir.createDirPathOpen(io, dirname, .{}) catch |err| switch (err) {
+            error.IsDir,
+            error.Streaming,
+            error.DiskQuota,
+            error.PathAlreadyExists,
+            error.LinkQuotaExceeded,
+            error.PipeBusy,
+            error.FileTooBig,
+            error.FileLocksUnsupported,
+            error.DeviceBusy,
+            => return error.Unexpected, // none of these can come from making directories
+            else => |e| return e,
+        }
+    else
+        try dir.openDir(io, dirname, .{});
+    errdefer parent.close(io);
+    const basename = Dir.path.basename(dest_path);
+    return createNamedTemporary(io, basename, options.permissions, parent, true);
+}
+
+/// `openat(O_TMPFILE)` in `sub_path`; null when the file system may not support it (the errno
+/// values that say so are ambiguous, as Threaded notes, so those fall back too).
+fn openUnnamed(
+    userdata: ?*anyopaque,
+    dir: Dir,
+    sub_path: []const u8,
+    permissions: File.Permissions,
+) Dir.CreateFileAtomicError!?File {
+    var path_buffer: PathBuffer = undefined;
+    const path = try pathToPosix(sub_path, &path_buffer);
+    const flags: linux.O = .{
+        .ACCMODE = .RDWR,
+        .TMPFILE = true,
+        .DIRECTORY = true,
+        .CLOEXEC = true,
+    };
+    const blocking, const io = blockingOf(userdata);
+    const mode = permissions.toMode();
+    const op_open: Op.Openat = .{
+        .fd = dir.handle,
+        .path = path.ptr,
+        .flags = flags,
+        .mode = mode,
+    };
+    const result = try blocking.perform(io, .{ .openat = op_open });
+    if (result >= 0) return .{ .handle = result, .flags = .{ .nonblocking = false } };
+    return switch (errnoOf(result)) {
+        .ISDIR, .NOENT, .OPNOTSUPP => null,
+        .INVAL, .ILSEQ => error.BadPathName,
+        .ACCES => error.AccessDenied,
+        .LOOP => error.SymLinkLoop,
+        .MFILE => error.ProcessFdQuotaExceeded,
+        .NAMETOOLONG => error.NameTooLong,
+        .NFILE => error.SystemFdQuotaExceeded,
+        .NODEV, .NXIO => error.NoDevice,
+        .NOMEM => error.SystemResources,
+        .NOSPC => error.NoSpaceLeft,
+        .NOTDIR => error.NotDir,
+        .PERM => error.PermissionDenied,
+        .AGAIN => error.WouldBlock,
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+/// Creates a file named by 64 random bits (hexadecimal) in `dir`, exclusively.
+fn createNamedTemporary(
+    io: Io,
+    dest_basename: []const u8,
+    permissions: File.Permissions,
+    dir: Dir,
+    close_dir_on_deinit: bool,
+) Dir.CreateFileAtomicError!File.Atomic {
+    // Bounded in practice: a clash of 64 random bits with an existing name is a fluke, and
+    // each attempt draws new ones.
+    while (true) {
+        var random_integer: u64 = undefined;
+        io.random(std.mem.asBytes(&random_integer));
+        const tmp_sub_path = std.fmt.hex(random_integer);
+        const options: Dir.CreateFileOptions = .{ .permissions = permissions, .exclusive = true };
+        const file = dir.createFile(io, &tmp_sub_path, options) catch |err| switch (err) {
+            error.PathAlreadyExists, error.DeviceBusy, error.FileBusy => continue,
+            error.IsDir => return error.Unexpected, // no path components
+            error.FileTooBig => return error.Unexpected, // creating, not opening
+            error.FileLocksUnsupported => return error.Unexpected, // no lock asked for
+            error.PipeBusy => return error.Unexpected, // not opening a pipe
+            else => |e| return e,
+        };
+        return .{
+            .file = file,
+            .file_basename_hex = random_integer,
+            .dest_sub_path = dest_basename,
+            .file_open = true,
+            .file_exists = true,
+            .close_dir_on_deinit = close_dir_on_deinit,
+            .dir = dir,
+        };
+    }
 }

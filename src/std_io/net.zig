@@ -21,6 +21,10 @@ const io_wait = @import("../sched/io_wait.zig");
 const Executor = @import("../sched/Executor.zig");
 const time = @import("time.zig");
 const Op = @import("../loop/Completion.zig").Op;
+const lookup = @import("../net/lookup.zig");
+const interface = @import("../net/interface.zig");
+const sendfile = @import("../net/sendfile.zig");
+const Runtime = @import("../Runtime.zig");
 
 const iovecs = @import("iovecs.zig");
 const Iovecs = iovecs.Iovecs;
@@ -474,35 +478,147 @@ fn receiveError(e: os.E) net.Socket.ReceiveError {
     };
 }
 
-/// Results one delegated lookup may produce; std's contract lets a lookup block once the
-/// queue holds 16, and Threaded's DNS client stops well before this.
-const lookup_results_max = 64;
+/// Bytes the read-and-send fallback of `netWriteFile` moves per call (on the fiber's stack).
+const write_file_chunk_bytes = 16 * 1024;
 
-/// Still std.Io.Threaded's resolver (hosts file, resolv.conf, DNS), run on a worker, but into
-/// a private queue that is then moved into `resolved` on the caller's fiber. Threaded fills a
-/// queue through its own futex, which cannot wake a fiber waiting on it: a fiber that waited
-/// on `resolved` while the worker filled it directly (as `HostName.connect` does) would never
-/// be woken.
+/// Sends from `file_reader` to the socket, up to `limit` bytes: first `header` and what the
+/// reader has buffered (one `sendmsg`), else file bytes by sendfile (see `net/sendfile.zig`),
+/// or by reading and sending in `write_file_chunk_bytes` when sendfile cannot read the file or
+/// the reader's mode asks for plain reads. Returns the bytes sent, header included: fewer
+/// than offered is normal (call again); 0 means the file is at its end. The reader's position
+/// advances by the file bytes sent. Cancelation point while waiting.
+///
+/// std's error set for this entry has only NetworkDown, Canceled and Unexpected, so a closed
+/// or reset connection and a failed file read are `error.Unexpected`.
+pub fn netWriteFile(
+    userdata: ?*anyopaque,
+    handle: net.Socket.Handle,
+    header: []const u8,
+    file_reader: *Io.File.Reader,
+    limit: Io.Limit,
+) net.Stream.Writer.WriteFileError!usize {
+    const buffered = limit.slice(file_reader.interface.buffered());
+    if (header.len + buffered.len > 0 or limit == .nothing) {
+        const n = netWrite(userdata, handle, header, &.{buffered}, 1) catch |err| {
+            return writeFileError(err);
+        };
+        file_reader.interface.toss(n -| header.len);
+        return n;
+    }
+    const file_bytes = switch (file_reader.mode) {
+        .positional => sendPositional(handle, file_reader, limit),
+        .streaming => sendFile(handle, file_reader, null, limit.minInt(sendfile.call_bytes_max)),
+        .positional_simple, .streaming_simple => error.Unsupported, // plain reads only
+        .failure => return error.Unexpected, // the reader lost its position in an earlier seek
+    };
+    return file_bytes catch |err| switch (err) {
+        error.Unsupported => sendReading(handle, file_reader, limit),
+        else => |e| e,
+    };
+}
+
+/// sendfile from the reader's position, never past the file's size.
+fn sendPositional(
+    handle: net.Socket.Handle,
+    file_reader: *Io.File.Reader,
+    limit: Io.Limit,
+) (error{Unsupported} || net.Stream.Writer.WriteFileError)!usize {
+    const size = file_reader.getSize() catch return error.Unsupported;
+    if (file_reader.pos >= size) return 0;
+    var offset = std.math.cast(i64, file_reader.pos) orelse return error.Unexpected;
+    return sendFile(handle, file_reader, &offset, limit.minInt64(size - file_reader.pos));
+}
+
+fn sendFile(
+    handle: net.Socket.Handle,
+    file_reader: *Io.File.Reader,
+    offset: ?*i64,
+    count: usize,
+) (error{Unsupported} || net.Stream.Writer.WriteFileError)!usize {
+    const n = sendfile.send(handle, file_reader.file.handle, offset, count) catch |err| {
+        return switch (err) {
+            error.Unsupported, error.Canceled, error.NetworkDown, error.Unexpected => |e| e,
+            error.ConnectionClosed, error.FileReadFailed, error.SystemResources => {
+                return error.Unexpected; // std's set has no name for these
+            },
+        };
+    };
+    if (n == 0) file_reader.size = file_reader.pos; // the file ended early
+    file_reader.pos += n;
+    return n;
+}
+
+/// Reads a chunk through the reader (its own Io) and sends all of it: the bytes are out of
+/// the file, so a short send is continued here, never dropped.
+fn sendReading(
+    handle: net.Socket.Handle,
+    file_reader: *Io.File.Reader,
+    limit: Io.Limit,
+) net.Stream.Writer.WriteFileError!usize {
+    var chunk: [write_file_chunk_bytes]u8 = undefined;
+    const len = file_reader.interface.readSliceShort(limit.slice(&chunk)) catch |err| {
+        return switch (err) {
+            error.ReadFailed => switch (file_reader.err.?) {
+                error.Canceled => error.Canceled,
+                else => error.Unexpected,
+            },
+        };
+    };
+    var sent: usize = 0;
+    while (sent < len) {
+        sent += netWrite(null, handle, "", &.{chunk[sent..len]}, 1) catch |err| {
+            return writeFileError(err);
+        };
+    }
+    return len;
+}
+
+fn writeFileError(err: net.Stream.Writer.Error) net.Stream.Writer.WriteFileError {
+    return switch (err) {
+        error.Canceled, error.NetworkDown, error.Unexpected => |e| e,
+        // A closed or reset peer and the rest: std's set for this entry has no name for them.
+        else => error.Unexpected,
+    };
+}
+
+/// The index of the interface `name` (if_nametoindex), by ioctl. Cancelation point (checked
+/// before the call, which does not wait).
+pub fn netInterfaceNameResolve(
+    userdata: ?*anyopaque,
+    name: *const net.Interface.Name,
+) net.Interface.Name.ResolveError!net.Interface {
+    _ = userdata;
+    try checkCancel();
+    return .{ .index = try interface.indexOf(name) };
+}
+
+/// The name of interface `index` (if_indextoname), by ioctl. Cancelation point (checked
+/// before the call, which does not wait).
+pub fn netInterfaceName(
+    userdata: ?*anyopaque,
+    index: net.Interface,
+) net.Interface.NameError!net.Interface.Name {
+    _ = userdata;
+    try checkCancel();
+    return interface.nameOf(index.index) catch |err| switch (err) {
+        error.InterfaceNotFound, error.Unexpected => |e| e,
+        // No descriptor or memory for the ioctl's socket: std's error set has no name for it.
+        error.SystemResources => error.Unexpected,
+    };
+}
+
+/// Resolves through `net/lookup.zig` with the runtime's `Options.resolver`: numeric
+/// addresses, the hosts file, `localhost`, then DNS over UDP on the loop. Puts the addresses
+/// and exactly one canonical name into `resolved` (nothing on error) and closes it before
+/// returning, even on error. Cancelation point.
 pub fn netLookup(
     userdata: ?*anyopaque,
     host_name: net.HostName,
     resolved: *Io.Queue(net.HostName.LookupResult),
     options: net.HostName.LookupOptions,
 ) net.HostName.LookupError!void {
-    const weft_io: Io = .{ .userdata = userdata, .vtable = &@import("vtable.zig").vtable };
-    defer resolved.close(weft_io);
-    var buffer: [lookup_results_max]net.HostName.LookupResult = undefined;
-    var private: Io.Queue(net.HostName.LookupResult) = .init(&buffer);
-    const outcome = delegated_lookup(userdata, host_name, &private, options);
-    // The worker has finished and closed `private`: draining it does not wait.
-    while (private.getOneUncancelable(weft_io)) |result| {
-        resolved.putOneUncancelable(weft_io, result) catch |err| switch (err) {
-            error.Closed => unreachable, // `resolved` must stay open until we return
-        };
-    } else |err| switch (err) {
-        error.Closed => {},
-    }
-    return outcome;
+    const state: *Runtime.State = @ptrCast(@alignCast(userdata.?));
+    const io = state.io();
+    defer resolved.close(io);
+    return lookup.lookup(io, &state.options.resolver, host_name, resolved, options);
 }
-
-const delegated_lookup = @import("delegated.zig").entry("netLookup");

@@ -1,4 +1,6 @@
-//! std.Io child-process entries: waiting for and killing a child, natively.
+//! std.Io process entries: waiting for and killing a child, the working directory, the
+//! executable's path, the progress pipe, and the stderr lock. (Spawning and replacing the
+//! process image: spawn.zig.)
 //!
 //! `childWait` is a cancelation point that cancels the wait in the kernel:
 //! - io_uring 6.7+: one `IORING_OP_WAITID`;
@@ -8,8 +10,14 @@
 //! - without pidfds: `wait4` on the blocking lane (cancelable only until a lane thread takes
 //!   it).
 //!
-//! Spawning still runs std.Io.Threaded's code (see delegated.zig); the child it returns is an
-//! ordinary process, which these entries wait for and kill.
+//! The working directory and the executable's path are direct syscalls (`getcwd`, `fchdir`,
+//! `readlinkat` of `/proc/self/exe`: none waits for a device), except `chdir` by path, which
+//! resolves a path and so runs on the blocking lane (the lane's threads share the process's
+//! working directory). Errors are std.Io.Threaded's, errno for errno.
+//!
+//! `lockStderr` is a fiber-aware lock (`ProcessState.Stderr`): a task may hold it across a
+//! park and resume on another executor thread. Like Threaded's it is re-entrant for its holder
+//! (the task, or a thread weft does not run) and not a cancelation point.
 const std = @import("std");
 const Io = std.Io;
 const process = std.process;
@@ -25,7 +33,13 @@ const syscall = @import("../fs/syscall.zig");
 const Op = @import("../loop/Completion.zig").Op;
 const file_io = @import("file.zig");
 
+const dir_io = @import("dir.zig");
+const ProcessState = @import("ProcessState.zig");
+const Task = @import("../sched/Task.zig");
+
 const blockingOf = file_io.blockingOf;
+const Dir = Io.Dir;
+const File = Io.File;
 const errnoOf = file_io.errnoOf;
 
 /// Waits for the child to exit, reaps it and closes its pipes (even when the wait fails or is
@@ -58,6 +72,22 @@ pub fn childKill(userdata: ?*anyopaque, child: *Child) void {
     const protection = io.swapCancelProtection(.blocked);
     defer _ = io.swapCancelProtection(protection);
     _ = waitFor(userdata, child) catch {};
+}
+
+/// Reaps a child that exits on its own (one whose spawn failed after the fork), uncancelably.
+pub fn reapExited(userdata: ?*anyopaque, pid: linux.pid_t) void {
+    const io = file_io.stateOf(userdata).io();
+    const protection = io.swapCancelProtection(.blocked);
+    defer _ = io.swapCancelProtection(protection);
+    var child: Child = .{
+        .id = pid,
+        .thread_handle = {},
+        .stdin = null,
+        .stdout = null,
+        .stderr = null,
+        .request_resource_usage_statistics = false,
+    };
+    _ = waitFor(userdata, &child) catch {};
 }
 
 fn cleanup(child: *Child) void {
@@ -137,4 +167,191 @@ fn waitError(e: os.E) Child.WaitError {
         .CHILD => errnoBug(e), // already waited for
         else => os.unexpectedErrno(e),
     };
+}
+
+fn processOf(userdata: ?*anyopaque) *ProcessState {
+    return &file_io.stateOf(userdata).process;
+}
+
+/// `getcwd`: the kernel copies a path it already holds. Cancelation point.
+pub fn processCurrentPath(userdata: ?*anyopaque, buffer: []u8) process.CurrentPathError!usize {
+    _ = userdata;
+    try file_io.checkCancel();
+    return switch (os.errno(linux.getcwd(buffer.ptr, buffer.len))) {
+        .SUCCESS => std.mem.findScalar(u8, buffer, 0).?,
+        .NOENT => error.CurrentDirUnlinked,
+        .RANGE => error.NameTooLong,
+        .FAULT, .INVAL => |e| errnoBug(e),
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+/// `fchdir` (no path to resolve). Cancelation point.
+pub fn processSetCurrentDir(userdata: ?*anyopaque, dir: Dir) process.SetCurrentDirError!void {
+    _ = userdata;
+    try file_io.checkCancel();
+    return fchdir(dir.handle);
+}
+
+/// `fchdir` with std.Io.Threaded's errors; `AT_FDCWD` changes nothing. Also used by spawn.zig.
+pub fn fchdir(fd: posix.fd_t) Threaded.FchdirError!void {
+    if (fd == linux.AT.FDCWD) return;
+    while (true) switch (os.errno(linux.fchdir(fd))) {
+        .SUCCESS => return,
+        .INTR => continue,
+        .ACCES => return error.AccessDenied,
+        .NOTDIR => return error.NotDir,
+        .IO => return error.FileSystem,
+        .BADF => |e| return errnoBug(e),
+        else => |e| return os.unexpectedErrno(e),
+    };
+}
+
+/// `chdir` on the blocking lane: resolving the path may wait for the file system.
+pub fn processSetCurrentPath(
+    userdata: ?*anyopaque,
+    path: []const u8,
+) process.SetCurrentPathError!void {
+    var path_buffer: [posix.PATH_MAX]u8 = undefined;
+    const path_z = try Threaded.pathToPosix(path, &path_buffer);
+    const blocking, const io = blockingOf(userdata);
+    const result = try blocking.syscall(io, linux.chdir, .{path_z.ptr});
+    if (result >= 0) return;
+    return chdirError(errnoOf(result));
+}
+
+pub fn chdirError(e: os.E) Threaded.ChdirError {
+    return switch (e) {
+        .ACCES => error.AccessDenied,
+        .IO => error.FileSystem,
+        .LOOP => error.SymLinkLoop,
+        .NAMETOOLONG => error.NameTooLong,
+        .NOENT => error.FileNotFound,
+        .NOMEM => error.SystemResources,
+        .NOTDIR => error.NotDir,
+        .ILSEQ => error.BadPathName,
+        .FAULT => errnoBug(e),
+        else => os.unexpectedErrno(e),
+    };
+}
+
+/// The target of `/proc/self/exe` (procfs answers from memory: a direct call).
+pub fn processExecutablePath(
+    userdata: ?*anyopaque,
+    out_buffer: []u8,
+) process.ExecutablePathError!usize {
+    _ = userdata;
+    try file_io.checkCancel();
+    const cwd = linux.AT.FDCWD;
+    while (true) {
+        const rc = linux.readlinkat(cwd, "/proc/self/exe", out_buffer.ptr, out_buffer.len);
+        switch (os.errno(rc)) {
+            .SUCCESS => return rc,
+            .INTR => continue,
+            else => |e| return switch (dir_io.readLinkError(e)) {
+                error.UnsupportedReparsePointType, error.NetworkNotFound => unreachable, // Windows
+                error.FileBusy => unreachable, // Windows-only
+                else => |err| err,
+            },
+        }
+    }
+}
+
+/// Opens `/proc/self/exe` as std.Io.Threaded does on Linux.
+pub fn processExecutableOpen(
+    userdata: ?*anyopaque,
+    options: Dir.OpenFileOptions,
+) process.OpenExecutableError!File {
+    return dir_io.dirOpenFile(userdata, .cwd(), "/proc/self/exe", options);
+}
+
+/// The pipe named by `ZIG_PROGRESS` in the runtime's environment (see ProcessState).
+pub fn progressParentFile(userdata: ?*anyopaque) std.Progress.ParentFileError!File {
+    return processOf(userdata).environ.zig_progress_file;
+}
+
+/// Who calls: the task, or (a thread weft does not run, which never migrates) the address of
+/// a thread-local, unique per thread and never a task's address.
+fn ownerId() usize {
+    if (Executor.currentTask()) |task| return @intFromPtr(task);
+    const Marker = struct {
+        threadlocal var byte: u8 = 0;
+    };
+    return @intFromPtr(&Marker.byte);
+}
+
+/// Takes the stderr lock (waiting, uncancelably, as std.Io.Threaded does) unless the caller
+/// holds it already, and hands out the shared writer. Only the first lock of a runtime may
+/// fail with `error.Canceled`, from detecting the terminal's mode.
+pub fn lockStderr(
+    userdata: ?*anyopaque,
+    terminal_mode: ?Io.Terminal.Mode,
+) Io.Cancelable!Io.LockedStderr {
+    const stderr = &processOf(userdata).stderr;
+    const io = file_io.stateOf(userdata).io();
+    const me = ownerId();
+    if (stderr.owner.load(.monotonic) != me) {
+        stderr.mutex.lockUncancelable(io);
+        assert(stderr.depth == 0);
+        stderr.owner.store(me, .monotonic);
+    }
+    stderr.depth += 1;
+    return lockedStderr(userdata, terminal_mode);
+}
+
+/// `lockStderr` without waiting: null when another task or thread holds the lock.
+pub fn tryLockStderr(
+    userdata: ?*anyopaque,
+    terminal_mode: ?Io.Terminal.Mode,
+) Io.Cancelable!?Io.LockedStderr {
+    const stderr = &processOf(userdata).stderr;
+    const me = ownerId();
+    if (stderr.owner.load(.monotonic) != me) {
+        if (!stderr.mutex.tryLock()) return null;
+        assert(stderr.depth == 0);
+        stderr.owner.store(me, .monotonic);
+    }
+    stderr.depth += 1;
+    return try lockedStderr(userdata, terminal_mode);
+}
+
+fn lockedStderr(
+    userdata: ?*anyopaque,
+    terminal_mode: ?Io.Terminal.Mode,
+) Io.Cancelable!Io.LockedStderr {
+    const process_state = processOf(userdata);
+    const stderr = &process_state.stderr;
+    assert(stderr.depth > 0);
+    if (!stderr.initialized) {
+        const io = file_io.stateOf(userdata).io();
+        stderr.writer.io = io;
+        stderr.initialized = true;
+        const exist = process_state.environ.exist;
+        stderr.mode = terminal_mode orelse
+            try .detect(io, stderr.writer.file, exist.NO_COLOR, exist.CLICOLOR_FORCE);
+    }
+    return .{ .file_writer = &stderr.writer, .terminal_mode = terminal_mode orelse stderr.mode };
+}
+
+/// Flushes what the holder wrote, re-arms a cancelation that interrupted a write, and releases
+/// one level of the lock.
+pub fn unlockStderr(userdata: ?*anyopaque) void {
+    const stderr = &processOf(userdata).stderr;
+    assert(stderr.owner.load(.monotonic) == ownerId()); // unlock by a caller that holds it
+    assert(stderr.depth > 0);
+    const writer = &stderr.writer;
+    if (writer.err == null) writer.interface.flush() catch {};
+    if (writer.err) |err| {
+        if (err == error.Canceled) {
+            if (Executor.currentTask()) |task| task.recancel();
+        }
+        writer.err = null;
+    }
+    writer.interface.end = 0;
+    writer.interface.buffer = &.{};
+    stderr.depth -= 1;
+    if (stderr.depth == 0) {
+        stderr.owner.store(0, .monotonic);
+        stderr.mutex.unlock(file_io.stateOf(userdata).io());
+    }
 }

@@ -1,5 +1,5 @@
-//! weft's `std.Io.VTable`: native entries from the files beside this one, every other entry
-//! delegated (see delegated.zig). `status` is what the README's table reports.
+//! weft's `std.Io.VTable`, every entry from the files beside this one. `status` is what the
+//! README's table reports.
 const std = @import("std");
 const Io = std.Io;
 const task = @import("task.zig");
@@ -10,13 +10,13 @@ const file = @import("file.zig");
 const dir = @import("dir.zig");
 const process = @import("process.zig");
 const batch = @import("batch.zig");
-const delegated = @import("delegated.zig");
+const memory_map = @import("memory_map.zig");
+const spawn = @import("spawn.zig");
 
 /// `native`: weft runs it on its loop or as a direct non-blocking syscall (file system
 /// operations go to the blocking lane where the loop cannot run them: on epoll, or on a kernel
 /// whose io_uring lacks the operation). `lane`: always runs on the runtime's blocking lane.
-/// `delegated`: std.Io.Threaded's code on a Threaded worker (see delegated.zig).
-pub const Status = enum { native, lane, delegated };
+pub const Status = enum { native, lane };
 
 /// Entries implemented by weft itself.
 const native = .{
@@ -54,8 +54,12 @@ const native = .{
     .{ "netSend", net.netSend },
     .{ "netRead", net.netRead },
     .{ "netWrite", net.netWrite },
+    .{ "netWriteFile", net.netWriteFile },
     .{ "netClose", net.netClose },
     .{ "netShutdown", net.netShutdown },
+    .{ "netInterfaceNameResolve", net.netInterfaceNameResolve },
+    .{ "netInterfaceName", net.netInterfaceName },
+    .{ "netLookup", net.netLookup },
     .{ "dirCreateDir", dir.dirCreateDir },
     .{ "dirCreateDirPath", dir.dirCreateDirPath },
     .{ "dirCreateDirPathOpen", dir.dirCreateDirPathOpen },
@@ -63,6 +67,7 @@ const native = .{
     .{ "dirStat", dir.dirStat },
     .{ "dirStatFile", dir.dirStatFile },
     .{ "dirCreateFile", dir.dirCreateFile },
+    .{ "dirCreateFileAtomic", dir.dirCreateFileAtomic },
     .{ "dirOpenFile", dir.dirOpenFile },
     .{ "dirClose", dir.dirClose },
     .{ "dirDeleteFile", dir.dirDeleteFile },
@@ -77,6 +82,18 @@ const native = .{
     .{ "fileHardLink", dir.fileHardLink },
     .{ "childWait", process.childWait },
     .{ "childKill", process.childKill },
+    .{ "processCurrentPath", process.processCurrentPath },
+    .{ "processSpawn", spawn.processSpawn },
+    .{ "processSpawnPath", spawn.processSpawnPath },
+    .{ "processReplace", spawn.processReplace },
+    .{ "processReplacePath", spawn.processReplacePath },
+    .{ "processSetCurrentDir", process.processSetCurrentDir },
+    .{ "processExecutablePath", process.processExecutablePath },
+    .{ "processExecutableOpen", process.processExecutableOpen },
+    .{ "progressParentFile", process.progressParentFile },
+    .{ "lockStderr", process.lockStderr },
+    .{ "tryLockStderr", process.tryLockStderr },
+    .{ "unlockStderr", process.unlockStderr },
     .{ "fileStat", file.fileStat },
     .{ "fileLength", file.fileLength },
     .{ "fileClose", file.fileClose },
@@ -95,11 +112,17 @@ const native = .{
     .{ "fileTryLock", file.fileTryLock },
     .{ "fileUnlock", file.fileUnlock },
     .{ "fileDowngradeLock", file.fileDowngradeLock },
+    .{ "fileMemoryMapCreate", memory_map.fileMemoryMapCreate },
+    .{ "fileMemoryMapDestroy", memory_map.fileMemoryMapDestroy },
+    .{ "fileMemoryMapSetLength", memory_map.fileMemoryMapSetLength },
+    .{ "fileMemoryMapRead", memory_map.fileMemoryMapRead },
+    .{ "fileMemoryMapWrite", memory_map.fileMemoryMapWrite },
 };
 
 /// Entries that always run on the runtime's blocking lane (no loop operation exists for them).
 const lane = .{
     .{ "dirAccess", dir.dirAccess },
+    .{ "processSetCurrentPath", process.processSetCurrentPath },
     .{ "dirRead", dir.dirRead },
     .{ "dirReadLink", dir.dirReadLink },
     .{ "dirSetOwner", dir.dirSetOwner },
@@ -112,11 +135,6 @@ const lane = .{
     .{ "fileSetPermissions", file.fileSetPermissions },
 };
 
-/// Delegated entries that weft wraps (reported as `delegated`): see each function.
-const wrapped = .{
-    .{ "netLookup", net.netLookup },
-};
-
 pub fn status(comptime name: []const u8) Status {
     @setEvalBranchQuota(20_000);
     inline for (native) |pair| {
@@ -125,16 +143,16 @@ pub fn status(comptime name: []const u8) Status {
     inline for (lane) |pair| {
         if (comptime std.mem.eql(u8, pair[0], name)) return .lane;
     }
-    return .delegated;
+    @compileError("no std.Io.VTable entry named " ++ name);
 }
 
 pub const vtable: Io.VTable = blk: {
     @setEvalBranchQuota(20_000);
     var result: Io.VTable = undefined;
     for (@typeInfo(Io.VTable).@"struct".fields) |field| {
-        @field(result, field.name) = for (native ++ lane ++ wrapped) |pair| {
+        @field(result, field.name) = for (native ++ lane) |pair| {
             if (std.mem.eql(u8, pair[0], field.name)) break pair[1];
-        } else delegated.entry(field.name);
+        } else @compileError("weft implements no std.Io.VTable." ++ field.name);
     }
     break :blk result;
 };

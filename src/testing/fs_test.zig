@@ -514,3 +514,175 @@ test "fs: copying a file through a Writer (sendFile falls back to reads and writ
         }
     }.body);
 }
+
+test "fs: memory map — read, write through the map, setLength, destroy" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const file = try tmp.dir.createFile(io, "mapped", .{ .read = true });
+            defer file.close(io);
+            const page = std.heap.pageSize();
+            const content = try testing.allocator.alloc(u8, 2 * page);
+            defer testing.allocator.free(content);
+            for (content, 0..) |*byte, i| byte.* = @truncate(i *% 7);
+            try file.writePositionalAll(io, content, 0);
+            var map: File.MemoryMap = try .create(io, file, .{ .len = 2 * page });
+            defer map.destroy(io);
+            try testing.expect(map.section != null); // a real mapping, not the fallback
+            try testing.expectEqualSlices(u8, content, map.memory);
+            @memcpy(map.memory[page - 2 ..][0..4], "WEFT");
+            try map.write(io);
+            var buffer: [4]u8 = undefined;
+            _ = try file.readPositionalAll(io, &buffer, page - 2);
+            try testing.expectEqualStrings("WEFT", &buffer);
+            // The file changes under the map: read makes it visible (here it already is).
+            try file.writePositionalAll(io, "zz", 0);
+            try map.read(io);
+            try testing.expectEqualStrings("zz", map.memory[0..2]);
+            // Within the same pages: only the length changes; beyond: remapped.
+            try map.setLength(io, page + 1);
+            try testing.expectEqual(@as(usize, page + 1), map.memory.len);
+            try map.setLength(io, page);
+            try testing.expectEqualStrings("WE", map.memory[page - 2 ..]);
+        }
+    }.body);
+}
+
+test "fs: memory map — a file the kernel cannot map falls back to reads and writes" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            // procfs files have no mmap (ENODEV): the map is memory filled by positional reads.
+            const file = try Dir.cwd().openFile(io, "/proc/self/cmdline", .{});
+            defer file.close(io);
+            var expected: [64]u8 = undefined;
+            const n = try file.readPositionalAll(io, &expected, 0);
+            var map: File.MemoryMap = try .create(io, file, .{
+                .len = 64,
+                .protection = .{ .read = true },
+            });
+            defer map.destroy(io);
+            try testing.expectEqual(@as(?File.MemoryMap.Section, null), map.section);
+            try testing.expectEqualSlices(u8, expected[0..n], map.memory[0..n]);
+            for (map.memory[n..]) |byte| try testing.expectEqual(@as(u8, 0), byte);
+            try map.setLength(io, 10_000);
+            try testing.expectEqualSlices(u8, expected[0..n], map.memory[0..n]);
+            try map.read(io);
+        }
+    }.body);
+}
+
+test "fs: memory map errors are std.Io.Threaded's" {
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            try dir.writeFile(io, .{ .sub_path = "r", .data = "read only" });
+            const file = try dir.openFile(io, "r", .{});
+            defer file.close(io);
+            var map: File.MemoryMap = try .create(io, file, .{ .len = 9 });
+            map.destroy(io);
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            _ = dir;
+            const ends = try pipe();
+            defer File.closeMany(io, &ends);
+            var map: File.MemoryMap = try .create(io, ends[0], .{ .len = 9 });
+            map.destroy(io);
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            try dir.writeFile(io, .{ .sub_path = "w", .data = "12345" });
+            const file = try dir.openFile(io, "w", .{ .mode = .read_write });
+            defer file.close(io);
+            const options: File.MemoryMap.CreateOptions = .{ .len = 5, .populate = false };
+            var map: File.MemoryMap = try .create(io, file, options);
+            defer map.destroy(io);
+            map.memory[0] = 'X';
+            try map.write(io);
+            var buffer: [5]u8 = undefined;
+            _ = try file.readPositionalAll(io, &buffer, 0);
+            if (!std.mem.eql(u8, &buffer, "X2345")) return error.TestUnexpectedResult;
+        }
+    }.call);
+}
+
+/// The names in `dir`, sorted, joined by spaces, into `buffer`.
+fn listNames(io: Io, dir: Dir, buffer: []u8) ![]const u8 {
+    var names: [8][]const u8 = undefined;
+    var name_storage: [8][64]u8 = undefined;
+    var count: usize = 0;
+    var it = dir.iterate();
+    while (try it.next(io)) |entry| : (count += 1) {
+        @memcpy(name_storage[count][0..entry.name.len], entry.name);
+        names[count] = name_storage[count][0..entry.name.len];
+    }
+    std.mem.sort([]const u8, names[0..count], {}, struct {
+        fn less(_: void, a: []const u8, b: []const u8) bool {
+            return std.mem.lessThan(u8, a, b);
+        }
+    }.less);
+    var writer: Io.Writer = .fixed(buffer);
+    for (names[0..count], 0..) |name, i| {
+        if (i != 0) try writer.writeByte(' ');
+        try writer.writeAll(name);
+    }
+    return writer.buffered();
+}
+
+test "fs: createFileAtomic — link an unnamed file, replace through a named one, discard" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            var linked = try tmp.dir.createFileAtomic(io, "new/a", .{ .make_path = true });
+            defer linked.deinit(io);
+            try linked.file.writeStreamingAll(io, "first");
+            try linked.link(io);
+            var buffer: [16]u8 = undefined;
+            try testing.expectEqualStrings("first", try tmp.dir.readFile(io, "new/a", &buffer));
+            var clash = try tmp.dir.createFileAtomic(io, "new/a", .{});
+            defer clash.deinit(io);
+            try testing.expectError(error.PathAlreadyExists, clash.link(io));
+
+            var replacing = try tmp.dir.createFileAtomic(io, "new/a", .{ .replace = true });
+            defer replacing.deinit(io);
+            try testing.expect(replacing.file_exists); // a named temporary beside the target
+            try replacing.file.writeStreamingAll(io, "second");
+            try replacing.replace(io);
+            try testing.expectEqualStrings("second", try tmp.dir.readFile(io, "new/a", &buffer));
+
+            var discarded = try tmp.dir.createFileAtomic(io, "b", .{ .replace = true });
+            try discarded.file.writeStreamingAll(io, "never seen");
+            discarded.deinit(io);
+            var names_buffer: [64]u8 = undefined;
+            try testing.expectEqualStrings("new", try listNames(io, tmp.dir, &names_buffer));
+            var sub = try tmp.dir.openDir(io, "new", .{ .iterate = true });
+            defer sub.close(io);
+            try testing.expectEqualStrings("a", try listNames(io, sub, &names_buffer));
+        }
+    }.body);
+}
+
+test "fs: createFileAtomic errors are std.Io.Threaded's" {
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            var file = try dir.createFileAtomic(io, "missing/a", .{});
+            file.deinit(io);
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            var file = try dir.createFileAtomic(io, "missing/a", .{ .replace = true });
+            file.deinit(io);
+        }
+    }.call);
+    try expectSameAsThreaded(struct {
+        fn call(io: Io, dir: Dir) !void {
+            try dir.writeFile(io, .{ .sub_path = "f", .data = "" });
+            var file = try dir.createFileAtomic(io, "f/a", .{ .make_path = true });
+            file.deinit(io);
+        }
+    }.call);
+}

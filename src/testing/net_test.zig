@@ -313,3 +313,141 @@ test "net: std.http.Client fetches from std.http.Server, both on weft" {
         }
     }.body);
 }
+
+test "net: interface names and indexes through std.Io (lo)" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const lo: net.Interface.Name = try .fromSlice("lo");
+            const interface = try lo.resolve(io);
+            try testing.expect(!interface.isNone());
+            const name = try interface.name(io);
+            try testing.expectEqualStrings("lo", name.toSlice());
+            const missing: net.Interface.Name = try .fromSlice("weft-nope0");
+            try testing.expectError(error.InterfaceNotFound, missing.resolve(io));
+            // A scoped IPv6 address resolves its interface and formats it back by name.
+            const scoped = try net.IpAddress.resolve(io, "fe80::1%lo", 7);
+            try testing.expectEqual(interface.index, scoped.ip6.interface.index);
+            var buffer: [64]u8 = undefined;
+            var writer: Io.Writer = .fixed(&buffer);
+            try scoped.formatResolved(io, &writer);
+            try testing.expectEqualStrings("[fe80::1%lo]:7", writer.buffered());
+        }
+    }.body);
+}
+
+/// Reads the stream to its end into a new slice.
+fn readAll(io: Io, stream: net.Stream) ![]u8 {
+    var buffer: [4096]u8 = undefined;
+    var reader = stream.reader(io, &buffer);
+    return reader.interface.allocRemaining(testing.allocator, .unlimited);
+}
+
+/// Calls netWriteFile until it reports the end of the file or `limit` file bytes were sent;
+/// returns the file bytes sent.
+fn writeFileAll(
+    io: Io,
+    stream: net.Stream,
+    header_all: []const u8,
+    file_reader: *Io.File.Reader,
+    limit: usize,
+) !usize {
+    var header = header_all;
+    var file_bytes: usize = 0;
+    var calls: usize = 0;
+    while (file_bytes < limit or header.len > 0) : (calls += 1) {
+        try testing.expect(calls < 1_000_000); // fails rather than spins
+        const handle = stream.socket.handle;
+        const remaining: Io.Limit = .limited(limit - file_bytes);
+        const n = try io.vtable.netWriteFile(io.userdata, handle, header, file_reader, remaining);
+        if (n == 0) break;
+        const header_sent = @min(n, header.len);
+        header = header[header_sent..];
+        file_bytes += n - header_sent;
+    }
+    return file_bytes;
+}
+
+test "net: netWriteFile sends header, buffered bytes and the file; partial writes continue" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var path_buffer: [64]u8 = undefined;
+            var suffix: [8]u8 = undefined;
+            io.random(&suffix);
+            const path = try std.fmt.bufPrint(&path_buffer, "/tmp/weft-sendfile-{x}", .{suffix});
+            const contents = try testing.allocator.alloc(u8, 300 * 1024);
+            defer testing.allocator.free(contents);
+            for (contents, 0..) |*byte, i| byte.* = @truncate(i *% 7 +% i / 251);
+            try Io.Dir.cwd().writeFile(io, .{ .sub_path = path, .data = contents });
+            defer Io.Dir.cwd().deleteFile(io, path) catch {};
+
+            var server = try loopback.listen(io, .{});
+            defer server.deinit(io);
+            const modes = [_]Io.File.Reader.Mode{ .positional, .streaming, .positional_simple };
+            for (modes) |mode| {
+                const client = try server.socket.address.connect(io, .{ .mode = .stream });
+                defer client.close(io);
+                // A small send buffer: sendfile stops early and waits on the loop, often.
+                const small: u32 = 4096;
+                const fd = client.socket.handle;
+                const opt = std.mem.asBytes(&small);
+                const rc = linux.setsockopt(fd, linux.SOL.SOCKET, linux.SO.SNDBUF, opt, opt.len);
+                try testing.expectEqual(@as(usize, 0), rc);
+                const peer = try server.accept(io);
+                defer peer.close(io);
+                var reading = try io.concurrent(readAll, .{ io, peer });
+
+                const file = try Io.Dir.cwd().openFile(io, path, .{});
+                defer file.close(io);
+                var read_buffer: [512]u8 = undefined;
+                var file_reader = file.reader(io, &read_buffer);
+                file_reader.mode = mode;
+                try file_reader.interface.fill(100); // bytes buffered in the reader go first
+                const sent = try writeFileAll(io, client, "HEADER", &file_reader, contents.len);
+                try testing.expectEqual(contents.len, sent);
+                try client.shutdown(io, .send);
+
+                const received = try reading.await(io);
+                defer testing.allocator.free(received);
+                try testing.expectEqualStrings("HEADER", received[0..6]);
+                try testing.expect(std.mem.eql(u8, contents, received[6..]));
+            }
+        }
+    }.body);
+}
+
+test "net: netWriteFile honours its limit and reports the end of the file" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var path_buffer: [64]u8 = undefined;
+            var suffix: [8]u8 = undefined;
+            io.random(&suffix);
+            const path = try std.fmt.bufPrint(&path_buffer, "/tmp/weft-sendfile-{x}", .{suffix});
+            try Io.Dir.cwd().writeFile(io, .{ .sub_path = path, .data = "0123456789" });
+            defer Io.Dir.cwd().deleteFile(io, path) catch {};
+            var server = try loopback.listen(io, .{});
+            defer server.deinit(io);
+            const client = try server.socket.address.connect(io, .{ .mode = .stream });
+            defer client.close(io);
+            const peer = try server.accept(io);
+            defer peer.close(io);
+
+            const file = try Io.Dir.cwd().openFile(io, path, .{});
+            defer file.close(io);
+            var file_reader = file.reader(io, &.{});
+            const first = try writeFileAll(io, client, "", &file_reader, 4);
+            try testing.expectEqual(@as(usize, 4), first);
+            try testing.expectEqual(@as(u64, 4), file_reader.pos);
+            const rest = try writeFileAll(io, client, "", &file_reader, 100);
+            try testing.expectEqual(@as(usize, 6), rest);
+            const handle = client.socket.handle;
+            const vtable = io.vtable;
+            const at_end =
+                try vtable.netWriteFile(io.userdata, handle, "", &file_reader, .unlimited);
+            try testing.expectEqual(@as(usize, 0), at_end);
+            try client.shutdown(io, .send);
+            const received = try readAll(io, peer);
+            defer testing.allocator.free(received);
+            try testing.expectEqualStrings("0123456789", received);
+        }
+    }.body);
+}

@@ -465,10 +465,10 @@ test "Runtime: random and randomSecure fill buffers; clocks advance" {
     }.body);
 }
 
-test "Runtime: delegated file entries work from a fiber" {
+test "Runtime: file entries work from a fiber" {
     try withRuntime(struct {
         fn writer(io: Io, dir: Io.Dir) !void {
-            const file = try dir.createFile(io, "weft-delegated.txt", .{});
+            const file = try dir.createFile(io, "weft-from-fiber.txt", .{});
             defer file.close(io);
             try file.writeStreamingAll(io, "hello weft");
         }
@@ -478,7 +478,7 @@ test "Runtime: delegated file entries work from a fiber" {
             var f = try io.concurrent(writer, .{ io, tmp.dir });
             try f.await(io);
             var buffer: [32]u8 = undefined;
-            const contents = try tmp.dir.readFile(io, "weft-delegated.txt", &buffer);
+            const contents = try tmp.dir.readFile(io, "weft-from-fiber.txt", &buffer);
             try testing.expectEqualStrings("hello weft", contents);
         }
     }.body);
@@ -543,4 +543,61 @@ test "Runtime: std Select returns the first result and cancels the rest" {
             select.cancelDiscard();
         }
     }.body);
+}
+
+/// Yields until `flag` is set; fails if `yields_max` yields did not let the setter run.
+fn yieldUntil(io: Io, flag: *std.atomic.Value(bool), yields_max: u32) !u32 {
+    var yields: u32 = 0;
+    while (!flag.load(.acquire)) : (yields += 1) {
+        if (yields == yields_max) return error.SetterNeverRan;
+        try Runtime.yield(io);
+    }
+    return yields;
+}
+
+fn setFlag(flag: *std.atomic.Value(bool)) void {
+    flag.store(true, .release);
+}
+
+test "Runtime: yield lets another task of the same executor run" {
+    // One executor: the setter can only run if the yielder really gives the thread up.
+    try withOneExecutor(struct {
+        fn body(io: Io) !void {
+            var flag: std.atomic.Value(bool) = .init(false);
+            var yielder = try io.concurrent(yieldUntil, .{ io, &flag, 1000 });
+            var setter = try io.concurrent(setFlag, .{&flag});
+            setter.await(io);
+            const yields = try yielder.await(io);
+            try testing.expect(yields >= 1);
+        }
+    }.body);
+}
+
+fn yieldForever(io: Io) Io.Cancelable!void {
+    while (true) try Runtime.yield(io);
+}
+
+test "Runtime: yield is a cancelation point" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var future = try io.concurrent(yieldForever, .{io});
+            try testing.expectError(error.Canceled, future.cancel(io));
+        }
+    }.body);
+}
+
+test "Runtime: yield outside a weft task yields the thread" {
+    var threaded: Io.Threaded = .init(testing.allocator, .{});
+    defer threaded.deinit();
+    try Runtime.yield(threaded.io());
+    // A weft Io used from a thread weft does not run (this test's own thread).
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
+    defer rt.deinit();
+    const io = rt.io();
+    const thread = try std.Thread.spawn(.{}, struct {
+        fn run(weft_io: Io) !void {
+            try Runtime.yield(weft_io);
+        }
+    }.run, .{io});
+    thread.join();
 }

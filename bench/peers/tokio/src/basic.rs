@@ -1,4 +1,4 @@
-//! The task-core scenarios: sleep, spawn, pingpong, yield, spawn_tree.
+//! The task-core scenarios: sleep, spawn, pingpong, yield, spawn_tree, chain.
 //!
 //! Each runs its body as one spawned task (see `run_on`) and times only the scenario, not the
 //! runtime's start-up or shutdown. Every scenario counts what ran, so a lost task or message
@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 /// sleep: `--tasks N` tasks each sleep 1 s (tokio::time::sleep); wait for all.
 pub fn sleep(args: &Args, threads: usize) {
@@ -194,6 +194,59 @@ pub fn spawn_tree(args: &Args, threads: usize) {
         .float("ns_per_task", wall_ns as f64 / expected as f64);
     if counted != expected {
         line.fail("lost", "task_count_mismatch");
+    }
+    line.print_and_exit()
+}
+
+/// chain: `--tasks K` (default 100) tasks in a ring, each waiting on its own tokio::sync::Notify;
+/// a token goes round the ring `--laps L` times (default 10,000): the task holding it checks
+/// and advances the hop count, then wakes the next task (`notify_one`, which stores a permit
+/// if that task is not waiting yet). One task runs at a time, so each hop is one wake-up.
+/// The clock starts at the first wake, after every task is spawned; ns_per_wake = wall / (K × L).
+pub fn chain(args: &Args, threads: usize) {
+    let tasks = args.int("tasks", 100).max(1);
+    let laps = args.int("laps", 10_000).max(1);
+    let total = tasks * laps;
+    let (wall_ns, hops, wrong) = run_on(threads, async move {
+        let wakes: Arc<Vec<Notify>> = Arc::new((0..tasks).map(|_| Notify::new()).collect());
+        // Handed from task to task with the token. Notify orders a notify_one before the
+        // wake-up it causes (its docs: as std's unpark before park), so Relaxed suffices.
+        let hops = Arc::new(AtomicU64::new(0));
+        let wrong = Arc::new(AtomicU64::new(0));
+        let mut handles = Vec::with_capacity(tasks as usize);
+        for index in 0..tasks {
+            let (wakes, hops, wrong) = (wakes.clone(), hops.clone(), wrong.clone());
+            handles.push(tokio::spawn(async move {
+                let next = ((index + 1) % tasks) as usize;
+                for lap in 0..laps {
+                    wakes[index as usize].notified().await;
+                    let hop = hops.load(Relaxed);
+                    if hop != lap * tasks + index {
+                        wrong.fetch_add(1, Relaxed);
+                    }
+                    hops.store(hop + 1, Relaxed);
+                    // The last hop wakes nobody: every task is then on its way out.
+                    if hop + 1 < total {
+                        wakes[next].notify_one();
+                    }
+                }
+            }));
+        }
+        let start = Instant::now();
+        wakes[0].notify_one();
+        for handle in handles {
+            handle.await.expect("chain task panicked");
+        }
+        (elapsed_ns(start), hops.load(Relaxed), wrong.load(Relaxed))
+    });
+    let mut line = Line::new("chain", threads);
+    line.config("tasks", &tasks.to_string())
+        .config("laps", &laps.to_string());
+    line.int("wall_ns", wall_ns)
+        .float("ns_per_wake", wall_ns as f64 / total as f64)
+        .int("hops", hops);
+    if hops != total || wrong != 0 {
+        line.fail("lost", "wake_missing_or_out_of_order");
     }
     line.print_and_exit()
 }

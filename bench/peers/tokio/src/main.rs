@@ -63,7 +63,7 @@ impl Args {
 
 fn usage() -> String {
     "usage: peer-tokio <scenario> [--threads N] [flags]\n\
-     scenarios: sleep spawn pingpong yield spawn_tree echo_server http_server sync_<row>\n\
+     scenarios: sleep spawn pingpong yield spawn_tree chain echo_server http_server sync_<row>\n\
      lane_roundtrip lane_sequential lane_concurrent list"
         .to_string()
 }
@@ -204,6 +204,7 @@ fn main() {
         "pingpong" => basic::pingpong(&args, threads),
         "yield" => basic::yield_storm(&args, threads),
         "spawn_tree" => basic::spawn_tree(&args, threads),
+        "chain" => basic::chain(&args, threads),
         "echo_server" => net::echo_server(&args, threads),
         "http_server" => net::http_server(&args, threads),
         "lane_roundtrip" => lane::roundtrip(&args, threads),

@@ -166,3 +166,50 @@ func spawnTree(label string, o options) {
 	}
 	l.PrintAndExit()
 }
+
+// chain: --tasks K (default 100) goroutines in a ring, each waiting on its own channel of
+// capacity 1 (a stored wake-up, as Tokio's Notify permit); a token goes round the ring --laps L
+// times (default 10,000): the goroutine holding it checks and advances the hop count, then
+// wakes the next one. One goroutine runs at a time, so each hop is one wake-up. The clock
+// starts at the first wake, after every goroutine is started; ns_per_wake = wall / (K × L).
+func chain(label string, o options) {
+	tasks := max(orDefault(o.tasks, 100), 1)
+	laps := max(o.laps, 1)
+	total := tasks * laps
+	wakes := make([]chan struct{}, tasks)
+	for i := range wakes {
+		wakes[i] = make(chan struct{}, 1)
+	}
+	// Handed from goroutine to goroutine with the token: the channel operations order every
+	// access, and wg.Wait orders the final reads.
+	var hops, wrong int64
+	var wg sync.WaitGroup
+	for index := range tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			next := wakes[(index+1)%tasks]
+			for lap := range laps {
+				<-wakes[index]
+				if hops != lap*tasks+index {
+					wrong++
+				}
+				hops++
+				// The last hop wakes nobody: every goroutine is then on its way out.
+				if hops < total {
+					next <- struct{}{}
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	wakes[0] <- struct{}{}
+	wg.Wait()
+	wall := result.Since(start)
+	l := result.New("chain", label).Config("threads", o.threads).Config("tasks", tasks).Config("laps", laps)
+	l.Int("wall_ns", wall).Float("ns_per_wake", float64(wall)/float64(total)).Int("hops", hops)
+	if hops != total || wrong != 0 {
+		l.Fail("lost", "wake_missing_or_out_of_order")
+	}
+	l.PrintAndExit()
+}

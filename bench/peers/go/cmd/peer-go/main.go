@@ -4,8 +4,8 @@
 //	peer-go <scenario> [--threads N] [scenario flags...]
 //
 // --threads sets GOMAXPROCS (runtime=go-N). Scenarios: sleep, spawn, pingpong, yield,
-// spawn_tree, echo_server, http_server. The measuring ones print one line in the format of
-// weft's harness and exit 1 when their own check fails (status=lost); the servers print
+// spawn_tree, chain, echo_server, http_server. The measuring ones print one line in the format
+// of weft's harness and exit 1 when their own check fails (status=lost); the servers print
 // "listening port=<n>" and serve until killed.
 package main
 
@@ -18,14 +18,14 @@ import (
 )
 
 type options struct {
-	threads, tasks, yields, pairs, rounds, depth, port int64
+	threads, tasks, yields, pairs, rounds, depth, laps, port int64
 }
 
 // unset marks a flag the scenario gives its own default.
 const unset = -1
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: peer-go <sleep|spawn|pingpong|yield|spawn_tree|echo_server|http_server> [--threads N] [flags]")
+	fmt.Fprintln(os.Stderr, "usage: peer-go <sleep|spawn|pingpong|yield|spawn_tree|chain|echo_server|http_server> [--threads N] [flags]")
 	os.Exit(2)
 }
 
@@ -37,11 +37,12 @@ func main() {
 	var o options
 	fs := flag.NewFlagSet(scenario, flag.ExitOnError)
 	fs.Int64Var(&o.threads, "threads", 1, "GOMAXPROCS")
-	fs.Int64Var(&o.tasks, "tasks", unset, "tasks (sleep: 10000, spawn: 1000000, yield: 100)")
+	fs.Int64Var(&o.tasks, "tasks", unset, "tasks (sleep: 10000, spawn: 1000000, yield: 100, chain: 100)")
 	fs.Int64Var(&o.yields, "yields", 10_000, "yields per task (yield)")
 	fs.Int64Var(&o.pairs, "pairs", 1, "task pairs (pingpong)")
 	fs.Int64Var(&o.rounds, "rounds", 1_000_000, "total round trips over all pairs (pingpong)")
 	fs.Int64Var(&o.depth, "depth", 20, "tree levels (spawn_tree)")
+	fs.Int64Var(&o.laps, "laps", 10_000, "times the token goes round the ring (chain)")
 	fs.Int64Var(&o.port, "port", 0, "port on 127.0.0.1 (servers; 0 = any free port)")
 	fs.Parse(os.Args[2:])
 	if o.threads < 1 {
@@ -61,6 +62,8 @@ func main() {
 		yieldStorm(label, o)
 	case "spawn_tree":
 		spawnTree(label, o)
+	case "chain":
+		chain(label, o)
 	case "echo_server":
 		echoServer(o)
 	case "http_server":

@@ -1,0 +1,272 @@
+//! The CPU lane: computation (hashing, compression, parsing a large document, image work) on
+//! a pool of about one thread per CPU, apart from the executors, so that a 6 ms job inside a
+//! request handler neither stalls the executor's other connections nor waits behind them.
+//!
+//! ```
+//! const digest = try rt.compute(io, sha256, .{body}); // the runtime's own CPU lane
+//! ```
+//!
+//! **Rule of thumb.** I/O on the executors (sockets, files, timers: they park, never block);
+//! blocking syscalls and C calls that block on a `weft.Lane`; computation that takes more
+//! than about 100 µs on the CPU lane. A fiber that computes on an executor holds every other
+//! fiber of that executor for as long as it computes (weft's scheduling is cooperative).
+//!
+//! `CpuLane` is a `weft.Lane` with presets, started on first use:
+//! - `threads`: the CPUs this process may use (`cpusAvailable`: the affinity mask, capped by
+//!   a cgroup CPU quota), unless set;
+//! - admission `.wait`: a burst of jobs queues its callers in a FIFO line (`waiters_max`)
+//!   instead of failing, which is what computation wants (backpressure, not errors);
+//! - no polling: idle workers park at once and callers park at once (`idle_spin_ns` and
+//!   `caller_spin_ns` 0), since a job takes milliseconds and a poll would only take CPU from
+//!   the executors;
+//! - `nice`: the workers' OS priority is lowered by this much (default
+//!   `config.cpu_lane_nice_default`), so when the executors and the lane want the same CPU,
+//!   the executors win and I/O stays responsive; alone, the lane still uses every CPU.
+//!
+//! The contract is `Lane.run`'s: the job's own error set is kept and the lane's added, a job
+//! canceled before acceptance never runs, and once accepted it runs to completion while its
+//! caller waits (it borrows the caller's memory). Starting the threads can fail (a thread
+//! limit, memory): that call returns `error.ConcurrencyUnavailable` and a later call retries.
+//!
+//! Thread-safety: `run`, `runTimeout` from any fiber or thread at once; `shutdown` once;
+//! `deinit` once, after every `run` returned.
+const CpuLane = @This();
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Io = std.Io;
+const config = @import("../config.zig");
+const Lock = @import("../os/Mutex.zig");
+const os = @import("../os/linux.zig");
+const Lane = @import("Lane.zig");
+
+gpa: std.mem.Allocator,
+options: Options,
+/// Set once, under `start_lock`, by the first call (release; read with acquire).
+lane: std.atomic.Value(?*Lane) = .init(null),
+start_lock: Lock = .{},
+/// `shutdown` ran: a lane not started by then never starts.
+closed: bool = false,
+
+pub const Options = struct {
+    /// Worker threads; null: `cpusAvailable()`.
+    threads: ?u32 = null,
+    /// Accepted jobs waiting for a worker, at most.
+    queue_limit: u32 = config.cpu_lane_queue_limit_default,
+    /// Callers waiting for a queue slot, at most (`error.Overloaded` past it).
+    waiters_max: u32 = config.cpu_lane_waiters_max_default,
+    /// Added to the workers' nice value (0 to 19).
+    nice: u8 = config.cpu_lane_nice_default,
+    stack_size_bytes: usize = config.lane_stack_size_bytes_default,
+};
+
+/// The lane's errors, and `ConcurrencyUnavailable` when its threads could not be started.
+pub const Error = Lane.Error || error{ConcurrencyUnavailable};
+
+/// `f`'s return type with `Error` added; its own error set is kept.
+pub fn Result(comptime function: anytype) type {
+    return Lane.ResultWith(function, Error);
+}
+
+/// A lane that starts its threads on first use. Never fails, never spawns.
+pub fn init(gpa: std.mem.Allocator, options: Options) CpuLane {
+    return .{ .gpa = gpa, .options = options };
+}
+
+/// Stops the lane if it started (accepted jobs run first) and joins its threads. Every `run`
+/// must have returned.
+pub fn deinit(cpu: *CpuLane, io: Io) void {
+    if (cpu.lane.load(.acquire)) |lane| lane.deinit(io);
+    cpu.* = undefined;
+}
+
+/// Runs `function(args...)` on a CPU lane thread and returns its result; the caller parks
+/// meanwhile. See `Lane.runTimeout` for cancelation and the deadline (which bounds the wait
+/// for acceptance only).
+pub fn run(
+    cpu: *CpuLane,
+    io: Io,
+    comptime function: anytype,
+    args: std.meta.ArgsTuple(@TypeOf(function)),
+) Result(function) {
+    return cpu.runTimeout(io, .none, function, args);
+}
+
+/// `run` giving up with `error.DeadlineExceeded` if the job is not accepted by `timeout`.
+pub fn runTimeout(
+    cpu: *CpuLane,
+    io: Io,
+    timeout: Io.Timeout,
+    comptime function: anytype,
+    args: std.meta.ArgsTuple(@TypeOf(function)),
+) Result(function) {
+    const lane = try cpu.started();
+    var call: Lane.Call(function) = .init(io, args);
+    try lane.execute(io, &call.job, timeout.toTimestamp(io));
+    return call.result;
+}
+
+/// The started lane, starting it on the first call.
+fn started(cpu: *CpuLane) error{ ConcurrencyUnavailable, ShutdownInProgress }!*Lane {
+    // Acquire: pairs with the release store below, so the lane's fields are visible.
+    if (cpu.lane.load(.acquire)) |lane| return lane;
+    cpu.start_lock.lock();
+    defer cpu.start_lock.unlock();
+    if (cpu.lane.load(.acquire)) |lane| return lane;
+    if (cpu.closed) return error.ShutdownInProgress;
+    const lane = Lane.init(cpu.gpa, cpu.laneOptions()) catch |err| switch (err) {
+        error.InvalidOptions => unreachable, // `laneOptions` clamps them
+        else => return error.ConcurrencyUnavailable, // memory or a thread limit
+    };
+    cpu.lane.store(lane, .release);
+    return lane;
+}
+
+fn laneOptions(cpu: *const CpuLane) Lane.Options {
+    const threads_wanted = cpu.options.threads orelse cpusAvailable();
+    const options: Lane.Options = .{
+        .threads = @max(1, @min(threads_wanted, config.lane_threads_max)),
+        .queue_limit = @max(1, cpu.options.queue_limit),
+        .admission = .wait,
+        .waiters_max = @max(1, cpu.options.waiters_max),
+        .idle_spin_ns = 0,
+        .caller_spin_ns = 0,
+        .stack_size_bytes = cpu.options.stack_size_bytes,
+        .nice = @min(cpu.options.nice, config.nice_max),
+    };
+    assert(options.threads > 0 and options.threads <= config.lane_threads_max);
+    assert(options.queue_limit > 0 and options.waiters_max > 0);
+    return options;
+}
+
+/// `Lane.shutdown` of the lane if it started; afterwards `run` fails with
+/// `error.ShutdownInProgress`. Call once.
+pub fn shutdown(cpu: *CpuLane, io: Io, options: Lane.ShutdownOptions) Lane.Report {
+    cpu.start_lock.lock();
+    assert(!cpu.closed);
+    cpu.closed = true;
+    const lane = cpu.lane.load(.acquire);
+    cpu.start_lock.unlock();
+    if (lane) |started_lane| return started_lane.shutdown(io, options);
+    return .{ .jobs_run = 0, .jobs_failed = 0, .waiters_failed = 0, .jobs_left = 0 };
+}
+
+/// The lane's counters (zero before it started).
+pub fn stats(cpu: *CpuLane) Lane.Stats {
+    const lane = cpu.lane.load(.acquire) orelse return .{};
+    return lane.stats();
+}
+
+/// Worker threads the lane has, or would start with.
+pub fn threads(cpu: *const CpuLane) u32 {
+    return cpu.laneOptions().threads;
+}
+
+/// CPUs this process may use: the CPUs of its affinity mask (`taskset`, cpusets), capped by
+/// its cgroup's CPU quota rounded up (`docker --cpus`, a Kubernetes CPU limit). At least 1.
+pub fn cpusAvailable() u32 {
+    const affinity: u32 = @intCast(std.Thread.getCpuCount() catch 1);
+    const quota = cgroupCpuLimit() orelse return @max(1, affinity);
+    return @max(1, @min(affinity, quota));
+}
+
+/// The CPU quota of this process's cgroup, in whole CPUs rounded up; null when unlimited or
+/// unknown. Reads cgroup v2 `cpu.max`, or v1 `cpu.cfs_quota_us`/`cpu.cfs_period_us`, at the
+/// usual mount points (under `/sys/fs/cgroup`), at the process's own cgroup path and at the
+/// mount's root (what a container with its own cgroup namespace sees).
+fn cgroupCpuLimit() ?u32 {
+    var membership_buffer: [4096]u8 = undefined;
+    const membership = os.readFile("/proc/self/cgroup", &membership_buffer) orelse return null;
+    var lines = std.mem.tokenizeScalar(u8, membership, '\n');
+    while (lines.next()) |line| {
+        // hierarchy-id:controllers:path
+        var fields = std.mem.splitScalar(u8, line, ':');
+        const hierarchy = fields.next() orelse continue;
+        const controllers = fields.next() orelse continue;
+        const path = fields.rest();
+        if (std.mem.eql(u8, hierarchy, "0") and controllers.len == 0) {
+            if (limitV2(path)) |limit| return limit;
+        } else if (hasController(controllers, "cpu")) {
+            if (limitV1(path)) |limit| return limit;
+        }
+    }
+    return null;
+}
+
+fn hasController(controllers: []const u8, name: []const u8) bool {
+    var names = std.mem.splitScalar(u8, controllers, ',');
+    while (names.next()) |controller| if (std.mem.eql(u8, controller, name)) return true;
+    return false;
+}
+
+fn limitV2(path: []const u8) ?u32 {
+    for ([_][]const u8{ path, "" }) |prefix| {
+        var text_buffer: [128]u8 = undefined;
+        const text = readCgroupFile("/sys/fs/cgroup", prefix, "cpu.max", &text_buffer) orelse
+            continue;
+        return parseCpuMax(text);
+    }
+    return null;
+}
+
+fn limitV1(path: []const u8) ?u32 {
+    for ([_][]const u8{ "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct" }) |mount| {
+        for ([_][]const u8{ path, "" }) |prefix| {
+            var quota_buffer: [64]u8 = undefined;
+            var period_buffer: [64]u8 = undefined;
+            const quota = readCgroupFile(mount, prefix, "cpu.cfs_quota_us", &quota_buffer) orelse
+                continue;
+            const period = readCgroupFile(mount, prefix, "cpu.cfs_period_us", &period_buffer) orelse
+                continue;
+            return parseQuota(quota, period);
+        }
+    }
+    return null;
+}
+
+fn readCgroupFile(mount: []const u8, path: []const u8, name: []const u8, buffer: []u8) ?[]u8 {
+    var path_buffer: [std.fs.max_path_bytes]u8 = undefined;
+    const trimmed = std.mem.trimEnd(u8, path, "/");
+    const full = std.fmt.bufPrintZ(&path_buffer, "{s}{s}/{s}", .{ mount, trimmed, name }) catch
+        return null;
+    return os.readFile(full, buffer);
+}
+
+/// cgroup v2 `cpu.max`: "max 100000" (no limit) or "<quota> <period>".
+fn parseCpuMax(text: []const u8) ?u32 {
+    var fields = std.mem.tokenizeAny(u8, text, " \n");
+    const quota = fields.next() orelse return null;
+    const period = fields.next() orelse return null;
+    if (std.mem.eql(u8, quota, "max")) return null;
+    return parseQuota(quota, period);
+}
+
+/// A CFS quota and period in microseconds, as whole CPUs rounded up; null when unlimited
+/// (a negative quota) or unreadable.
+fn parseQuota(quota_text: []const u8, period_text: []const u8) ?u32 {
+    const quota = std.fmt.parseInt(i64, std.mem.trim(u8, quota_text, " \n"), 10) catch
+        return null;
+    const period = std.fmt.parseInt(i64, std.mem.trim(u8, period_text, " \n"), 10) catch
+        return null;
+    if (quota <= 0 or period <= 0) return null;
+    const cpus = std.math.divCeil(i64, quota, period) catch return null;
+    return @intCast(@min(cpus, std.math.maxInt(u32)));
+}
+
+test "CpuLane: cgroup quotas are whole CPUs rounded up; unlimited is null" {
+    try std.testing.expectEqual(@as(?u32, null), parseCpuMax("max 100000\n"));
+    try std.testing.expectEqual(@as(?u32, 2), parseCpuMax("200000 100000\n"));
+    try std.testing.expectEqual(@as(?u32, 2), parseCpuMax("150000 100000"));
+    try std.testing.expectEqual(@as(?u32, 1), parseCpuMax("50000 100000"));
+    try std.testing.expectEqual(@as(?u32, null), parseQuota("-1\n", "100000\n"));
+    try std.testing.expectEqual(@as(?u32, 3), parseQuota("250000\n", "100000\n"));
+    try std.testing.expectEqual(@as(?u32, null), parseQuota("garbage", "100000"));
+    try std.testing.expect(hasController("cpu,cpuacct", "cpu"));
+    try std.testing.expect(!hasController("cpuacct,cpuset", "cpu"));
+}
+
+test "CpuLane: cpusAvailable is within the affinity mask" {
+    const available = cpusAvailable();
+    try std.testing.expect(available >= 1);
+    try std.testing.expect(available <= try std.Thread.getCpuCount());
+}

@@ -1,0 +1,129 @@
+//! Behaviour of the CPU lane (`weft.CpuLane`, `Runtime.compute`): results and error sets,
+//! jobs on threads apart from the executor (which keeps running fibers meanwhile), the
+//! lowered priority of its workers, and shutdown before and after start. No timed assertions.
+const std = @import("std");
+const Io = std.Io;
+const testing = std.testing;
+const Runtime = @import("../Runtime.zig");
+const CpuLane = @import("../lanes/CpuLane.zig");
+const os = @import("../os/linux.zig");
+
+fn fnv(seed: u64, rounds: u32) u64 {
+    var hash: u64 = 0xcbf29ce484222325 ^ seed;
+    for (0..rounds) |i| hash = (hash ^ i) *% 0x100000001b3;
+    return hash;
+}
+
+fn checked(seed: u64, rounds: u32) error{NoRounds}!u64 {
+    if (rounds == 0) return error.NoRounds;
+    return fnv(seed, rounds);
+}
+
+fn currentTid() i32 {
+    return os.currentTid();
+}
+
+fn currentNice() ?i32 {
+    return os.threadNice();
+}
+
+test "CpuLane: compute returns the job's result; its error set is kept" {
+    comptime std.debug.assert(
+        CpuLane.Result(checked) == (error{NoRounds} || CpuLane.Error)!u64,
+    );
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    try testing.expectEqual(fnv(7, 1000), try rt.compute(io, fnv, .{ 7, 1000 }));
+    try testing.expectEqual(fnv(8, 10), try rt.compute(io, checked, .{ 8, 10 }));
+    try testing.expectError(error.NoRounds, rt.compute(io, checked, .{ 8, 0 }));
+    try testing.expectEqual(@as(u64, 3), rt.state.cpu.stats().jobs_run);
+}
+
+test "CpuLane: jobs run on their own threads, at a lowered priority" {
+    var rt = try Runtime.init(testing.allocator, .{ .cpu = .{ .nice = 3 } });
+    defer rt.deinit();
+    const io = rt.io();
+    const worker_tid = try rt.compute(io, currentTid, .{});
+    try testing.expect(worker_tid != os.currentTid());
+    const caller_nice = os.threadNice() orelse return error.SkipZigTest;
+    const worker_nice = (try rt.compute(io, currentNice, .{})) orelse return error.SkipZigTest;
+    try testing.expectEqual(@min(caller_nice + 3, 19), worker_nice);
+    try testing.expectEqual(CpuLane.cpusAvailable(), rt.state.cpu.threads());
+}
+
+/// Spins (a CPU job) until `flag` is set; false if it was not within 10 s (a bound so that
+/// a broken lane fails the test instead of hanging it; a working one takes ~100 us).
+fn spinUntil(flag: *std.atomic.Value(bool)) bool {
+    const give_up_ns = os.monotonicNs() + 10 * std.time.ns_per_s;
+    while (!flag.load(.acquire)) {
+        if (os.monotonicNs() > give_up_ns) return false;
+        std.atomic.spinLoopHint();
+    }
+    return true;
+}
+
+fn setAfterYield(io: Io, flag: *std.atomic.Value(bool)) Io.Cancelable!void {
+    try io.sleep(.fromMicroseconds(100), .awake);
+    flag.store(true, .release);
+}
+
+test "CpuLane: the executor keeps running fibers while a job computes" {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    var flag: std.atomic.Value(bool) = .init(false);
+    // The job can only finish once a fiber of this executor sets the flag: on the executor
+    // itself it would spin out its bound with that fiber never scheduled.
+    var setter = try io.concurrent(setAfterYield, .{ io, &flag });
+    try testing.expect(try rt.compute(io, spinUntil, .{&flag}));
+    try setter.await(io);
+}
+
+fn hashMany(rt: Runtime, io: Io, seed: u64, out: *u64) Io.Cancelable!void {
+    out.* = rt.compute(io, fnv, .{ seed, 20_000 }) catch |err| {
+        std.debug.panic("compute: {t}", .{err});
+    };
+}
+
+test "CpuLane: many fibers compute at once; every result comes back to its caller" {
+    var rt = try Runtime.init(testing.allocator, .{ .cpu = .{ .threads = 2, .queue_limit = 2 } });
+    defer rt.deinit();
+    const io = rt.io();
+    var results: [40]u64 = @splat(0);
+    var group: Io.Group = .init;
+    defer group.cancel(io);
+    for (&results, 0..) |*result, seed| {
+        try group.concurrent(io, hashMany, .{ rt, io, seed, result });
+    }
+    try group.await(io);
+    for (results, 0..) |result, seed| try testing.expectEqual(fnv(seed, 20_000), result);
+    const stats = rt.state.cpu.stats();
+    try testing.expectEqual(@as(u64, 40), stats.jobs_run);
+    try testing.expectEqual(@as(u64, 0), stats.calls_rejected);
+}
+
+test "CpuLane: shutdown before the first call starts no thread and refuses later calls" {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    var cpu: CpuLane = .init(testing.allocator, .{ .threads = 1 });
+    defer cpu.deinit(io);
+    const report = cpu.shutdown(io, .{});
+    try testing.expectEqual(@as(u64, 0), report.jobs_run);
+    try testing.expect(cpu.lane.load(.acquire) == null);
+    try testing.expectError(error.ShutdownInProgress, cpu.run(io, fnv, .{ 1, 1 }));
+}
+
+test "CpuLane: shutdown after use joins the threads and reports the jobs" {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    var cpu: CpuLane = .init(testing.allocator, .{ .threads = 2 });
+    defer cpu.deinit(io);
+    for (0..5) |seed| try testing.expectEqual(fnv(seed, 100), try cpu.run(io, fnv, .{ seed, 100 }));
+    const report = cpu.shutdown(io, .{});
+    try testing.expectEqual(@as(u64, 5), report.jobs_run);
+    try testing.expectEqual(@as(u64, 0), report.jobs_left);
+    try testing.expectError(error.ShutdownInProgress, cpu.run(io, fnv, .{ 1, 1 }));
+}
