@@ -19,7 +19,11 @@ for scenario in "$@"; do
         sleep) zig-out/bin/bench-sleep --io both ;;
         spawn) zig-out/bin/bench-spawn ;;
         pingpong) zig-out/bin/bench-pingpong ;;
-        sync) zig-out/bin/bench-sync ;;
+        sync)
+            # Its own script: weft and Tokio at 1 and 2 threads, then a side-by-side table.
+            bash bench/sync_compare.sh
+            continue
+            ;;
         *)
             echo "compare.sh: unknown scenario '$scenario' (known: sleep spawn pingpong sync)" >&2
             exit 2

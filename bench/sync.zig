@@ -2,8 +2,8 @@
 //! row with Tokio's counterparts (bench/peers), which use exactly these definitions:
 //!
 //!   sync_mutex_uncontended     one task, 1M x (std.Io.Mutex lock + unlock)
-//!   sync_rwlock_read           one task, 1M x (std.Io.RwLock lockShared + unlockShared)
-//!   sync_rwlock_write          one task, 1M x (std.Io.RwLock lock + unlock)
+//!   sync_rwlock_read           one task, 1M x (RwLock lockShared + unlockShared)
+//!   sync_rwlock_write          one task, 1M x (RwLock lock + unlock)
 //!   sync_semaphore_uncontended one task, 1M x (Semaphore acquire + release)
 //!   sync_oncecell_get          1M x get of an initialised OnceCell
 //!   sync_oncecell_set          1M x (fresh OnceCell, getOrInit)
@@ -24,14 +24,35 @@
 //!   sync_mutex_contended       4 tasks x 250k (lock, increment, unlock); counter = 1M
 //!   sync_rwlock_contended      4 readers + 2 writers x 100k ops each; ns per op
 //!   sync_semaphore_contended   8 tasks, 2 permits, 100k acquire/release each; ns per op
+//!                              (the three contended rows: every task first waits at a start
+//!                              barrier of all of them, on both sides, so that they run at
+//!                              once; without it weft, which runs a spawned task first, ran
+//!                              each to completion before the next one started)
+//!   sync_select                2 producers send 50k each into their own channel (capacity
+//!                              1024); 1 consumer selects over both until both are closed; ns
+//!                              per message; count 100k and the value sum checked
+//!   sync_rwlock_read_std       sync_rwlock_read, sync_rwlock_write and sync_rwlock_contended
+//!   sync_rwlock_write_std      with std's `Io.RwLock` instead of `weft.sync.RwLock`: both
+//!   sync_rwlock_contended_std  stay measured (issue 6 verifies std's primitives on weft too)
 //!
-//! Tasks are weft fibers (`Group.concurrent`). Each row runs in its own child process and
-//! prints `bench=<row> runtime=weft status=ok ns_per_op=... alloc_bytes=... ops=...
-//! peak_rss_kib=...`. `alloc_bytes` counts bytes allocated through the runtime's allocator in
-//! the timed region (task records of the spawned tasks included; the primitives allocate
-//! nothing). Every row checks what it received: a wrong count prints `status=lost`.
+//! The RwLock rows without `_std` use `weft.sync.RwLock`; the mutex rows use std's
+//! `Io.Mutex` (weft has no Mutex of its own, see src/sync/root.zig).
 //!
-//! Usage: bench-sync [--io weft|threaded|both] [--row NAME] (default: weft, every row).
+//! Every row runs with 1 and with 2 executors (`executors=`), as Tokio's peer runs on its
+//! current_thread runtime and on the multi_thread one with 2 workers. Tasks are weft fibers
+//! (`Group.concurrent`), which the executors steal from each other; rows with several tasks
+//! report `threads_used=`, how many OS threads ran their tasks (sampled every 1024
+//! operations), so a 2-executor line shows whether the contention really crossed threads.
+//!
+//! Each row runs in its own child process and prints `bench=<row> runtime=weft executors=<n>
+//! status=ok ns_per_op=... alloc_bytes=... ops=... threads_used=... peak_rss_kib=...`.
+//! `alloc_bytes` counts bytes allocated through the runtime's allocator in the timed region
+//! (task records of the spawned tasks included; the primitives allocate nothing). Every row
+//! checks what it received: a wrong count prints `status=lost`.
+//!
+//! Usage: bench-sync [--io weft|threaded|both] [--row NAME] [--executors N]
+//! (default: weft, every row, 1 and 2 executors; bench/sync_compare.sh puts them next to
+//! Tokio's).
 const std = @import("std");
 const Io = std.Io;
 const weft = @import("weft");
@@ -59,7 +80,14 @@ const Row = enum {
     sync_mutex_contended,
     sync_rwlock_contended,
     sync_semaphore_contended,
+    sync_select,
+    sync_rwlock_read_std,
+    sync_rwlock_write_std,
+    sync_rwlock_contended_std,
 };
+
+/// The executor counts every row runs with (Tokio's peer: current_thread, multi_thread 2).
+const executor_counts = [_]usize{ 1, 2 };
 
 /// Rows whose primitive weft does not have yet, with the reason printed.
 fn skipReason(row: Row) ?[]const u8 {
@@ -72,6 +100,34 @@ const Result = struct {
     ns_per_op: f64,
     alloc_bytes: u64,
     ops: u64,
+    /// OS threads seen running the row's tasks (1 for the single-task rows).
+    threads_used: u64 = 1,
+};
+
+/// Which OS threads ran a row's tasks: each task notes its thread every `spread_every`
+/// operations, outside the lock or channel it measures. The thread id comes from a syscall, not
+/// a thread-local (whose address the compiler may hoist out of a loop, while a fiber can
+/// resume on another thread after any park).
+const Spread = struct {
+    threads: [threads_max]std.atomic.Value(i32) = @splat(.init(0)),
+
+    const threads_max = 8;
+    const spread_every = 1024;
+
+    fn note(spread: *Spread, i: usize) void {
+        if (i % spread_every != 0) return;
+        const tid: i32 = @intCast(std.os.linux.gettid());
+        for (&spread.threads) |*slot| {
+            const seen = slot.cmpxchgStrong(0, tid, .monotonic, .monotonic) orelse return;
+            if (seen == tid) return;
+        }
+    }
+
+    fn count(spread: *const Spread) u64 {
+        var used: u64 = 0;
+        for (&spread.threads) |*slot| used += @intFromBool(slot.load(.monotonic) != 0);
+        return used;
+    }
 };
 
 const RunError = error{LostMessages} || Io.Cancelable || Io.ConcurrentError ||
@@ -154,8 +210,10 @@ const Timer = struct {
 fn run(io: Io, gpa: std.mem.Allocator, counter: *CountingAllocator, row: Row) RunError!Result {
     return switch (row) {
         .sync_mutex_uncontended => mutexUncontended(io, counter),
-        .sync_rwlock_read => rwlockSingle(io, counter, .read),
-        .sync_rwlock_write => rwlockSingle(io, counter, .write),
+        .sync_rwlock_read => rwlockSingle(sync.RwLock, io, counter, .read),
+        .sync_rwlock_write => rwlockSingle(sync.RwLock, io, counter, .write),
+        .sync_rwlock_read_std => rwlockSingle(Io.RwLock, io, counter, .read),
+        .sync_rwlock_write_std => rwlockSingle(Io.RwLock, io, counter, .write),
         .sync_semaphore_uncontended => semaphoreUncontended(io, counter),
         .sync_oncecell_get => oncecellGet(io, counter),
         .sync_oncecell_set => oncecellSet(io, counter),
@@ -169,8 +227,10 @@ fn run(io: Io, gpa: std.mem.Allocator, counter: *CountingAllocator, row: Row) Ru
         .sync_watch => watchRow(io, counter),
         .sync_mpmc => mpmc(io, counter),
         .sync_mutex_contended => mutexContended(io, counter),
-        .sync_rwlock_contended => rwlockContended(io, counter),
+        .sync_rwlock_contended => rwlockContended(sync.RwLock, io, counter),
+        .sync_rwlock_contended_std => rwlockContended(Io.RwLock, io, counter),
         .sync_semaphore_contended => semaphoreContended(io, counter),
+        .sync_select => selectRow(io, counter),
     };
 }
 
@@ -190,8 +250,14 @@ fn mutexUncontended(io: Io, counter: *CountingAllocator) RunError!Result {
     return result;
 }
 
-fn rwlockSingle(io: Io, counter: *CountingAllocator, mode: enum { read, write }) RunError!Result {
-    var lock: Io.RwLock = .init;
+/// `Lock` is `weft.sync.RwLock` or `std.Io.RwLock` (the same method names).
+fn rwlockSingle(
+    comptime Lock: type,
+    io: Io,
+    counter: *CountingAllocator,
+    mode: enum { read, write },
+) RunError!Result {
+    var lock: Lock = .init;
     var value: u64 = 0;
     const timer: Timer = .start(counter);
     for (0..million) |_| switch (mode) {
@@ -277,8 +343,10 @@ fn barrierParty(
     io: Io,
     barrier: *sync.Barrier,
     leaders: *std.atomic.Value(u64),
+    spread: *Spread,
 ) Io.Cancelable!void {
-    for (0..barrier_generations) |_| {
+    for (0..barrier_generations) |i| {
+        spread.note(i);
         if (try barrier.wait(io)) _ = leaders.fetchAdd(1, .monotonic);
     }
 }
@@ -286,12 +354,14 @@ fn barrierParty(
 fn barrierRow(io: Io, counter: *CountingAllocator) RunError!Result {
     var barrier: sync.Barrier = .init(4);
     var leaders: std.atomic.Value(u64) = .init(0);
+    var spread: Spread = .{};
     var group: Io.Group = .init;
     defer group.cancel(io);
     const timer: Timer = .start(counter);
-    for (0..4) |_| try group.concurrent(io, barrierParty, .{ io, &barrier, &leaders });
+    for (0..4) |_| try group.concurrent(io, barrierParty, .{ io, &barrier, &leaders, &spread });
     try group.await(io);
-    const result = timer.finish(barrier_generations);
+    var result = timer.finish(barrier_generations);
+    result.threads_used = spread.count();
     if (leaders.load(.monotonic) != barrier_generations) return error.LostMessages;
     return result;
 }
@@ -324,16 +394,29 @@ fn channelFill(
 
 const rounds = 100_000;
 
-fn pinger(io: Io, ping: *sync.Channel(u64), pong: *sync.Channel(u64), ok: *u64) Io.Cancelable!void {
+fn pinger(
+    io: Io,
+    ping: *sync.Channel(u64),
+    pong: *sync.Channel(u64),
+    ok: *u64,
+    spread: *Spread,
+) Io.Cancelable!void {
     for (0..rounds) |i| {
+        spread.note(i);
         send(io, ping, i) catch return;
         const reply = pong.recv(io) catch return;
         if (reply == i + 1) ok.* += 1;
     }
 }
 
-fn ponger(io: Io, ping: *sync.Channel(u64), pong: *sync.Channel(u64)) Io.Cancelable!void {
-    for (0..rounds) |_| {
+fn ponger(
+    io: Io,
+    ping: *sync.Channel(u64),
+    pong: *sync.Channel(u64),
+    spread: *Spread,
+) Io.Cancelable!void {
+    for (0..rounds) |i| {
+        spread.note(i);
         const value = ping.recv(io) catch return;
         send(io, pong, value + 1) catch return;
     }
@@ -352,13 +435,15 @@ fn roundtrip(io: Io, counter: *CountingAllocator) RunError!Result {
     var ping: sync.Channel(u64) = .init(&ping_buffer);
     var pong: sync.Channel(u64) = .init(&pong_buffer);
     var ok: u64 = 0;
+    var spread: Spread = .{};
     var group: Io.Group = .init;
     defer group.cancel(io);
     const timer: Timer = .start(counter);
-    try group.concurrent(io, ponger, .{ io, &ping, &pong });
-    try group.concurrent(io, pinger, .{ io, &ping, &pong, &ok });
+    try group.concurrent(io, ponger, .{ io, &ping, &pong, &spread });
+    try group.concurrent(io, pinger, .{ io, &ping, &pong, &ok, &spread });
     try group.await(io);
-    const result = timer.finish(rounds);
+    var result = timer.finish(rounds);
+    result.threads_used = spread.count();
     if (ok != rounds) return error.LostMessages;
     return result;
 }
@@ -386,12 +471,14 @@ fn broadcastReceiver(
     subscription: sync.Broadcast(u64).Receiver,
     progress: *std.atomic.Value(u64),
     tally: *Tally,
+    spread: *Spread,
 ) Io.Cancelable!void {
     var receiver = subscription;
     var count: u64 = 0;
     var sum: u64 = 0;
     while (receiver.recv(io)) |received| switch (received) {
         .value => |value| {
+            spread.note(count);
             count += 1;
             sum += value;
             progress.store(count, .monotonic);
@@ -437,6 +524,7 @@ fn broadcastRow(io: Io, counter: *CountingAllocator) RunError!Result {
     var broadcast: sync.Broadcast(u64) = .init(&ring);
     var progress: [broadcast_receivers]std.atomic.Value(u64) = @splat(.init(0));
     var tally: Tally = .{};
+    var spread: Spread = .{};
     var receivers: Io.Group = .init;
     defer receivers.cancel(io);
     var sender: Io.Group = .init;
@@ -447,11 +535,13 @@ fn broadcastRow(io: Io, counter: *CountingAllocator) RunError!Result {
         broadcast.subscribe(),
         p,
         &tally,
+        &spread,
     });
     try sender.concurrent(io, broadcastSender, .{ io, &broadcast, &progress });
     try sender.await(io);
     try receivers.await(io);
-    const result = timer.finish(broadcast_messages);
+    var result = timer.finish(broadcast_messages);
+    result.threads_used = spread.count();
     const total = broadcast_receivers * broadcast_messages;
     if (tally.count.load(.monotonic) != total) return error.LostMessages;
     const sum_below = broadcast_messages * (broadcast_messages - 1) / 2;
@@ -484,14 +574,23 @@ const Tally = struct {
     sum: std.atomic.Value(u64) = .init(0),
 };
 
-fn mpmcProducer(io: Io, channel: *sync.Channel(u64), id: u64) Io.Cancelable!void {
-    for (0..mpmc_per_producer) |i| try send(io, channel, id * mpmc_per_producer + i);
+fn mpmcProducer(io: Io, channel: *sync.Channel(u64), id: u64, spread: *Spread) Io.Cancelable!void {
+    for (0..mpmc_per_producer) |i| {
+        spread.note(i);
+        try send(io, channel, id * mpmc_per_producer + i);
+    }
 }
 
-fn mpmcConsumer(io: Io, channel: *sync.Channel(u64), tally: *Tally) Io.Cancelable!void {
+fn mpmcConsumer(
+    io: Io,
+    channel: *sync.Channel(u64),
+    tally: *Tally,
+    spread: *Spread,
+) Io.Cancelable!void {
     var count: u64 = 0;
     var sum: u64 = 0;
     while (channel.recv(io)) |value| {
+        spread.note(count);
         count += 1;
         sum += value;
     } else |err| switch (err) {
@@ -506,25 +605,37 @@ fn mpmc(io: Io, counter: *CountingAllocator) RunError!Result {
     var buffer: [1000]u64 = undefined;
     var channel: sync.Channel(u64) = .init(&buffer);
     var tally: Tally = .{};
+    var spread: Spread = .{};
     var consumers: Io.Group = .init;
     defer consumers.cancel(io);
     var producers: Io.Group = .init;
     defer producers.cancel(io);
     const timer: Timer = .start(counter);
-    for (0..4) |_| try consumers.concurrent(io, mpmcConsumer, .{ io, &channel, &tally });
-    for (0..4) |id| try producers.concurrent(io, mpmcProducer, .{ io, &channel, @as(u64, id) });
+    for (0..4) |_| try consumers.concurrent(io, mpmcConsumer, .{ io, &channel, &tally, &spread });
+    for (0..4) |id| {
+        try producers.concurrent(io, mpmcProducer, .{ io, &channel, @as(u64, id), &spread });
+    }
     try producers.await(io);
     channel.close(io);
     try consumers.await(io);
     const total = 4 * mpmc_per_producer;
-    const result = timer.finish(total);
+    var result = timer.finish(total);
+    result.threads_used = spread.count();
     if (tally.count.load(.monotonic) != total) return error.LostMessages;
     if (tally.sum.load(.monotonic) != total * (total - 1) / 2) return error.LostMessages;
     return result;
 }
 
-fn mutexWorker(io: Io, mutex: *Io.Mutex, value: *u64) Io.Cancelable!void {
-    for (0..250_000) |_| {
+fn mutexWorker(
+    io: Io,
+    mutex: *Io.Mutex,
+    value: *u64,
+    gate: *sync.Barrier,
+    spread: *Spread,
+) Io.Cancelable!void {
+    _ = try gate.wait(io);
+    for (0..250_000) |i| {
+        spread.note(i);
         try mutex.lock(io);
         value.* += 1;
         mutex.unlock(io);
@@ -534,47 +645,66 @@ fn mutexWorker(io: Io, mutex: *Io.Mutex, value: *u64) Io.Cancelable!void {
 fn mutexContended(io: Io, counter: *CountingAllocator) RunError!Result {
     var mutex: Io.Mutex = .init;
     var value: u64 = 0;
+    var spread: Spread = .{};
     var group: Io.Group = .init;
     defer group.cancel(io);
     const timer: Timer = .start(counter);
-    for (0..4) |_| try group.concurrent(io, mutexWorker, .{ io, &mutex, &value });
+    var gate: sync.Barrier = .init(4);
+    for (0..4) |_| {
+        try group.concurrent(io, mutexWorker, .{ io, &mutex, &value, &gate, &spread });
+    }
     try group.await(io);
-    const result = timer.finish(million);
+    var result = timer.finish(million);
+    result.threads_used = spread.count();
     if (value != million) return error.LostMessages;
     return result;
 }
 
-fn rwWorker(
-    io: Io,
-    lock: *Io.RwLock,
-    value: *u64,
-    reads: *std.atomic.Value(u64),
-    writer: bool,
-) Io.Cancelable!void {
-    for (0..100_000) |_| {
-        if (writer) {
-            try lock.lock(io);
-            value.* += 1;
-            lock.unlock(io);
-        } else {
-            try lock.lockShared(io);
-            std.mem.doNotOptimizeAway(value.*);
-            lock.unlockShared(io);
-            _ = reads.fetchAdd(1, .monotonic);
+/// The contended row's task, for `Lock` = `weft.sync.RwLock` or `std.Io.RwLock`.
+fn RwWorker(comptime Lock: type) type {
+    return struct {
+        fn run(
+            io: Io,
+            lock: *Lock,
+            value: *u64,
+            reads: *std.atomic.Value(u64),
+            writer: bool,
+            gate: *sync.Barrier,
+            spread: *Spread,
+        ) Io.Cancelable!void {
+            _ = try gate.wait(io);
+            for (0..100_000) |i| {
+                spread.note(i);
+                if (writer) {
+                    try lock.lock(io);
+                    value.* += 1;
+                    lock.unlock(io);
+                } else {
+                    try lock.lockShared(io);
+                    std.mem.doNotOptimizeAway(value.*);
+                    lock.unlockShared(io);
+                    _ = reads.fetchAdd(1, .monotonic);
+                }
+            }
         }
-    }
+    };
 }
 
-fn rwlockContended(io: Io, counter: *CountingAllocator) RunError!Result {
-    var lock: Io.RwLock = .init;
+fn rwlockContended(comptime Lock: type, io: Io, counter: *CountingAllocator) RunError!Result {
+    var lock: Lock = .init;
     var value: u64 = 0;
     var reads: std.atomic.Value(u64) = .init(0);
+    var spread: Spread = .{};
     var group: Io.Group = .init;
     defer group.cancel(io);
     const timer: Timer = .start(counter);
-    for (0..6) |i| try group.concurrent(io, rwWorker, .{ io, &lock, &value, &reads, i < 2 });
+    var gate: sync.Barrier = .init(6);
+    for (0..6) |i| try group.concurrent(io, RwWorker(Lock).run, .{
+        io, &lock, &value, &reads, i < 2, &gate, &spread,
+    });
     try group.await(io);
-    const result = timer.finish(6 * 100_000);
+    var result = timer.finish(6 * 100_000);
+    result.threads_used = spread.count();
     if (value != 2 * 100_000 or reads.load(.monotonic) != 4 * 100_000) return error.LostMessages;
     return result;
 }
@@ -583,8 +713,12 @@ fn semaphoreWorker(
     io: Io,
     semaphore: *sync.Semaphore,
     done: *std.atomic.Value(u64),
+    gate: *sync.Barrier,
+    spread: *Spread,
 ) Io.Cancelable!void {
-    for (0..100_000) |_| {
+    _ = try gate.wait(io);
+    for (0..100_000) |i| {
+        spread.note(i);
         try semaphore.acquire(io);
         _ = done.fetchAdd(1, .monotonic);
         semaphore.release(io);
@@ -594,14 +728,86 @@ fn semaphoreWorker(
 fn semaphoreContended(io: Io, counter: *CountingAllocator) RunError!Result {
     var semaphore: sync.Semaphore = .init(2);
     var done: std.atomic.Value(u64) = .init(0);
+    var spread: Spread = .{};
     var group: Io.Group = .init;
     defer group.cancel(io);
     const timer: Timer = .start(counter);
-    for (0..8) |_| try group.concurrent(io, semaphoreWorker, .{ io, &semaphore, &done });
+    var gate: sync.Barrier = .init(8);
+    for (0..8) |_| {
+        try group.concurrent(io, semaphoreWorker, .{ io, &semaphore, &done, &gate, &spread });
+    }
     try group.await(io);
-    const result = timer.finish(8 * 100_000);
+    var result = timer.finish(8 * 100_000);
+    result.threads_used = spread.count();
     if (done.load(.monotonic) != 8 * 100_000) return error.LostMessages;
     if (semaphore.available() != 2) return error.LostMessages;
+    return result;
+}
+
+const select_per_producer = 50_000;
+const select_capacity = 1024;
+
+fn selectProducer(io: Io, channel: *sync.Channel(u64), id: u64, spread: *Spread) Io.Cancelable!void {
+    for (0..select_per_producer) |i| {
+        spread.note(i);
+        try send(io, channel, id * select_per_producer + i);
+    }
+    channel.close(io);
+}
+
+/// Selects over both channels, dropping an arm once its channel is closed and drained.
+fn selectConsumer(
+    io: Io,
+    a: *sync.Channel(u64),
+    b: *sync.Channel(u64),
+    tally: *Tally,
+    spread: *Spread,
+) Io.Cancelable!void {
+    var arm_a: ?*sync.Channel(u64) = a;
+    var arm_b: ?*sync.Channel(u64) = b;
+    var count: u64 = 0;
+    var sum: u64 = 0;
+    while (arm_a != null or arm_b != null) {
+        spread.note(count);
+        const value = switch (try sync.select(io, .{
+            .a = .{ .recv = arm_a },
+            .b = .{ .recv = arm_b },
+        })) {
+            .a => |received| received catch {
+                arm_a = null;
+                continue;
+            },
+            .b => |received| received catch {
+                arm_b = null;
+                continue;
+            },
+        };
+        count += 1;
+        sum += value;
+    }
+    _ = tally.count.fetchAdd(count, .monotonic);
+    _ = tally.sum.fetchAdd(sum, .monotonic);
+}
+
+fn selectRow(io: Io, counter: *CountingAllocator) RunError!Result {
+    var buffer_a: [select_capacity]u64 = undefined;
+    var buffer_b: [select_capacity]u64 = undefined;
+    var a: sync.Channel(u64) = .init(&buffer_a);
+    var b: sync.Channel(u64) = .init(&buffer_b);
+    var tally: Tally = .{};
+    var spread: Spread = .{};
+    var group: Io.Group = .init;
+    defer group.cancel(io);
+    const timer: Timer = .start(counter);
+    try group.concurrent(io, selectConsumer, .{ io, &a, &b, &tally, &spread });
+    try group.concurrent(io, selectProducer, .{ io, &a, @as(u64, 0), &spread });
+    try group.concurrent(io, selectProducer, .{ io, &b, @as(u64, 1), &spread });
+    try group.await(io);
+    const total = 2 * select_per_producer;
+    var result = timer.finish(total);
+    result.threads_used = spread.count();
+    if (tally.count.load(.monotonic) != total) return error.LostMessages;
+    if (tally.sum.load(.monotonic) != total * (total - 1) / 2) return error.LostMessages;
     return result;
 }
 
@@ -629,14 +835,24 @@ fn fail(out: *std.Io.Writer, err: anyerror) noreturn {
 }
 
 /// Parent: one child per row, one line per row (`bench=<row> runtime=<io> status=...`).
-fn report(session: *harness.Session, row: Row, kind: harness.IoKind) !void {
+/// `executors` is null for std.Io.Threaded (it has no such setting).
+fn report(session: *harness.Session, row: Row, kind: harness.IoKind, executors: ?usize) !void {
     const name = @tagName(row);
     const runtime = try session.word("runtime", kind);
-    if (skipReason(row)) |reason| return session.skip(name, &.{runtime}, reason);
+    const executors_word = if (executors) |n| try session.word("executors", n) else "";
+    const config: []const []const u8 = if (executors != null)
+        &.{ runtime, executors_word }
+    else
+        &.{runtime};
+    if (skipReason(row)) |reason| return session.skip(name, config, reason);
     const row_word = try session.word("row", name);
-    const outcome = try session.measure(&.{ runtime, row_word }, timeout_ns);
+    const outcome = if (executors != null)
+        try session.measure(&.{ runtime, executors_word, row_word }, timeout_ns)
+    else
+        try session.measure(&.{ runtime, row_word }, timeout_ns);
     const out = session.out;
-    try out.print("bench={s} {s}", .{ name, runtime });
+    try out.print("bench={s}", .{name});
+    for (config) |word| try out.print(" {s}", .{word});
     switch (outcome.end) {
         .exited => |code| if (code == 0) {
             try out.print(" status=ok {s}", .{std.mem.trim(u8, outcome.stdout, " \n")});
@@ -670,10 +886,18 @@ pub fn main(init: std.process.Init) !void {
         std.meta.stringToEnum(Row, name) orelse return error.InvalidArgs
     else
         null;
+    const executors_only: ?usize = if (harness.flagValue(args, "--executors")) |text|
+        std.fmt.parseInt(usize, text, 10) catch return error.InvalidArgs
+    else
+        null;
     for (try harness.ioKinds(args, &.{.weft})) |kind| {
-        for (std.enums.values(Row)) |row| {
-            if (only != null and only.? != row) continue;
-            try report(&session, row, kind);
+        for (executor_counts) |executors| {
+            if (executors_only != null and executors_only.? != executors) continue;
+            for (std.enums.values(Row)) |row| {
+                if (only != null and only.? != row) continue;
+                try report(&session, row, kind, if (kind == .weft) executors else null);
+            }
+            if (kind == .threaded) break; // one pass: Threaded has no executor count
         }
     }
 }

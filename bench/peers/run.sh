@@ -226,12 +226,13 @@ scenario_sync() {
     done
 }
 scenario_lane() {
-    local path
-    for path in 0 1; do
-        run_one lane_roundtrip tokio-ct 60 "$bin/peer-tokio" lane_roundtrip --error "$path" --threads 1
+    # The rows of bench/lane.zig, on a multi_thread runtime of one worker per CPU (bench/lanes.sh
+    # runs them next to weft's and prints the table).
+    local row
+    for row in roundtrip_ok roundtrip_error sequential concurrent contention_10 contention_100 \
+        contention_1000; do
+        run_one "lane_$row" "tokio-mt$(nproc)" 120 "$bin/peer-tokio" "lane_$row" --threads "$(nproc)"
     done
-    run_one lane_sequential tokio-ct 60 "$bin/peer-tokio" lane_sequential --threads 1
-    run_one lane_concurrent tokio-ct 60 "$bin/peer-tokio" lane_concurrent --threads 1
 }
 scenario_echo() {
     serve_and_measure echo tokio-ct "$bin/peer-tokio" echo_server --port '{port}' --threads 1

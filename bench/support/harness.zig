@@ -40,8 +40,9 @@ pub fn Backend(comptime weft: type) type {
 
         const Self = @This();
 
-        /// Builds the runtime named by `runtime=`. For weft, `executors=` and `stack=` (unless
-        /// `default`) override the defaults of `weft.Runtime.Options`. Threaded always runs with
+        /// Builds the runtime named by `runtime=`. For weft, `executors=`, `cpu_threads=` (the
+        /// CPU lane of `Runtime.compute`) and `stack=` (unless `default`) override the defaults
+        /// of `weft.Runtime.Options`. Threaded always runs with
         /// its defaults, as a program using `std.process.Init.io` would.
         pub fn init(gpa: std.mem.Allocator, config: Config) !Self {
             switch (try config.enumValue(IoKind, "runtime")) {
@@ -50,6 +51,9 @@ pub fn Backend(comptime weft: type) type {
                     var options: weft.Runtime.Options = .{};
                     if (config.get("executors") != null) {
                         options.executors = try config.int(usize, "executors");
+                    }
+                    if (config.get("cpu_threads") != null) {
+                        options.cpu.threads = try config.int(u32, "cpu_threads");
                     }
                     // `stack=default` is accepted so that result lines always name the mode.
                     const stack = config.get("stack") orelse "default";
@@ -126,6 +130,8 @@ pub const Config = struct {
 
 /// Child side of a measurement. `measure(io, config)` runs the scenario on the Io named by the
 /// config and returns a struct of integer or float fields; they are printed as `name=value`.
+/// A `measure(io, config, backend)` also gets the `*Backend(weft)`, for scenarios that call
+/// the runtime itself (`Runtime.compute`).
 /// On error the child prints `error=<name>` and exits with status 1, so that the parent can
 /// show which error the runtime returned.
 pub fn childMain(
@@ -145,7 +151,12 @@ pub fn childMain(
     const out = &stdout.interface;
 
     var backend = Backend(weft).init(init.gpa, config) catch |err| return fail(out, err);
-    const result = measure(backend.io(), config) catch |err| return fail(out, err);
+    const takes_backend = @typeInfo(@TypeOf(measure)).@"fn".params.len == 3;
+    const measured = if (takes_backend)
+        measure(backend.io(), config, &backend)
+    else
+        measure(backend.io(), config);
+    const result = measured catch |err| return fail(out, err);
     // Printed before `deinit`, so that a runtime that hangs on shutdown still reports.
     try writeFields(out, result);
     try out.writeByte('\n');

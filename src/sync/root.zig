@@ -19,19 +19,18 @@
 //! work on weft unchanged (they are built on the same futex) and are tested under contention
 //! in src/testing/sync_test.zig.
 //!
-//! No Mutex, Event or RwLock of weft's own, for now, by measurement (bench/sync.zig, one
-//! executor, ReleaseFast): std's `Io.Mutex` costs one CAS to lock and one swap to unlock
-//! (sync_mutex_uncontended 10.3 ns in docs/BENCHMARKS.md's run, where Tokio's best is 37.1),
-//! and `Io.Event` one swap to set and one load to check: those are the floor for a futex lock
-//! and flag, and their contended paths already park the fiber through weft's futex table, so a
-//! specialised copy could only match them (sync_mutex_contended: 12.4 ns against 124.7).
-//! `Io.RwLock` is where one would pay: its write lock is five locked operations (an add, the
-//! inner mutex's CAS, another add; an and plus the mutex swap to unlock), 26.7 ns against
-//! 10.3 for the mutex in the same run (54.1 against 19.5 in a single run on a loaded machine
-//! for issue 6); a one-word reader/writer state on a `WaitQueue`, as `Semaphore` has, would
-//! bring writes to the mutex's two operations. Left for a later change: std's is already
-//! 1.6x ahead of Tokio on that row, and contention across executors (where direct hand-off
-//! and FIFO order would matter) can only be measured once the multi-threaded scheduler lands.
+//! `RwLock` is weft's own: std's `Io.RwLock` write lock is five locked operations (an add,
+//! the inner mutex's CAS, another add; an and plus the mutex swap to unlock), 26.7 ns against
+//! 10.3 for the mutex in docs/BENCHMARKS.md's first run; weft's keeps a one-word reader/writer
+//! state on a `WaitQueue`, so a write is one CAS to lock and one to unlock, as a read is, and
+//! waiters are served FIFO with reader batches (see RwLock.zig). bench/sync.zig measures both.
+//!
+//! No Mutex or Event of weft's own, by measurement (bench/sync.zig, ReleaseFast): std's
+//! `Io.Mutex` costs one CAS to lock and one swap to unlock (sync_mutex_uncontended 10.3 ns in
+//! docs/BENCHMARKS.md's run, where Tokio's best is 37.1), and `Io.Event` one swap to set and
+//! one load to check: those are the floor for a futex lock and flag, and their contended paths
+//! already park the fiber through weft's futex table, so a specialised copy could only match
+//! them (sync_mutex_contended: 12.4 ns against 124.7).
 pub const WaitQueue = @import("WaitQueue.zig");
 pub const Notify = @import("Notify.zig");
 pub const Oneshot = @import("oneshot.zig").Oneshot;
@@ -42,6 +41,7 @@ pub const Barrier = @import("Barrier.zig");
 pub const WaitGroup = @import("WaitGroup.zig");
 pub const OnceCell = @import("once_cell.zig").OnceCell;
 pub const Semaphore = @import("Semaphore.zig");
+pub const RwLock = @import("RwLock.zig");
 /// Waits for the first of several channel operations or futures: see select.zig.
 pub const select = select_mod.select;
 pub const selectWith = select_mod.selectWith;
@@ -61,6 +61,7 @@ test {
     _ = WaitGroup;
     _ = @import("once_cell.zig");
     _ = Semaphore;
+    _ = RwLock;
     _ = @import("atomic.zig");
     _ = select_mod;
 }

@@ -1115,6 +1115,213 @@ test "Semaphore: FIFO hand-off; canceled and timed-out acquires hold nothing" {
     }.body);
 }
 
+// ---------------------------------------------------------------------------------- RwLock
+
+/// Who holds an `RwLock` now, checked by every holder: a writer must be alone, a reader must
+/// see no writer, and a reader must never see a half-done write (`value` and `shadow` differ).
+const RwShared = struct {
+    lock: sync.RwLock = .init,
+    value: u64 = 0,
+    shadow: u64 = 0,
+    readers_inside: std.atomic.Value(u32) = .init(0),
+    writers_inside: std.atomic.Value(u32) = .init(0),
+    reads: std.atomic.Value(u64) = .init(0),
+
+    fn write(shared: *RwShared, io: Io, pause: bool) !void {
+        defer shared.lock.unlock(io);
+        if (shared.writers_inside.fetchAdd(1, .monotonic) != 0) return error.TwoWriters;
+        if (shared.readers_inside.load(.monotonic) != 0) return error.WriterWithReaders;
+        shared.value += 1;
+        if (pause) try io.sleep(.fromNanoseconds(1), .awake);
+        shared.shadow += 1;
+        _ = shared.writers_inside.fetchSub(1, .monotonic);
+    }
+
+    fn read(shared: *RwShared, io: Io, pause: bool) !void {
+        defer shared.lock.unlockShared(io);
+        _ = shared.readers_inside.fetchAdd(1, .monotonic);
+        if (shared.writers_inside.load(.monotonic) != 0) return error.ReaderWithWriter;
+        const seen = shared.value;
+        if (pause) try io.sleep(.fromNanoseconds(1), .awake);
+        if (shared.shadow != seen) return error.TornRead;
+        _ = shared.readers_inside.fetchSub(1, .monotonic);
+        _ = shared.reads.fetchAdd(1, .monotonic);
+    }
+};
+
+const rw_ops = 400;
+
+fn rwTask(io: Io, shared: *RwShared, writer: bool) !void {
+    for (0..rw_ops) |i| {
+        const pause = i % 32 == 0;
+        if (writer) {
+            try shared.lock.lock(io);
+            try shared.write(io, pause);
+        } else {
+            try shared.lock.lockShared(io);
+            try shared.read(io, pause);
+        }
+    }
+}
+
+/// An OS thread's share: the uncancelable variants, which block the thread.
+fn rwThread(io: Io, shared: *RwShared, writer: bool, failed: *std.atomic.Value(bool)) void {
+    for (0..rw_ops) |_| {
+        const result = if (writer) blk: {
+            shared.lock.lockUncancelable(io);
+            break :blk shared.write(io, false);
+        } else blk: {
+            shared.lock.lockSharedUncancelable(io);
+            break :blk shared.read(io, false);
+        };
+        result catch failed.store(true, .monotonic);
+    }
+}
+
+test "RwLock: one writer or many readers, never a torn read, across executors and threads" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var shared: RwShared = .{};
+            var failed: std.atomic.Value(bool) = .init(false);
+            var threads: [2]std.Thread = undefined;
+            for (&threads, 0..) |*t, i| {
+                t.* = try std.Thread.spawn(.{}, rwThread, .{ io, &shared, i == 0, &failed });
+            }
+            var futures: [6]FutureOf(rwTask) = undefined;
+            for (&futures, 0..) |*f, i| f.* = try io.concurrent(rwTask, .{ io, &shared, i < 2 });
+            for (&futures) |*f| try f.await(io);
+            for (threads) |t| t.join();
+            try testing.expect(!failed.load(.monotonic));
+            try testing.expectEqual(@as(u64, 3 * rw_ops), shared.value);
+            try testing.expectEqual(@as(u64, 5 * rw_ops), shared.reads.load(.monotonic));
+            try testing.expectEqual(@as(u32, 0), shared.lock.state.load(.monotonic));
+        }
+    }.body);
+}
+
+test "RwLock: works unchanged on std.Io.Threaded" {
+    var threaded: Io.Threaded = .init(testing.allocator, .{});
+    defer threaded.deinit();
+    const io = threaded.io();
+    var shared: RwShared = .{};
+    var failed: std.atomic.Value(bool) = .init(false);
+    var threads: [4]std.Thread = undefined;
+    for (&threads, 0..) |*t, i| {
+        t.* = try std.Thread.spawn(.{}, rwThread, .{ io, &shared, i < 2, &failed });
+    }
+    for (threads) |t| t.join();
+    try testing.expect(!failed.load(.monotonic));
+    try testing.expectEqual(@as(u64, 2 * rw_ops), shared.value);
+    try testing.expectEqual(@as(u32, 0), shared.lock.state.load(.monotonic));
+}
+
+/// Arrival order of the tasks that got the lock, and how many readers are inside together.
+const RwOrder = struct {
+    lock: sync.RwLock = .init,
+    order: [4]u8 = @splat(0),
+    order_len: std.atomic.Value(u32) = .init(0),
+    readers_inside: std.atomic.Value(u32) = .init(0),
+
+    fn note(rw_order: *RwOrder, id: u8) void {
+        rw_order.order[rw_order.order_len.fetchAdd(1, .monotonic)] = id;
+    }
+
+    fn queued(rw_order: *RwOrder, io: Io, count: u32) !void {
+        var polls: u32 = 0;
+        while (true) : (polls += 1) {
+            rw_order.lock.lock_internal.lock();
+            const len = rw_order.lock.waiters.len;
+            rw_order.lock.lock_internal.unlock();
+            if (len == count) return;
+            if (polls == 100_000) return error.StateNeverReached;
+            try io.sleep(.fromMicroseconds(20), .awake);
+        }
+    }
+};
+
+fn rwOrderWriter(io: Io, rw_order: *RwOrder, id: u8) !void {
+    try rw_order.lock.lock(io);
+    defer rw_order.lock.unlock(io);
+    rw_order.note(id);
+}
+
+/// A reader of a batch: it notes itself, then stays inside until both readers are: had the
+/// batch not been admitted together, the second could never enter (`StateNeverReached`).
+fn rwOrderReader(io: Io, rw_order: *RwOrder, id: u8) !void {
+    try rw_order.lock.lockShared(io);
+    defer rw_order.lock.unlockShared(io);
+    rw_order.note(id);
+    _ = rw_order.readers_inside.fetchAdd(1, .monotonic);
+    try waitUntil(io, &rw_order.readers_inside, struct {
+        fn f(inside: *std.atomic.Value(u32)) bool {
+            return inside.load(.monotonic) == 2;
+        }
+    }.f);
+}
+
+test "RwLock: FIFO: a waiting writer holds back later readers, who then enter together" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var rw_order: RwOrder = .{};
+            try rw_order.lock.lockShared(io);
+            var writer = try io.concurrent(rwOrderWriter, .{ io, &rw_order, 1 });
+            try rw_order.queued(io, 1);
+            // A writer waits: readers queue behind it even though readers hold the lock.
+            try testing.expect(!rw_order.lock.tryLockShared());
+            var reader_a = try io.concurrent(rwOrderReader, .{ io, &rw_order, 2 });
+            var reader_b = try io.concurrent(rwOrderReader, .{ io, &rw_order, 3 });
+            try rw_order.queued(io, 3);
+            rw_order.lock.unlockShared(io);
+            try writer.await(io);
+            try reader_a.await(io);
+            try reader_b.await(io);
+            try testing.expectEqual(@as(u8, 1), rw_order.order[0]);
+            try testing.expectEqual(@as(u32, 3), rw_order.order_len.load(.monotonic));
+            try testing.expectEqual(@as(u32, 0), rw_order.lock.state.load(.monotonic));
+        }
+    }.body);
+}
+
+test "RwLock: canceled and timed-out locks hold nothing; readers behind a withdrawn writer enter" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var rw_order: RwOrder = .{};
+            try rw_order.lock.lockShared(io);
+            var writer = try io.concurrent(rwOrderWriter, .{ io, &rw_order, 1 });
+            try rw_order.queued(io, 1);
+            // Both time out behind the writer (a reader too: FIFO), holding nothing.
+            try testing.expectError(error.Timeout, rw_order.lock.lockTimeout(io, timeout_short));
+            try testing.expectError(
+                error.Timeout,
+                rw_order.lock.lockSharedTimeout(io, timeout_short),
+            );
+            var reader = try io.concurrent(rwOrderSolo, .{ io, &rw_order });
+            try rw_order.queued(io, 2);
+            // The writer at the head withdraws: the reader behind it joins the holder.
+            try testing.expectError(error.Canceled, writer.cancel(io));
+            // Polled, not awaited: a lost hand-off fails the test instead of hanging it.
+            try waitUntil(io, &rw_order.order_len, struct {
+                fn f(len: *std.atomic.Value(u32)) bool {
+                    return len.load(.monotonic) == 1;
+                }
+            }.f);
+            try reader.await(io);
+            try testing.expectEqual(@as(u8, 2), rw_order.order[0]); // the reader, not the writer
+            try testing.expectEqual(@as(u32, 1), rw_order.lock.readers());
+            rw_order.lock.unlockShared(io);
+            try testing.expectEqual(@as(u32, 0), rw_order.lock.state.load(.monotonic));
+            try testing.expect(rw_order.lock.tryLock());
+            rw_order.lock.unlock(io);
+        }
+    }.body);
+}
+
+fn rwOrderSolo(io: Io, rw_order: *RwOrder) !void {
+    try rw_order.lock.lockShared(io);
+    rw_order.note(2);
+    rw_order.lock.unlockShared(io);
+}
+
 // ------------------------------------------------------------ std's futex-based primitives
 
 fn rwUser(io: Io, lock: *Io.RwLock, value: *u64, shadow: *u64, writer: bool) !void {

@@ -62,10 +62,12 @@ impl Args {
 }
 
 fn usage() -> String {
-    "usage: peer-tokio <scenario> [--threads N] [flags]\n\
+    format!(
+        "usage: peer-tokio <scenario> [--threads N] [flags]\n\
      scenarios: sleep spawn pingpong yield spawn_tree chain echo_server http_server sync_<row>\n\
-     lane_roundtrip lane_sequential lane_concurrent list"
-        .to_string()
+     lane_<row> (rows: {}) list",
+        lane::ROWS.join(" ")
+    )
 }
 
 /// The result line under construction: config words, then result words.
@@ -207,9 +209,7 @@ fn main() {
         "chain" => basic::chain(&args, threads),
         "echo_server" => net::echo_server(&args, threads),
         "http_server" => net::http_server(&args, threads),
-        "lane_roundtrip" => lane::roundtrip(&args, threads),
-        "lane_sequential" => lane::sequential(&args, threads),
-        "lane_concurrent" => lane::concurrent(&args, threads),
+        row if row.starts_with("lane_") => lane::run(&row["lane_".len()..], &args, threads),
         "list" => {
             for row in sync::ROWS {
                 println!("{}", row.0);

@@ -105,6 +105,7 @@ pub static ROWS: &[RowEntry] = &[
     ("sync_semaphore_contended", || {
         Box::pin(semaphore_contended())
     }),
+    ("sync_select", || Box::pin(select_row())),
 ];
 
 pub fn run(row: &RowEntry, threads: usize) -> ! {
@@ -474,15 +475,19 @@ async fn mpmc() -> Outcome {
 }
 
 /// Row 16: Four tasks each 250k × (lock, increment, unlock) of one Mutex; the counter must be 1M.
+/// In the three contended rows every task first waits at a start barrier of all of them, as on
+/// weft's side (bench/sync.zig), so that the tasks run at once.
 async fn mutex_contended() -> Outcome {
     const TASKS: u64 = 4;
     const EACH: u64 = 250_000;
     let mutex = Arc::new(Mutex::new(0u64));
+    let gate = Arc::new(Barrier::new(TASKS as usize));
     let timer = Timer::start();
     let handles: Vec<_> = (0..TASKS)
         .map(|_| {
-            let mutex = mutex.clone();
+            let (mutex, gate) = (mutex.clone(), gate.clone());
             tokio::spawn(async move {
+                gate.wait().await;
                 for _ in 0..EACH {
                     *mutex.lock().await += 1;
                 }
@@ -506,20 +511,23 @@ async fn rwlock_contended() -> Outcome {
     const READERS: u64 = 4;
     const WRITERS: u64 = 2;
     let lock = Arc::new(RwLock::new(0u64));
+    let gate = Arc::new(Barrier::new((READERS + WRITERS) as usize));
     let timer = Timer::start();
     let mut readers = Vec::new();
     let mut writers = Vec::new();
     for _ in 0..WRITERS {
-        let lock = lock.clone();
+        let (lock, gate) = (lock.clone(), gate.clone());
         writers.push(tokio::spawn(async move {
+            gate.wait().await;
             for _ in 0..HUNDRED_K {
                 *lock.write().await += 1;
             }
         }));
     }
     for _ in 0..READERS {
-        let lock = lock.clone();
+        let (lock, gate) = (lock.clone(), gate.clone());
         readers.push(tokio::spawn(async move {
+            gate.wait().await;
             let (mut ok, mut last) = (0u64, 0u64);
             for _ in 0..HUNDRED_K {
                 let value = *lock.read().await;
@@ -553,11 +561,14 @@ async fn semaphore_contended() -> Outcome {
     let semaphore = Arc::new(Semaphore::new(PERMITS as usize));
     let holders = Arc::new(AtomicU64::new(0));
     let excess = Arc::new(AtomicU64::new(0));
+    let gate = Arc::new(Barrier::new(TASKS as usize));
     let timer = Timer::start();
     let handles: Vec<_> = (0..TASKS)
         .map(|_| {
             let (semaphore, holders, excess) = (semaphore.clone(), holders.clone(), excess.clone());
+            let gate = gate.clone();
             tokio::spawn(async move {
+                gate.wait().await;
                 let mut held = 0u64;
                 for _ in 0..HUNDRED_K {
                     let permit = semaphore.acquire().await.expect("semaphore closed");
@@ -582,6 +593,57 @@ async fn semaphore_contended() -> Outcome {
         .with(&[("tasks", TASKS), ("permits", PERMITS)]);
     if excess.load(Relaxed) > 0 {
         outcome.violation = Some("more_holders_than_permits");
+    }
+    outcome
+}
+
+/// Row 19 (beyond the 18): two producer tasks send 50k each into their own mpsc channel
+/// (capacity 1024); one consumer task `tokio::select!`s over both receivers, disabling a branch
+/// once its channel is closed and drained; one op = one message. Received counts the messages
+/// (100k), and the values must sum up.
+async fn select_row() -> Outcome {
+    const EACH: u64 = 50_000;
+    const CAPACITY: usize = 1024;
+    let (tx_a, mut rx_a) = mpsc::channel::<u64>(CAPACITY);
+    let (tx_b, mut rx_b) = mpsc::channel::<u64>(CAPACITY);
+    let timer = Timer::start();
+    let consumer = tokio::spawn(async move {
+        let (mut count, mut sum) = (0u64, 0u64);
+        let (mut a_open, mut b_open) = (true, true);
+        while a_open || b_open {
+            let received = tokio::select! {
+                value = rx_a.recv(), if a_open => value.or_else(|| { a_open = false; None }),
+                value = rx_b.recv(), if b_open => value.or_else(|| { b_open = false; None }),
+            };
+            if let Some(value) = received {
+                count += 1;
+                sum += value;
+            }
+        }
+        (count, sum)
+    });
+    let producers: Vec<_> = [(0u64, tx_a), (1u64, tx_b)]
+        .into_iter()
+        .map(|(id, tx)| {
+            tokio::spawn(async move {
+                for i in 0..EACH {
+                    tx.send(id * EACH + i).await.expect("consumer alive");
+                }
+                // Dropping tx closes the channel.
+            })
+        })
+        .collect();
+    for producer in producers {
+        producer.await.expect("producer panicked");
+    }
+    let (count, sum) = consumer.await.expect("consumer panicked");
+    let mut outcome = timer.stop(2 * EACH, count, 2 * EACH).with(&[
+        ("producers", 2),
+        ("consumers", 1),
+        ("capacity", CAPACITY as u64),
+    ]);
+    if sum != sum_below(2 * EACH) {
+        outcome.violation = Some("value_sum_mismatch");
     }
     outcome
 }
