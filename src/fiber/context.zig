@@ -3,21 +3,63 @@
 //! A new fiber starts in `entry`, a naked trampoline that passes the address of its start
 //! frame (placed at the top of the fiber's stack) to a normal function. std's switch is an
 //! `asm volatile` that clobbers every register, so the compiler itself saves what is live.
+//!
+//! ## ThreadSanitizer
+//!
+//! In a build with `-fsanitize-thread` (`builtin.sanitize_thread`) every fiber also has a TSan
+//! fiber: TSan keeps a shadow call stack and a vector clock per thread, and without being told
+//! about switches it sees all fibers of a thread as one stack that jumps around. Then a task
+//! that ends leaves its frames on that shadow stack (its last frames never return), which
+//! overflows after some ten thousand tasks and corrupts the runtime's memory, and a task that
+//! migrates to another thread looks like a race with itself. So:
+//! - `prepare` creates a TSan fiber for the new context and keeps its handle in the context and
+//!   in the start frame, on the fiber's own stack, where `finish` finds it once the fiber has
+//!   ended (its owner, such as a `Task`, may be gone by then);
+//! - `switchTo` records the running TSan fiber in `old` (so a thread's own context, such as an
+//!   executor thread's or the main task's, needs no setup) and calls `__tsan_switch_to_fiber`
+//!   right before the switch, as TSan requires, with synchronisation: the switch really
+//!   orders the two fibers, and an executor that took a task from a queue (an acquire made by
+//!   the switching fiber) hands that knowledge on to the task it resumes.
+//! In other builds the handle is `void` and none of this exists.
 const std = @import("std");
 const builtin = @import("builtin");
 const assert = std.debug.assert;
 
-pub const Context = std.Io.fiber.Context;
+const sanitized = builtin.sanitize_thread;
+
+/// TSan's handle of a fiber (its `ThreadState`); nothing outside TSan builds.
+const SanitizerFiber = if (sanitized) ?*anyopaque else void;
+const no_sanitizer_fiber: SanitizerFiber = if (sanitized) null else {};
+
+const tsan = struct {
+    extern fn __tsan_get_current_fiber() *anyopaque;
+    extern fn __tsan_create_fiber(flags: c_uint) *anyopaque;
+    extern fn __tsan_destroy_fiber(fiber: *anyopaque) void;
+    extern fn __tsan_switch_to_fiber(fiber: *anyopaque, flags: c_uint) void;
+};
+
+/// A suspended fiber: its registers, and in TSan builds its TSan fiber.
+pub const Context = struct {
+    registers: std.Io.fiber.Context,
+    sanitizer: SanitizerFiber = no_sanitizer_fiber,
+};
 
 /// Saves the running fiber into `old` and resumes `new`.
 pub inline fn switchTo(old: *Context, new: *Context) void {
-    _ = std.Io.fiber.contextSwitch(&.{ .old = old, .new = new });
+    if (sanitized) {
+        old.sanitizer = tsan.__tsan_get_current_fiber();
+        // Flags 0: a synchronising switch (see the top of the file).
+        tsan.__tsan_switch_to_fiber(new.sanitizer.?, 0);
+    }
+    _ = std.Io.fiber.contextSwitch(&.{ .old = &old.registers, .new = &new.registers });
 }
 
 /// The data a fresh fiber finds at the top of its stack.
 pub const StartFrame = extern struct {
     function: *const fn (argument: *anyopaque) callconv(.c) noreturn,
     argument: *anyopaque,
+    /// The TSan fiber `prepare` created, for `finish` (null outside TSan builds).
+    sanitizer: ?*anyopaque,
 };
 
 const frame_align = 16;
@@ -30,16 +72,38 @@ pub fn prepare(
     function: *const fn (argument: *anyopaque) callconv(.c) noreturn,
     argument: *anyopaque,
 ) void {
-    assert(stack_top % frame_align == 0);
-    const frame_address = std.mem.alignBackward(usize, stack_top - @sizeOf(StartFrame), frame_align);
-    const frame: *StartFrame = @ptrFromInt(frame_address);
-    frame.* = .{ .function = function, .argument = argument };
-    context.* = switch (builtin.cpu.arch) {
+    const frame = startFrame(stack_top);
+    const frame_address = @intFromPtr(frame);
+    const sanitizer: SanitizerFiber = if (sanitized) tsan.__tsan_create_fiber(0) else {};
+    frame.* = .{
+        .function = function,
+        .argument = argument,
+        .sanitizer = if (sanitized) sanitizer else null,
+    };
+    context.sanitizer = sanitizer;
+    context.registers = switch (builtin.cpu.arch) {
         // `entry` is reached by a jump, as if called: the return-address slot sits below the frame.
         .x86_64 => .{ .rsp = frame_address - 8, .rbp = 0, .rip = @intFromPtr(&entry) },
         .aarch64, .riscv64 => .{ .sp = frame_address, .fp = 0, .pc = @intFromPtr(&entry) },
         else => @compileError("weft fibers support x86_64, aarch64 and riscv64"),
     };
+}
+
+/// Releases what `prepare` took for the fiber whose stack ends at `stack_top`, once that fiber
+/// has ended or will never run again (not from the fiber itself). Call it before the stack is
+/// reused: the handle lives in the fiber's start frame.
+pub fn finish(stack_top: usize) void {
+    if (!sanitized) return;
+    const frame = startFrame(stack_top);
+    const fiber = frame.sanitizer.?; // prepared, and finished only once
+    assert(fiber != tsan.__tsan_get_current_fiber());
+    frame.sanitizer = null;
+    tsan.__tsan_destroy_fiber(fiber);
+}
+
+fn startFrame(stack_top: usize) *StartFrame {
+    assert(stack_top % frame_align == 0);
+    return @ptrFromInt(std.mem.alignBackward(usize, stack_top - @sizeOf(StartFrame), frame_align));
 }
 
 fn entry() callconv(.naked) noreturn {
@@ -72,8 +136,8 @@ fn start(frame: *const StartFrame) callconv(.withStackAlign(.c, frame_align)) no
 
 test "context: ping-pong between two fibers" {
     const Pair = struct {
-        main: Context = undefined,
-        fiber: Context = undefined,
+        main: Context = .{ .registers = undefined },
+        fiber: Context = .{ .registers = undefined },
         count: usize = 0,
         fn run(argument: *anyopaque) callconv(.c) noreturn {
             const pair: *@This() = @ptrCast(@alignCast(argument));
@@ -86,7 +150,9 @@ test "context: ping-pong between two fibers" {
     const stack = try std.testing.allocator.alignedAlloc(u8, .@"16", 64 * 1024);
     defer std.testing.allocator.free(stack);
     var pair: Pair = .{};
-    prepare(&pair.fiber, @intFromPtr(stack.ptr) + stack.len, &Pair.run, &pair);
+    const stack_top = @intFromPtr(stack.ptr) + stack.len;
+    prepare(&pair.fiber, stack_top, &Pair.run, &pair);
+    defer finish(stack_top);
     for (0..1000) |i| {
         try std.testing.expectEqual(i, pair.count);
         switchTo(&pair.main, &pair.fiber);

@@ -204,6 +204,9 @@ pub const Job = struct {
     /// The futex word the caller parks on.
     completion: std.atomic.Value(u32) = .init(pending),
 
+    /// Written under the lane's lock only. A job that ran stays `running`: its completion
+    /// word, not its state, tells its caller that it ended; `finished` marks a job that
+    /// `shutdown` failed.
     pub const State = enum { fresh, waiting, queued, running, finished, withdrawn };
 };
 
@@ -471,7 +474,8 @@ fn admitWake(lane: *Lane, admitted: Admitted) ?*Worker {
 /// Parks until `job` (submitted) finished or failed, or withdraws it from the admission line
 /// on cancelation or at `deadline`.
 pub fn wait(lane: *Lane, io: Io, job: *Job, deadline_initial: ?Io.Clock.Timestamp) Error!void {
-    assert(job.state != .fresh);
+    // No assert on `job.state` here: once submitted it belongs to the lane's lock, and a
+    // worker may be writing it right now.
     var deadline = deadline_initial;
     // Poll only when the job can finish within the poll: at most one queued job per worker
     // (ours included) means it is running or next. Further back, every caller of a burst
@@ -638,7 +642,8 @@ fn startJob(lane: *Lane, job: *Job) ?*Worker {
 fn finishJob(lane: *Lane, job: *Job) void {
     assert(job.state == .running);
     job.start(job);
-    job.state = .finished;
+    // `state` stays `running`: it is written under the lock only (`withdraw` reads it there),
+    // and the completion word below is what tells the caller the job ended.
     _ = lane.jobs_run.fetchAdd(1, .monotonic);
     const io = job.io;
     // Release: the result written by `start` is visible to the caller that sees the code.
@@ -689,11 +694,15 @@ pub fn shutdown(lane: *Lane, io: Io, options: ShutdownOptions) Report {
     assert(lane.phase == .open); // shutdown is called once
     lane.phase = .draining;
     lane.shutdown_io = io;
+    // Each failed job leaves `waiting` under the lock: a caller whose wait times out now must
+    // not `withdraw` it from the admission line it is no longer in.
     while (lane.admission.pop()) |job| {
+        job.state = .finished;
         failed.push(job);
         lane.counts.waiters_failed += 1;
     }
     if (options.policy == .cancel) while (lane.queue.pop()) |job| {
+        job.state = .finished;
         failed.push(job);
         lane.counts.jobs_failed += 1;
     };
@@ -733,8 +742,7 @@ pub fn shutdown(lane: *Lane, io: Io, options: ShutdownOptions) Report {
 /// Completes every job of `failed` with `error.ShutdownInProgress`. Without the lock.
 fn failJobs(failed: *JobList) void {
     while (failed.pop()) |job| {
-        assert(job.state == .waiting or job.state == .queued);
-        job.state = .finished;
+        assert(job.state == .finished); // set by `shutdown`, under the lock
         const io = job.io;
         job.completion.store(outcome_failed, .release);
         io.futexWake(u32, &job.completion.raw, 1);

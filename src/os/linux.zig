@@ -36,7 +36,7 @@ pub fn mapAnonymous(len: usize) MapError![*]align(std.heap.page_size_min) u8 {
     // std's flag struct lacks NORESERVE on some architectures (riscv64); the kernel's
     // overcommit heuristic then decides, which only matters for huge stack pools.
     if (@hasField(linux.MAP, "NORESERVE")) flags.NORESERVE = true;
-    const rc = linux.mmap(null, len, .{ .READ = true, .WRITE = true }, flags, -1, 0);
+    const rc = mmapAnonymous(len, flags);
     return switch (errno(rc)) {
         .SUCCESS => @ptrFromInt(rc),
         .NOMEM, .AGAIN => error.SystemResources,
@@ -94,12 +94,35 @@ pub fn adviseGuardBatch(ranges: []const IoVec) error{ Unsupported, SystemResourc
 }
 
 pub fn unmap(memory: []align(std.heap.page_size_min) u8) void {
-    switch (errno(linux.munmap(memory.ptr, memory.len))) {
+    const rc = if (builtin.sanitize_thread)
+        libcResult(std.c.munmap(memory.ptr, memory.len))
+    else
+        linux.munmap(memory.ptr, memory.len);
+    switch (errno(rc)) {
         .SUCCESS => {},
         // munmap only fails for a range we never mapped: a bug in the caller.
         .INVAL => unreachable,
         else => {},
     }
+}
+
+/// Under ThreadSanitizer, memory is mapped and unmapped through libc, whose calls TSan
+/// intercepts to reset its shadow of the range; after a raw syscall the shadow would keep the
+/// history of whatever used those addresses before (a heap block TSan's allocator unmapped,
+/// say), reported as a race with the first writes of a fiber on the new stack.
+fn mmapAnonymous(len: usize, flags: linux.MAP) usize {
+    const prot: linux.PROT = .{ .READ = true, .WRITE = true };
+    if (!builtin.sanitize_thread) return linux.mmap(null, len, prot, flags, -1, 0);
+    const result = std.c.mmap(null, len, prot, flags, -1, 0);
+    if (result == std.c.MAP_FAILED) return libcResult(-1);
+    return @intFromPtr(result);
+}
+
+/// A libc call's result in the raw syscall's convention (-errno on failure), for `errno`.
+fn libcResult(rc: c_int) usize {
+    if (rc != -1) return @intCast(rc);
+    const code: isize = @intFromEnum(std.c.errno(rc));
+    return @bitCast(-code);
 }
 
 /// Reads `/proc/sys/vm/max_map_count`, or returns null when it cannot be read.

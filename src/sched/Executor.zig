@@ -161,7 +161,10 @@ pub fn deinit(executor: *Executor) void {
     assert(executor.inject.isEmpty());
     if (current_executor == executor) current_executor = null;
     if (executor.started) executor.loop.deinit();
-    if (executor.idle_stack) |idle_stack| os.unmap(idle_stack);
+    if (executor.idle_stack) |idle_stack| {
+        context.finish(@intFromPtr(idle_stack.ptr) + idle_stack.len);
+        os.unmap(idle_stack);
+    }
     executor.timers.deinit();
     executor.stacks.deinit();
     executor.* = undefined;
@@ -441,6 +444,7 @@ fn landed(executor: *Executor) void {
 fn releaseZombie(executor: *Executor) void {
     const stack = executor.zombie_stack orelse return;
     executor.zombie_stack = null;
+    context.finish(stack.top());
     executor.stacks.release(stack);
     // A task that found no stack takes the one just freed, here.
     if (executor.scheduler.popStarved()) |task| executor.scheduler.makeReady(task);

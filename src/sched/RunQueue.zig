@@ -21,8 +21,13 @@
 //! Slots are atomics with relaxed ordering: a thief may read a slot that the owner is
 //! rewriting after a wrap-around, and then its CAS fails; the atomic access makes that read
 //! well defined instead of a data race.
+//!
+//! The atomics go through the shim (`sync/atomic.zig`, std's own type outside tests), so that
+//! the interleaving checker can run owner and thieves step by step: see the RunQueue scenario
+//! in testing/InterleavingChecker.zig.
 const std = @import("std");
 const assert = std.debug.assert;
+const atomic = @import("../sync/atomic.zig");
 
 pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
     comptime assert(std.math.isPowerOfTwo(capacity));
@@ -32,12 +37,12 @@ pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
         pub const len_max = capacity;
 
         /// Index of the oldest task; advanced by the owner's pop and by thieves (CAS).
-        /// `Head`: the index (low half) and the `pushFront` version (high half).
-        head: std.atomic.Value(u64) align(std.atomic.cache_line) = .init(0),
+        /// The index (low half) and the `pushFront` version (high half).
+        head: atomic.Value(u64) align(std.atomic.cache_line) = .init(0),
         /// One past the newest task; written by the owner only. On its own cache line: thieves
         /// read it, the owner writes it on every push.
-        tail: std.atomic.Value(u32) align(std.atomic.cache_line) = .init(0),
-        slots: [capacity]std.atomic.Value(?*T) = @splat(.init(null)),
+        tail: atomic.Value(u32) align(std.atomic.cache_line) = .init(0),
+        slots: [capacity]atomic.Value(?*T) = @splat(.init(null)),
 
         /// Tasks queued, as seen by any thread (a snapshot: both ends move).
         pub fn len(queue: *const Self) u32 {

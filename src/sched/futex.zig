@@ -103,10 +103,9 @@ fn waitTask(
 
     while (true) {
         task.park();
-        // Fast path: dequeued by `wake`, which cleared `linked` before waking us (its wake
-        // orders that store before our resumption). Checked without the bucket lock; if the
-        // waker has yet to call our `wake`, that call lands later as a stale wake, which every
-        // wait tolerates.
+        // Fast path: dequeued by `wake`, which woke us and then cleared `linked` as its last
+        // touch of our node and task (release; see `wake`). Checked without the bucket lock:
+        // seen false, nobody touches the task any more, and it may return and end.
         if (!@atomicLoad(bool, &node.linked, .acquire)) return;
         bucket.mutex.lock();
         if (!node.linked) {
@@ -162,10 +161,25 @@ pub fn wake(ptr: *const u32, waiters_max: u32) void {
         if (woken == waiters_max) break;
         cursor = node.next;
         if (node.address != address) continue;
-        bucket.unlink(node);
-        // Woken under the lock: the waiter rechecks `linked` under it, so it cannot have
-        // left (and reused its node) before this wake lands.
-        node.waiter.wake();
+        // Each kind of waiter gets our last touch of its node at the moment it may leave.
+        // A task: wake, then unlink, whose release store of `linked = false` is the last
+        // touch: a task resumed by something else meanwhile (its timer, a cancel) that saw
+        // `linked` already false on its lock-free fast path could return, end and be freed
+        // while we still called `wake` on it (found by the TSan build: `destroyTask` freeing
+        // what this loop read). Woken first, it sees `linked` true and waits for our lock.
+        // A thread: unlink, then wake, the last touch: it returns as soon as it is woken,
+        // and its node lives on its stack.
+        switch (node.waiter) {
+            .task => {
+                node.waiter.wake();
+                bucket.unlink(node);
+            },
+            .thread, .callback => {
+                const waiter = node.waiter;
+                bucket.unlink(node);
+                waiter.wake();
+            },
+        }
         woken += 1;
     }
 }

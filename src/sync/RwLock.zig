@@ -291,9 +291,12 @@ fn grant(rw: *RwLock, io: Io, wakes: *Wakes) void {
             },
         }
         assert(rw.waiters.pop() == node);
+        // Read before the hand-off: once completed, the waiter may return and its node (on
+        // its stack) be gone; only the word's address is used after (found by the TSan build).
+        const mode = waiter.mode;
         node.complete(handed);
         wakes.add(io, &node.state.raw);
-        if (waiter.mode == .exclusive) break; // a writer goes alone
+        if (mode == .exclusive) break; // a writer goes alone
     }
     if (rw.waiters.isEmpty()) {
         const before = rw.state.fetchAnd(~queued, .monotonic);

@@ -1,5 +1,6 @@
 //! Behaviour of the std.Io task core on weft, written against std.Io only.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
@@ -392,6 +393,9 @@ test "Runtime: std Queue with several producers loses nothing" {
 }
 
 test "Runtime: timers fire in deadline order" {
+    // The timers are 2 ms apart and start as their tasks are spawned: under ThreadSanitizer
+    // spawning five tasks takes longer than that, so the order says nothing there.
+    if (builtin.sanitize_thread) return error.SkipZigTest;
     try withOneExecutor(struct {
         fn order(io: Io, delay_ms: u32, log: *std.ArrayList(u32), mutex: *Io.Mutex) Io.Cancelable!void {
             try io.sleep(.fromMilliseconds(delay_ms), .awake);

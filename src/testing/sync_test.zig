@@ -1,6 +1,7 @@
 //! Behaviour of weft.sync (and of std's futex-based primitives) on weft: tasks, foreign OS
 //! threads, cancelation and timeouts. No timed assertions: tests wait for states, not for time.
 const std = @import("std");
+const assert = std.debug.assert;
 const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
@@ -39,7 +40,11 @@ fn notifyWaiter(
     id: u32,
 ) Io.Cancelable!void {
     try notify.wait(io);
-    order.appendAssumeCapacity(id);
+    // Waiters woken together (`notifyAll`) run on several executors at once: claim a slot
+    // atomically (a plain append was a data race, found by the TSan build).
+    const slot = @atomicRmw(usize, &order.items.len, .Add, 1, .monotonic);
+    assert(slot < order.capacity);
+    order.items.ptr[slot] = id;
 }
 
 test "Notify: notifyOne wakes waiters one at a time, oldest first" {
