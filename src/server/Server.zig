@@ -71,9 +71,11 @@ pub const Shape = union(enum) {
 
 /// How the workers of `.threaded` get their connections.
 ///
-/// Measured on the 2-core test machine with `bench/threaded_listeners.sh` (weft-serve
-/// threaded 2, `wrk -t1 -c50 -d5s` keep-alive, and `ab -c50` with a new connection per
-/// request; numbers in docs/BENCHMARKS.md): see there for the figures behind the default.
+/// The default, `.reuse_port`, had the better keep-alive median over 19 interleaved runs of
+/// `bench/http.sh weft-threaded2 weft-threaded2-shared` on the 2-core test machine (wrk -c50:
+/// 57.6k req/s against 52.4k; ahead on a busy machine, even on a quieter one). `.shared` was
+/// ahead with a connection per request (ab -c50: 14.9k against 12.3k), so a server of short
+/// connections should try it. Every run is in docs/BENCHMARKS.md.
 pub const Listeners = enum {
     /// One `SO_REUSEPORT` listener per worker: the kernel hashes each new connection to one
     /// worker's accept queue, so workers never contend on accept; a busy worker still gets
