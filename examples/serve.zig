@@ -11,15 +11,19 @@ const std = @import("std");
 const weft = @import("weft");
 
 const usage =
-    \\usage: weft-serve --mode single|threaded|forked --port PORT [--workers N] [--executors N]
+    \\usage: weft-serve --mode single|threaded|forked --port PORT [--workers N]
+    \\                  [--executors N] [--listeners reuse_port|shared] [--connections N]
     \\
-    \\  --mode       single: one runtime with one listener
-    \\               threaded: N threads, each a runtime with its own SO_REUSEPORT listener
-    \\               forked: a supervisor and N worker processes sharing one listener
-    \\  --port       TCP port on 127.0.0.1 (0: any free port, printed at start)
-    \\  --workers    threads or processes for threaded/forked (default 2)
-    \\  --executors  executor threads of each worker's runtime (default 1); `--mode single
-    \\               --executors 2` is one runtime whose connections run on 2 threads
+    \\  --mode         single: one runtime on one thread
+    \\                 threaded: N threads, each a runtime
+    \\                 forked: a supervisor and N worker processes sharing one listener
+    \\  --port         TCP port on 127.0.0.1 (0: any free port, printed at start)
+    \\  --workers      threads or processes for threaded/forked (default 2)
+    \\  --executors    executor threads of each worker's runtime (default 1); `--mode single
+    \\                 --executors 2` is one runtime whose connections run on 2 threads
+    \\  --listeners    threaded: one SO_REUSEPORT listener per thread (reuse_port, default)
+    \\                 or one listener they all accept on (shared)
+    \\  --connections  connections each worker serves at once (default 4096)
     \\
 ;
 
@@ -28,7 +32,9 @@ const hello = weft.Server.http.Fixed("Hello World");
 const Args = struct {
     shape: weft.Server.Shape,
     port: u16,
-    executors: usize,
+    executors: usize = 1,
+    listeners: weft.Server.Listeners = .reuse_port,
+    connections_max: u32 = weft.config.server_connections_max_default,
 };
 
 pub fn main(init: std.process.Init) u8 {
@@ -37,11 +43,15 @@ pub fn main(init: std.process.Init) u8 {
         std.debug.print("weft-serve: {t}\n{s}", .{ err, usage });
         return 2;
     };
+    // Every connection is an fd: take all the fds the hard limit allows.
+    const fd_limit = weft.Server.raiseFdLimit();
     // The smp allocator: thread-safe for .threaded, and fork-safe here because the process
     // has one thread when the supervisor forks.
     var server = weft.Server.init(std.heap.smp_allocator, .{
         .address = .{ .ip4 = .loopback(args.port) },
         .shape = args.shape,
+        .listeners = args.listeners,
+        .connections_max = args.connections_max,
         .stop_on_signals = true,
         .runtime = .{ .executors = args.executors },
     }) catch |err| {
@@ -50,8 +60,13 @@ pub fn main(init: std.process.Init) u8 {
     };
     defer server.deinit();
     std.debug.print(
-        "weft-serve: {t} x{d}, {d} executor(s) each, pid {d}, listening on http://127.0.0.1:{d}/\n",
-        .{ args.shape, args.shape.workers(), args.executors, std.os.linux.getpid(), server.port() },
+        "weft-serve: {t} x{d} ({t}), {d} executor(s) each, pid {d}, fds {d}, " ++
+            "listening on http://127.0.0.1:{d}/\n",
+        .{
+            args.shape,            args.shape.workers(), args.listeners,
+            args.executors,        std.os.linux.getpid(), fd_limit.soft,
+            server.port(),
+        },
     );
     const report = server.run(weft.Server.http.handler(&hello.http_handler)) catch |err| {
         std.debug.print("weft-serve: {t}\n", .{err});
@@ -74,7 +89,7 @@ fn parse(args: []const [:0]const u8) error{ BadArgument, MissingMode, MissingPor
     var mode: ?[]const u8 = null;
     var port: ?u16 = null;
     var workers: u32 = 2;
-    var executors: usize = 1;
+    var parsed: Args = .{ .shape = .single, .port = 0 };
     var i: usize = 0;
     while (i < args.len) : (i += 2) {
         if (i + 1 >= args.len) return error.BadArgument;
@@ -87,12 +102,21 @@ fn parse(args: []const [:0]const u8) error{ BadArgument, MissingMode, MissingPor
             workers = std.fmt.parseInt(u32, value, 10) catch return error.BadArgument;
             if (workers == 0 or workers > weft.config.server_workers_max) return error.BadArgument;
         } else if (std.mem.eql(u8, args[i], "--executors")) {
-            executors = std.fmt.parseInt(usize, value, 10) catch return error.BadArgument;
-            if (executors == 0 or executors > weft.config.executors_max) return error.BadArgument;
+            parsed.executors = std.fmt.parseInt(usize, value, 10) catch return error.BadArgument;
+            if (parsed.executors == 0 or parsed.executors > weft.config.executors_max) {
+                return error.BadArgument;
+            }
+        } else if (std.mem.eql(u8, args[i], "--listeners")) {
+            parsed.listeners = std.meta.stringToEnum(weft.Server.Listeners, value) orelse
+                return error.BadArgument;
+        } else if (std.mem.eql(u8, args[i], "--connections")) {
+            parsed.connections_max = std.fmt.parseInt(u32, value, 10) catch
+                return error.BadArgument;
+            if (parsed.connections_max == 0) return error.BadArgument;
         } else return error.BadArgument;
     }
     const name = mode orelse return error.MissingMode;
-    const shape: weft.Server.Shape = if (std.mem.eql(u8, name, "single"))
+    parsed.shape = if (std.mem.eql(u8, name, "single"))
         .single
     else if (std.mem.eql(u8, name, "threaded"))
         .{ .threaded = workers }
@@ -100,9 +124,6 @@ fn parse(args: []const [:0]const u8) error{ BadArgument, MissingMode, MissingPor
         .{ .forked = workers }
     else
         return error.BadArgument;
-    return .{
-        .shape = shape,
-        .port = port orelse return error.MissingPort,
-        .executors = executors,
-    };
+    parsed.port = port orelse return error.MissingPort;
+    return parsed;
 }

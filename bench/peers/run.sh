@@ -70,11 +70,15 @@ each_runtime() {
 # Servers
 
 # A port on 127.0.0.1 that nothing listens on (probed with a connect; racy, but each server is
-# started right after and fails loudly if the port was taken meanwhile).
+# started right after and fails loudly if the port was taken meanwhile). Taken below the
+# kernel's ephemeral range: after a load run, thousands of client sockets sit in TIME_WAIT on
+# ephemeral ports, and a listener cannot bind over them (they lack SO_REUSEADDR).
 free_port() {
-    local port tries
+    local port tries low=32768
+    read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
+    ((low > 12000)) || low=32768
     for ((tries = 0; tries < 200; tries++)); do
-        port=$((20000 + RANDOM % 40000))
+        port=$((10000 + RANDOM % (low - 10000)))
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
             echo "$port"
             return 0
@@ -164,7 +168,8 @@ measure_echo() {
 }
 
 # serve_and_measure <kind> <name> <command...>
-# kind: http (wrk, then ab) or echo (the Go echo client). Starts the server command with every
+# kind: http (wrk, then ab), echo (the Go echo client), or any <kind> for which the sourcing
+# script defines measure_<kind> <name> <port> <server pid>. Starts the server command with every
 # "{port}" in its arguments replaced by a free port on 127.0.0.1, waits until it listens, runs
 # the load, appends the server's peak RSS (VmHWM, read before it is stopped) to every line as
 # peak_rss_kib, then stops the server (SIGTERM, SIGKILL after 2 s).
@@ -185,7 +190,13 @@ serve_and_measure() {
     case $kind in
         http) lines=$(measure_wrk "$name" "$port"; measure_ab "$name" "$port") ;;
         echo) lines=$(measure_echo "$name" "$port") ;;
-        *) lines="bench=$kind runtime=$name status=failed error=unknown_kind" ;;
+        *)
+            if declare -F "measure_$kind" >/dev/null; then
+                lines=$("measure_$kind" "$name" "$port" "$pid")
+            else
+                lines="bench=$kind runtime=$name status=failed error=unknown_kind"
+            fi
+            ;;
     esac
     rss=$(peak_rss_of "$pid")
     if ! kill -0 "$pid" 2>/dev/null; then

@@ -1,9 +1,11 @@
 //! `weft.Server`: one connection handler served in one of three shapes.
 //!
 //! - `.single`: one runtime on the calling thread, one listener.
-//! - `.threaded = n`: n OS threads, each with its own runtime (one executor) and its own
-//!   `SO_REUSEPORT` listener on the same port; the kernel spreads connections over them.
-//!   Every worker's runtime has one executor unless `runtime.executors` says otherwise.
+//! - `.threaded = n`: n OS threads, each with its own runtime (one executor). By default
+//!   (`listeners = .reuse_port`) each has its own `SO_REUSEPORT` listener on the same port
+//!   and the kernel spreads connections over them; with `listeners = .shared` they all accept
+//!   on one listener (see `Listeners` for the measurements behind the default). Every
+//!   worker's runtime has one executor unless `runtime.executors` says otherwise.
 //! - `.forked = n`: a supervisor process forks n worker processes, each with its own runtime.
 //!   The listener is opened once, before the fork, and shared (see `supervisor.zig` for why
 //!   not `SO_REUSEPORT`). The supervisor restarts a worker that dies and, on SIGTERM/SIGINT,
@@ -46,7 +48,7 @@ gpa: std.mem.Allocator,
 options: Options,
 /// The bound address (the port resolved when `options.address` asked for port 0).
 address: net.IpAddress,
-/// One listener per worker for `.threaded`, one shared listener otherwise.
+/// One listener per worker for `.threaded` with `.reuse_port`, one shared listener otherwise.
 listener_fds: [config.server_workers_max]socket.fd_t = undefined,
 listener_count: u32 = 0,
 /// Set by `stop`; read by the forked supervisor's loop.
@@ -67,9 +69,30 @@ pub const Shape = union(enum) {
     }
 };
 
+/// How the workers of `.threaded` get their connections.
+///
+/// The default, `.reuse_port`, had the better keep-alive median over 19 interleaved runs of
+/// `bench/http.sh weft-threaded2 weft-threaded2-shared` on the 2-core test machine (wrk -c50:
+/// 57.6k req/s against 52.4k; ahead on a busy machine, even on a quieter one). `.shared` was
+/// ahead with a connection per request (ab -c50: 14.9k against 12.3k), so a server of short
+/// connections should try it. Every run is in docs/BENCHMARKS.md.
+pub const Listeners = enum {
+    /// One `SO_REUSEPORT` listener per worker: the kernel hashes each new connection to one
+    /// worker's accept queue, so workers never contend on accept; a busy worker still gets
+    /// its share of new connections.
+    reuse_port,
+    /// One listener, one accept queue, every worker accepting on it: an idle worker takes the
+    /// next connection. All workers are woken for one connection (each ring or epoll set
+    /// watches the same socket) and all but one find nothing.
+    shared,
+};
+
 pub const Options = struct {
     address: net.IpAddress,
     shape: Shape = .single,
+    /// `.threaded` only (`.single` has one listener; `.forked` always shares one, see
+    /// `supervisor.zig`).
+    listeners: Listeners = .reuse_port,
     /// Per worker.
     connections_max: u32 = config.server_connections_max_default,
     idle_timeout_ns: u64 = config.server_idle_timeout_ns_default,
@@ -111,12 +134,16 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Server {
     if (options.connections_max == 0) return error.InvalidOptions;
     var server: Server = .{ .gpa = gpa, .options = options, .address = options.address };
     errdefer server.closeListeners();
-    switch (options.shape) {
-        .single, .forked => {
+    const shared = switch (options.shape) {
+        .single, .forked => true,
+        .threaded => options.listeners == .shared,
+    };
+    switch (shared) {
+        true => {
             server.listener_fds[0] = try openListener(&server.address, .exclusive);
             server.listener_count = 1;
         },
-        .threaded => {
+        false => {
             // A socket without SO_REUSEPORT cannot join a group of others: probing with one
             // makes a port held by anyone (even another weft server) `AddressInUse`, and
             // resolves port 0 for the group.
@@ -183,9 +210,12 @@ fn runSingle(server: *Server, handler: Handler) RunError!Report {
     return .{ .workers = try server.serveOn(0, handler) };
 }
 
-/// Runs one worker on a new runtime on the calling thread, over listener `index`.
+/// Runs worker `index` on a new runtime on the calling thread, over its own listener or the
+/// shared one.
 pub fn serveOn(server: *Server, index: u32, handler: Handler) RunError!Worker.Report {
-    assert(index < server.listener_count);
+    assert(index < server.options.shape.workers());
+    assert(server.listener_count == 1 or server.listener_count == server.options.shape.workers());
+    const listener_index = if (server.listener_count == 1) 0 else index;
     // Each worker is one executor thread (`.single` is one thread; `.threaded` and `.forked`
     // already run one worker per thread or process), unless the options ask for more.
     var runtime_options = server.options.runtime;
@@ -194,7 +224,7 @@ pub fn serveOn(server: *Server, index: u32, handler: Handler) RunError!Worker.Re
     defer rt.deinit();
     const io = rt.io();
     const listener: net.Socket = .{
-        .handle = server.listener_fds[index],
+        .handle = server.listener_fds[listener_index],
         .address = server.address,
     };
     var worker: Worker = undefined;
@@ -218,8 +248,8 @@ fn limits(server: *const Server) Worker.Limits {
 const ThreadResult = union(enum) { running, report: Worker.Report, failed: RunError };
 
 fn runThreaded(server: *Server, handler: Handler) RunError!Report {
-    const workers = server.listener_count;
-    assert(workers == server.options.shape.workers());
+    const workers = server.options.shape.workers();
+    assert(server.listener_count == 1 or server.listener_count == workers);
     var signals: Signals = .{};
     if (server.options.stop_on_signals) signals.install(server);
     defer signals.restore();
@@ -258,6 +288,32 @@ fn threadMain(server: *Server, index: u32, handler: Handler, result: *ThreadResu
         server.stop(); // the others stop too: a server with a dead worker is not what was asked
         break :failed .{ .failed = err };
     };
+}
+
+/// The process's fd limits after `raiseFdLimit`.
+pub const FdLimit = struct { soft: u64, hard: u64 };
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns both: every connection is an
+/// fd, and the usual soft default (1024) would cap a server far below `connections_max`.
+/// Go's runtime does the same at start-up; weft leaves it to the program (a library changing
+/// a process-wide limit behind its caller's back would surprise one that lowered it on
+/// purpose). Only raising is attempted, never lowering; a failure leaves the limits as they
+/// were and returns them.
+///
+/// ```
+/// const limit = weft.Server.raiseFdLimit();
+/// if (limit.soft < 2 * 10_000) std.log.warn("only {d} fds", .{limit.soft});
+/// ```
+pub fn raiseFdLimit() FdLimit {
+    var limit: linux.rlimit = undefined;
+    if (linux.getrlimit(.NOFILE, &limit) != 0) return .{ .soft = 0, .hard = 0 };
+    if (limit.cur < limit.max) {
+        const raised: linux.rlimit = .{ .cur = limit.max, .max = limit.max };
+        // EPERM only if max were above what we hold, which getrlimit just returned.
+        if (linux.setrlimit(.NOFILE, &raised) == 0) limit.cur = limit.max;
+    }
+    assert(limit.cur <= limit.max);
+    return .{ .soft = limit.cur, .hard = limit.max };
 }
 
 /// SIGINT and SIGTERM handlers that call `stop` on one server, and the previous handlers.

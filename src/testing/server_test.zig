@@ -1,24 +1,64 @@
 //! weft.Server in its three shapes, driven by a raw HTTP/1.1 client over loopback. The
 //! server runs on its own thread (its own runtime); the client on the test's runtime, so every
-//! test also has two runtimes live in one process. Bounded: timeouts are 100-300 ms, and
-//! every wait for a child process polls at most a few seconds.
+//! test also has two runtimes live in one process.
+//!
+//! Bounded, so that a server bug fails a test instead of hanging it: the server's timeouts
+//! are 100-300 ms; every client runs under `bounded` (its reads are canceled and the test
+//! fails with `error.TestTimedOut` after `client_deadline_s`); `Running.finish` panics if the
+//! server has not stopped after `server_stop_ms_max`; every wait for a child process polls
+//! at most a few seconds. The limits are far above what a passing test takes: they are hang
+//! guards, not timed assertions.
 const std = @import("std");
 const builtin = @import("builtin");
 const Io = std.Io;
 const net = Io.net;
 const linux = std.os.linux;
 const testing = std.testing;
+const os = @import("../os/linux.zig");
 const Runtime = @import("../Runtime.zig");
 const Server = @import("../server/Server.zig");
 
 const hello = Server.http.Fixed("Hello World");
 const request_get = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 
+/// Longest a test's client side may take before it is canceled.
+const client_deadline_s = 20;
+/// Longest `Running.finish` waits for `run` to return after `stop` (the default drain
+/// timeout is 5 s).
+const server_stop_ms_max = 20_000;
+
+/// Runs `function(args...)` on `io` and returns its result, or cancels it and returns
+/// `error.TestTimedOut` once `client_deadline_s` have passed (weft cancels a pending socket
+/// read or write, so a client waiting on a server that never answers does return).
+fn bounded(io: Io, comptime function: anytype, args: anytype) !void {
+    return boundedBy(io, .fromSeconds(client_deadline_s), function, args);
+}
+
+fn boundedBy(io: Io, deadline: Io.Duration, comptime function: anytype, args: anytype) !void {
+    const Outcome = union(enum) { done: anyerror!void, timed_out: Io.Cancelable!void };
+    var buffer: [2]Outcome = undefined;
+    var select: Io.Select(Outcome) = .init(io, &buffer);
+    try select.concurrent(.done, function, args);
+    select.concurrent(.timed_out, Io.sleep, .{ io, deadline, .awake }) catch |err| {
+        select.cancelDiscard();
+        return err;
+    };
+    const first = try select.await();
+    select.cancelDiscard();
+    return switch (first) {
+        .done => |result| result,
+        .timed_out => error.TestTimedOut,
+    };
+}
+
 /// A server running `run` on a thread of its own until `finish`.
 const Running = struct {
     server: Server,
     thread: std.Thread = undefined,
     result: Server.RunError!Server.Report = error.WorkerStartFailed,
+    /// Set (release) when `run` has returned and `result` is written.
+    done: std.atomic.Value(bool) = .init(false),
+    finished: bool = false,
 
     fn start(running: *Running, options: Server.Options, handler: Server.Handler) !void {
         running.* = .{ .server = try Server.init(testing.allocator, options) };
@@ -28,13 +68,32 @@ const Running = struct {
 
     fn runThread(running: *Running, handler: Server.Handler) void {
         running.result = running.server.run(handler);
+        running.done.store(true, .release); // pairs with the acquire load in `finish`
     }
 
+    /// Stops the server and returns its report. A server that does not stop within
+    /// `server_stop_ms_max` panics the test binary: its thread still uses `running`, so the
+    /// test can neither return nor go on.
     fn finish(running: *Running) !Server.Report {
+        std.debug.assert(!running.finished);
+        running.finished = true;
         running.server.stop();
+        var waited_ms: u32 = 0;
+        while (!running.done.load(.acquire)) : (waited_ms += 10) {
+            if (waited_ms >= server_stop_ms_max) {
+                std.debug.panic("server did not stop within {d} ms", .{server_stop_ms_max});
+            }
+            os.sleepThread(10 * std.time.ns_per_ms);
+        }
         running.thread.join();
         defer running.server.deinit();
         return running.result;
+    }
+
+    /// For an `errdefer` right after `start`: a test failing midway still stops its server,
+    /// whose thread uses `running` (about to go out of scope).
+    fn abandon(running: *Running) void {
+        if (!running.finished) _ = running.finish() catch {};
     }
 };
 
@@ -42,10 +101,11 @@ fn optionsOf(shape: Server.Shape) Server.Options {
     return .{ .address = .{ .ip4 = .loopback(0) }, .shape = shape };
 }
 
-/// One keep-alive client connection with its buffers.
+/// One keep-alive client connection with its buffers (small: clients live on a fiber's
+/// stack, sixteen at a time in one test, and responses are a few hundred bytes).
 const Client = struct {
     stream: net.Stream,
-    read_buffer: [16 * 1024]u8 = undefined,
+    read_buffer: [4 * 1024]u8 = undefined,
     write_buffer: [1024]u8 = undefined,
     reader: net.Stream.Reader = undefined,
     writer: net.Stream.Writer = undefined,
@@ -101,9 +161,27 @@ const Client = struct {
     }
 };
 
+test "Server tests: a client waiting on a server that never answers fails, not hangs" {
+    // A listener nobody accepts on: the kernel completes the connect, no byte ever comes back.
+    var silent = try Server.init(testing.allocator, optionsOf(.single));
+    defer silent.deinit();
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    try testing.expectError(error.TestTimedOut, boundedBy(io, .fromMilliseconds(100), struct {
+        fn get(client_io: Io, port: u16) !void {
+            var client: Client = undefined;
+            try client.connect(client_io, port);
+            defer client.close(client_io);
+            _ = try client.get();
+        }
+    }.get, .{ io, silent.port() }));
+}
+
 test "Server: .single serves keep-alive requests and stops with nothing cut" {
     var running: Running = undefined;
     try running.start(optionsOf(.single), Server.http.handler(&hello.http_handler));
+    errdefer running.abandon();
     const port = running.server.port();
     try withClientPort(port, struct {
         fn body(io: Io, p: u16) !void {
@@ -122,19 +200,34 @@ test "Server: .single serves keep-alive requests and stops with nothing cut" {
     try testing.expectEqual(0, report.workers.cut_at_drain);
 }
 
-/// `withClient` with the server's port.
+/// Runs `body` on a runtime of its own, `bounded`.
 fn withClientPort(port: u16, comptime body: fn (io: Io, port: u16) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
     defer rt.deinit();
-    try body(rt.io(), port);
+    const io = rt.io();
+    try bounded(io, body, .{ io, port });
 }
 
-test "Server: .threaded runs two runtimes, each with its own listener, in one process" {
+test "Server: .threaded runs two runtimes in one process, with either kind of listeners" {
+    for ([_]Server.Listeners{ .reuse_port, .shared }) |listeners| {
+        var opts = optionsOf(.{ .threaded = 2 });
+        opts.listeners = listeners;
+        try expectThreadedServes(opts);
+    }
+}
+
+fn expectThreadedServes(opts: Server.Options) !void {
     var running: Running = undefined;
-    try running.start(optionsOf(.{ .threaded = 2 }), Server.http.handler(&hello.http_handler));
+    try running.start(opts, Server.http.handler(&hello.http_handler));
+    errdefer running.abandon();
+    try testing.expectEqual(
+        @as(u32, if (opts.listeners == .shared) 1 else 2),
+        running.server.listener_count,
+    );
     try withClientPort(running.server.port(), struct {
         fn body(io: Io, p: u16) !void {
-            // Sixteen connections: the kernel hashes them over both listeners.
+            // Sixteen connections: the kernel hashes them over both listeners (or both
+            // workers take them from the shared one).
             var clients: [16]Client = undefined;
             for (&clients) |*client| try client.connect(io, p);
             defer for (&clients) |*client| client.close(io);
@@ -167,6 +260,7 @@ test "Server: past connections_max a new connection is closed at once" {
     var opts = optionsOf(.single);
     opts.connections_max = 2;
     try running.start(opts, Server.http.handler(&hello.http_handler));
+    errdefer running.abandon();
     try withClientPort(running.server.port(), struct {
         fn body(io: Io, p: u16) !void {
             var clients: [2]Client = undefined;
@@ -192,6 +286,7 @@ test "Server: a header trickle and an idle connection are cut by their timeouts"
     opts.header_timeout_ns = 100 * std.time.ns_per_ms;
     opts.idle_timeout_ns = 300 * std.time.ns_per_ms;
     try running.start(opts, Server.http.handler(&hello.http_handler));
+    errdefer running.abandon();
     try withClientPort(running.server.port(), struct {
         fn body(io: Io, p: u16) !void {
             var slow: Client = undefined;
@@ -219,6 +314,7 @@ test "Server: a header trickle and an idle connection are cut by their timeouts"
 test "Server: malformed and oversized requests get 4xx, the server keeps serving" {
     var running: Running = undefined;
     try running.start(optionsOf(.single), Server.http.handler(&hello.http_handler));
+    errdefer running.abandon();
     try withClientPort(running.server.port(), struct {
         fn body(io: Io, p: u16) !void {
             var good: Client = undefined;
@@ -273,18 +369,26 @@ fn stopDuringRequest(delay_ms: i64, drain_timeout_ns: u64) !struct { ?u16, Serve
     var opts = optionsOf(.single);
     opts.drain_timeout_ns = drain_timeout_ns;
     try running.start(opts, Server.http.handler(&http_handler));
+    errdefer running.abandon();
     var rt = try Runtime.init(testing.allocator, .{});
     defer rt.deinit();
     const io = rt.io();
+    var status: ?u16 = null;
+    try bounded(io, requestDuringStop, .{ io, &running.server, &slow, &status });
+    const report = try running.finish();
+    return .{ status, report };
+}
+
+/// Sends a request, stops `server` once the handler has it, and reads the response into
+/// `status` (null: the connection was cut).
+fn requestDuringStop(io: Io, server: *Server, slow: *Slow, status: *?u16) !void {
     var client: Client = undefined;
-    try client.connect(io, running.server.port());
+    try client.connect(io, server.port());
     defer client.close(io);
     try client.send(request_get);
     while (slow.started.load(.acquire) == 0) try io.sleep(.fromMilliseconds(5), .awake);
-    running.server.stop();
-    const status: ?u16 = client.receive() catch null;
-    const report = try running.finish();
-    return .{ status, report };
+    server.stop();
+    status.* = client.receive() catch null;
 }
 
 test "Server: a stop lets the request in flight finish within the drain timeout" {
@@ -349,49 +453,97 @@ fn expectServes(io: Io, port: u16) !void {
     try testing.expectEqual(200, try client.get());
 }
 
+/// A `.forked` server whose supervisor runs in a child process of the test; its exit status
+/// is the verdict on its report: 0 when `expected(report)` holds, 3 when `run` failed, 4
+/// otherwise.
+const Supervisor = struct {
+    pid: linux.pid_t,
+    port: u16,
+    reaped: bool = false,
+
+    /// Forks before the test makes a runtime, so the supervisor inherits none; the page
+    /// allocator takes no lock a fork could leave held.
+    fn start(
+        options: Server.Options,
+        handler: Server.Handler,
+        comptime expected: fn (Server.Report) bool,
+    ) !Supervisor {
+        var server = try Server.init(std.heap.page_allocator, options);
+        defer server.deinit(); // the test's copy of the listener
+        const fork_rc = linux.fork();
+        try testing.expect(linux.errno(fork_rc) == .SUCCESS);
+        if (fork_rc == 0) {
+            const report = server.run(handler) catch linux.exit_group(3);
+            linux.exit_group(if (expected(report)) 0 else 4);
+        }
+        return .{ .pid = @intCast(fork_rc), .port = server.port() };
+    }
+
+    /// For a `defer`: SIGKILLs and reaps a supervisor the test did not see exit.
+    fn reap(supervisor: *Supervisor) void {
+        if (supervisor.reaped) return;
+        _ = linux.kill(supervisor.pid, .KILL);
+        var status: u32 = 0;
+        _ = linux.waitpid(supervisor.pid, &status, 0);
+        supervisor.reaped = true;
+    }
+
+    /// Expects the supervisor (sent SIGTERM) to exit 0 within 5 s, and `workers` (its
+    /// children before the signal) to be gone: reaped, not zombies.
+    fn expectExitZero(supervisor: *Supervisor, io: Io, workers: []const linux.pid_t) !void {
+        var status: u32 = 0;
+        for (0..250) |_| {
+            const rc = linux.waitpid(supervisor.pid, &status, linux.W.NOHANG);
+            if (rc == supervisor.pid) break;
+            try io.sleep(.fromMilliseconds(20), .awake);
+        } else return error.TestTimedOut;
+        supervisor.reaped = true;
+        try testing.expect(linux.W.IFEXITED(status));
+        try testing.expectEqual(0, linux.W.EXITSTATUS(status));
+        for (workers) |worker| try testing.expect(!processExists(worker));
+    }
+
+    /// Waits until the supervisor has `count` children and returns them.
+    fn awaitWorkers(
+        supervisor: *const Supervisor,
+        io: Io,
+        count: usize,
+        pids: []linux.pid_t,
+    ) ![]linux.pid_t {
+        for (0..250) |_| {
+            const children = childrenOf(supervisor.pid, pids) catch pids[0..0];
+            if (children.len == count) return children;
+            try io.sleep(.fromMilliseconds(20), .awake);
+        }
+        return error.TestTimedOut;
+    }
+};
+
 test "Server: .forked restarts a SIGKILLed worker, and SIGTERM drains, reaps and exits 0" {
     // Under ThreadSanitizer the forked workers (raw fork of a TSan process) drain too slowly
     // for the 1 s drain deadline, and the supervisor reports a killed worker: a timing
     // verdict, not a race (3 failures in 16 TSan runs of this test).
     if (builtin.sanitize_thread) return error.SkipZigTest;
-    // The supervisor is forked before this test makes a runtime, so it inherits none; the
-    // page allocator takes no lock a fork could leave held.
-    var server = try Server.init(std.heap.page_allocator, .{
+    var supervisor = try Supervisor.start(.{
         .address = .{ .ip4 = .loopback(0) },
         .shape = .{ .forked = 2 },
         .drain_timeout_ns = std.time.ns_per_s,
-    });
-    const port = server.port();
-    const fork_rc = linux.fork();
-    try testing.expect(linux.errno(fork_rc) == .SUCCESS);
-    if (fork_rc == 0) {
-        // The supervisor: its exit status is the test's verdict on its report.
-        const handler = Server.http.handler(&hello.http_handler);
-        const report = server.run(handler) catch linux.exit_group(3);
-        const as_expected = report.workers_restarted == 1 and report.workers_killed == 0;
-        linux.exit_group(if (as_expected) 0 else 4);
-    }
-    server.deinit(); // the test's copy of the listener
-    const supervisor: linux.pid_t = @intCast(fork_rc);
-    var supervisor_reaped = false;
-    defer if (!supervisor_reaped) {
-        _ = linux.kill(supervisor, .KILL);
-        var status: u32 = 0;
-        _ = linux.waitpid(supervisor, &status, 0);
-    };
-
+    }, Server.http.handler(&hello.http_handler), struct {
+        fn expected(report: Server.Report) bool {
+            return report.workers_restarted == 1 and report.workers_killed == 0;
+        }
+    }.expected);
+    defer supervisor.reap();
     var rt = try Runtime.init(testing.allocator, .{});
     defer rt.deinit();
     const io = rt.io();
+    try bounded(io, restartAndTerm, .{ io, &supervisor });
+}
+
+fn restartAndTerm(io: Io, supervisor: *Supervisor) !void {
     var pids_buffer: [8]linux.pid_t = undefined;
-    try eventually(io, 5, supervisor, struct {
-        fn two(pid: linux.pid_t) bool {
-            var buffer: [8]linux.pid_t = undefined;
-            return (childrenOf(pid, &buffer) catch return false).len == 2;
-        }
-    }.two);
-    const workers = try childrenOf(supervisor, &pids_buffer);
-    try expectServes(io, port);
+    const workers = try supervisor.awaitWorkers(io, 2, &pids_buffer);
+    try expectServes(io, supervisor.port);
 
     const victim = workers[0];
     _ = linux.kill(victim, .KILL);
@@ -401,25 +553,95 @@ test "Server: .forked restarts a SIGKILLed worker, and SIGTERM drains, reaps and
             return !processExists(pid);
         }
     }.gone);
-    try eventually(io, 5, supervisor, struct {
-        fn two(pid: linux.pid_t) bool {
-            var buffer: [8]linux.pid_t = undefined;
-            return (childrenOf(pid, &buffer) catch return false).len == 2;
-        }
-    }.two);
-    for (0..4) |_| try expectServes(io, port);
     var after_buffer: [8]linux.pid_t = undefined;
-    const after = try childrenOf(supervisor, &after_buffer);
+    const after = try supervisor.awaitWorkers(io, 2, &after_buffer);
+    for (0..4) |_| try expectServes(io, supervisor.port);
+    _ = linux.kill(supervisor.pid, .TERM);
+    try supervisor.expectExitZero(io, after);
+}
 
-    _ = linux.kill(supervisor, .TERM);
-    var status: u32 = 0;
-    for (0..250) |_| {
-        const rc = linux.waitpid(supervisor, &status, linux.W.NOHANG);
-        if (rc == supervisor) break;
-        try io.sleep(.fromMilliseconds(20), .awake);
-    } else return error.TestTimedOut;
-    supervisor_reaped = true;
-    try testing.expect(linux.W.IFEXITED(status));
-    try testing.expectEqual(0, linux.W.EXITSTATUS(status));
-    for (after) |worker| try testing.expect(!processExists(worker));
+/// `Slow` for the target "/slow" only, in memory shared with forked workers (so the test sees
+/// `started`); other targets are answered at once.
+const SlowPath = struct {
+    slow: Slow,
+
+    fn respond(
+        context: ?*anyopaque,
+        connection: *Server.Connection,
+        request: *Server.http.Request,
+    ) Server.http.RespondError!void {
+        if (!std.mem.eql(u8, request.head.target, "/slow")) {
+            return request.respond("Hello World", .{});
+        }
+        const slow_path: *SlowPath = @ptrCast(@alignCast(context.?));
+        return Slow.respond(&slow_path.slow, connection, request);
+    }
+
+    fn map(delay_ms: i64) !*SlowPath {
+        const rc = linux.mmap(null, @sizeOf(SlowPath), .{ .READ = true, .WRITE = true }, .{
+            .TYPE = .SHARED,
+            .ANONYMOUS = true,
+        }, -1, 0);
+        if (linux.errno(rc) != .SUCCESS) return error.OutOfMemory;
+        const slow_path: *SlowPath = @ptrFromInt(rc);
+        slow_path.* = .{ .slow = .{ .delay_ms = delay_ms } };
+        return slow_path;
+    }
+
+    fn unmap(slow_path: *SlowPath) void {
+        _ = linux.munmap(@ptrCast(slow_path), @sizeOf(SlowPath));
+    }
+};
+
+test "Server: .forked SIGTERM with a request in flight: it completes, the supervisor exits 0" {
+    const slow_path = try SlowPath.map(300);
+    defer slow_path.unmap();
+    const http_handler: Server.http.Handler = .{
+        .context = slow_path,
+        .respondFn = &SlowPath.respond,
+    };
+    var supervisor = try Supervisor.start(.{
+        .address = .{ .ip4 = .loopback(0) },
+        .shape = .{ .forked = 2 },
+        .drain_timeout_ns = 5 * std.time.ns_per_s,
+    }, Server.http.handler(&http_handler), struct {
+        fn expected(report: Server.Report) bool {
+            return report.workers.cut_at_drain == 0 and report.workers_killed == 0 and
+                report.workers_restarted == 0;
+        }
+    }.expected);
+    defer supervisor.reap();
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    try bounded(io, termDuringRequest, .{ io, &supervisor, &slow_path.slow });
+}
+
+fn termDuringRequest(io: Io, supervisor: *Supervisor, slow: *Slow) !void {
+    var pids_buffer: [8]linux.pid_t = undefined;
+    const workers = try supervisor.awaitWorkers(io, 2, &pids_buffer);
+    var client: Client = undefined;
+    try client.connect(io, supervisor.port);
+    defer client.close(io);
+    try client.send("GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+    while (slow.started.load(.acquire) == 0) try io.sleep(.fromMilliseconds(5), .awake);
+    _ = linux.kill(supervisor.pid, .TERM);
+    try testing.expectEqual(200, try client.receive());
+    try client.expectClosed(); // the response in flight was the connection's last
+    try supervisor.expectExitZero(io, workers);
+}
+
+test "Server.raiseFdLimit: lifts a lowered soft RLIMIT_NOFILE to the hard limit" {
+    var saved: linux.rlimit = undefined;
+    try testing.expectEqual(@as(usize, 0), linux.getrlimit(.NOFILE, &saved));
+    defer _ = linux.setrlimit(.NOFILE, &saved);
+    if (saved.max < 512) return error.SkipZigTest; // nothing to lower below
+    const lowered: linux.rlimit = .{ .cur = 256, .max = saved.max };
+    try testing.expectEqual(@as(usize, 0), linux.setrlimit(.NOFILE, &lowered));
+    const limit = Server.raiseFdLimit();
+    try testing.expectEqual(@as(u64, saved.max), limit.hard);
+    try testing.expectEqual(limit.hard, limit.soft);
+    var now: linux.rlimit = undefined;
+    try testing.expectEqual(@as(usize, 0), linux.getrlimit(.NOFILE, &now));
+    try testing.expectEqual(saved.max, now.cur);
 }
