@@ -1,9 +1,13 @@
 //! One runtime's share of a `weft.Server`: its accept loop, its table of connections, the
 //! reaper that enforces the idle and header timeouts, and the drain when the server stops.
 //!
-//! A worker lives on one runtime, and a runtime has one executor thread, so the worker's
-//! fields are touched by one thread only and need no atomics; the only cross-thread signal is
-//! `Server.stop`, which shuts the listener down (`shutdown(2)` wakes the pending accept with
+//! A worker lives on one runtime, whose connection tasks may run on several executor threads
+//! (`Server.Options.runtime.executors`). The slot table is guarded by `lock` (a spin lock: each
+//! section is a few stores or one `shutdown(2)`, never a switch); a connection's phase and
+//! deadline are atomics its own task writes and the reaper and the drain read. A slot's stream
+//! is shut down only under the lock while the slot is in use, and closed only after its phase
+//! turned `free` under the lock, so a cut never reaches a descriptor number already reused.
+//! `Server.stop` shuts the listener down (`shutdown(2)` wakes the pending accept with
 //! `SocketNotListening`, as std's `AcceptError` documents).
 //!
 //! Connection phases (`Connection.Phase`), owned by the connection's task:
@@ -28,6 +32,7 @@ const net = Io.net;
 const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
+const SpinLock = @import("../os/SpinLock.zig");
 
 io: Io,
 listener: net.Server,
@@ -41,7 +46,9 @@ free_count: u32,
 /// Highest slot index ever used, plus one: the reaper and the drain scan only below it.
 slots_used: u32 = 0,
 group: Io.Group = .init,
-draining: bool = false,
+/// Guards `free_slots`, `free_count`, `slots_used` and the shutdown of a slot's stream.
+lock: SpinLock = .{},
+draining: std.atomic.Value(bool) = .init(false),
 /// Set by the last connection to end while draining.
 drained: Io.Event = .unset,
 report: Report = .{},
@@ -52,11 +59,12 @@ report: Report = .{},
 pub const Connection = struct {
     stream: net.Stream = undefined,
     worker: *Worker,
-    phase: Phase = .free,
+    /// Written by the connection's task (and by the worker as the slot is taken and freed).
+    phase: std.atomic.Value(Phase) = .init(.free),
     /// Monotonic deadline of the current phase (`idle`, `head`); 0 when none.
-    deadline_ns: u64 = 0,
+    deadline_ns: std.atomic.Value(u64) = .init(0),
 
-    pub const Phase = enum { free, idle, head, busy };
+    pub const Phase = enum(u8) { free, idle, head, busy };
 
     pub fn io(connection: *const Connection) Io {
         return connection.worker.io;
@@ -65,31 +73,34 @@ pub const Connection = struct {
     /// Call before waiting for the next request. Returns false when the server is stopping:
     /// the handler should then return (the worker closes the connection).
     pub fn awaitRequest(connection: *Connection) bool {
-        assert(connection.phase != .free);
-        if (connection.worker.draining) return false;
-        connection.phase = .idle;
-        connection.deadline_ns = deadlineAfter(connection.worker.limits.idle_timeout_ns);
+        assert(connection.phase.load(.monotonic) != .free);
+        if (connection.worker.draining.load(.acquire)) return false;
+        connection.enter(.idle, deadlineAfter(connection.worker.limits.idle_timeout_ns));
         return true;
+    }
+
+    fn enter(connection: *Connection, phase: Phase, deadline_ns: u64) void {
+        connection.deadline_ns.store(deadline_ns, .monotonic);
+        connection.phase.store(phase, .release);
     }
 
     /// Call when a request's first bytes have arrived: its head must be complete within the
     /// header timeout.
     pub fn receivingHead(connection: *Connection) void {
-        assert(connection.phase == .idle or connection.phase == .busy);
-        connection.phase = .head;
-        connection.deadline_ns = deadlineAfter(connection.worker.limits.header_timeout_ns);
+        const phase = connection.phase.load(.monotonic);
+        assert(phase == .idle or phase == .busy);
+        connection.enter(.head, deadlineAfter(connection.worker.limits.header_timeout_ns));
     }
 
     /// Call when the request's head is read: no timeout cuts it while the handler works.
     pub fn handling(connection: *Connection) void {
-        assert(connection.phase != .free);
-        connection.phase = .busy;
-        connection.deadline_ns = 0;
+        assert(connection.phase.load(.monotonic) != .free);
+        connection.enter(.busy, 0);
     }
 
     /// Whether the server is stopping (the response should be the connection's last).
     pub fn stopping(connection: *const Connection) bool {
-        return connection.worker.draining;
+        return connection.worker.draining.load(.acquire);
     }
 };
 
@@ -214,7 +225,9 @@ fn acceptLoop(worker: *Worker) Io.Cancelable!void {
 
 fn startConnection(worker: *Worker, stream: net.Stream) void {
     const io = worker.io;
+    worker.lock.lock();
     if (worker.free_count == 0) {
+        worker.lock.unlock();
         worker.report.rejected_full += 1;
         stream.close(io);
         return;
@@ -222,9 +235,10 @@ fn startConnection(worker: *Worker, stream: net.Stream) void {
     worker.free_count -= 1;
     const index = worker.free_slots[worker.free_count];
     const connection = &worker.slots[index];
-    assert(connection.phase == .free);
-    connection.* = .{ .worker = worker, .stream = stream, .phase = .busy };
+    assert(connection.phase.load(.monotonic) == .free);
+    connection.* = .{ .worker = worker, .stream = stream, .phase = .init(.busy) };
     worker.slots_used = @max(worker.slots_used, index + 1);
+    worker.lock.unlock();
     worker.group.concurrent(io, serveConnection, .{ worker, index }) catch {
         worker.report.rejected_no_task += 1;
         worker.release(index);
@@ -234,30 +248,42 @@ fn startConnection(worker: *Worker, stream: net.Stream) void {
 fn serveConnection(worker: *Worker, index: u32) Io.Cancelable!void {
     defer worker.release(index);
     const connection = &worker.slots[index];
-    assert(connection.phase != .free);
+    assert(connection.phase.load(.monotonic) != .free);
     try worker.handler.serveFn(worker.handler.context, connection);
 }
 
 /// Closes a connection's stream and returns its slot.
 fn release(worker: *Worker, index: u32) void {
     const connection = &worker.slots[index];
-    assert(connection.phase != .free);
-    assert(worker.free_count < worker.limits.connections_max);
+    // Free first, under the lock: from here no cut touches the stream, so closing it (and
+    // the kernel reusing its number) cannot race a `shutdown`.
+    worker.lock.lock();
+    assert(connection.phase.load(.monotonic) != .free);
+    connection.enter(.free, 0);
+    worker.lock.unlock();
     connection.stream.close(worker.io);
-    connection.phase = .free;
-    connection.deadline_ns = 0;
+    worker.lock.lock();
+    assert(worker.free_count < worker.limits.connections_max);
     worker.free_slots[worker.free_count] = index;
     worker.free_count += 1;
-    if (worker.draining and worker.free_count == worker.limits.connections_max) {
-        worker.drained.set(worker.io);
-    }
+    const all_free = worker.free_count == worker.limits.connections_max;
+    worker.lock.unlock();
+    if (all_free and worker.draining.load(.acquire)) worker.drained.set(worker.io);
 }
 
-/// Ends a connection's pending and future reads and writes; its task then returns.
+/// Whether every slot is free (a snapshot).
+fn allFree(worker: *Worker) bool {
+    worker.lock.lock();
+    defer worker.lock.unlock();
+    return worker.free_count == worker.limits.connections_max;
+}
+
+/// Ends a connection's pending and future reads and writes; its task then returns. Caller
+/// holds `lock`, and the connection is in use.
 fn cut(worker: *Worker, connection: *Connection) void {
-    assert(connection.phase != .free);
+    assert(connection.phase.load(.monotonic) != .free);
     connection.stream.shutdown(worker.io, .both) catch {}; // already closed by the peer
-    connection.deadline_ns = 0;
+    connection.deadline_ns.store(0, .monotonic);
 }
 
 /// Period of the reaper: a quarter of the shorter timeout, within [10 ms, 1 s], so a
@@ -272,9 +298,12 @@ fn reap(worker: *Worker) Io.Cancelable!void {
     while (true) {
         try worker.io.sleep(.fromNanoseconds(period_ns), .awake);
         const now_ns = os.monotonicNs();
+        worker.lock.lock();
+        defer worker.lock.unlock();
         for (worker.slots[0..worker.slots_used]) |*connection| {
-            if (connection.deadline_ns == 0 or connection.deadline_ns > now_ns) continue;
-            switch (connection.phase) {
+            const deadline_ns = connection.deadline_ns.load(.monotonic);
+            if (deadline_ns == 0 or deadline_ns > now_ns) continue;
+            switch (connection.phase.load(.acquire)) {
                 .idle => worker.report.cut_idle_timeout += 1,
                 .head => worker.report.cut_header_timeout += 1,
                 .free, .busy => continue, // no deadline in these phases
@@ -287,17 +316,19 @@ fn reap(worker: *Worker) Io.Cancelable!void {
 /// Closes idle connections, waits up to the drain timeout for the others, cuts what remains.
 fn drain(worker: *Worker) void {
     const io = worker.io;
-    assert(!worker.draining);
-    worker.draining = true;
+    assert(!worker.draining.load(.monotonic));
+    worker.draining.store(true, .release);
+    worker.lock.lock();
     for (worker.slots[0..worker.slots_used]) |*connection| {
-        if (connection.phase != .idle) continue;
+        if (connection.phase.load(.acquire) != .idle) continue;
         worker.report.closed_idle_at_drain += 1;
         worker.cut(connection);
     }
+    worker.lock.unlock();
     const deadline_ns = os.monotonicNs() + worker.limits.drain_timeout_ns;
     // Bounded: each pass either returns or sleeps until the deadline (a spurious wake-up
     // recomputes what is left).
-    while (worker.free_count < worker.limits.connections_max) {
+    while (!worker.allFree()) {
         const now_ns = os.monotonicNs();
         if (now_ns >= deadline_ns) break;
         worker.drained.waitTimeout(io, .{ .duration = .{
@@ -308,11 +339,13 @@ fn drain(worker: *Worker) void {
             error.Canceled => break, // cut now
         };
     }
+    worker.lock.lock();
     for (worker.slots[0..worker.slots_used]) |*connection| {
-        if (connection.phase == .free) continue;
+        if (connection.phase.load(.acquire) == .free) continue;
         worker.report.cut_at_drain += 1;
         worker.cut(connection);
     }
+    worker.lock.unlock();
     // Cut connections end at their next read or write; cancel covers a handler that waits
     // on something else.
     worker.group.cancel(io);

@@ -216,6 +216,28 @@ test "Server: .threaded runs two runtimes in one process, with either kind of li
     }
 }
 
+test "Server: .single on a runtime of two executors serves connections from both threads" {
+    var opts = optionsOf(.single);
+    opts.runtime.executors = 2;
+    var running: Running = undefined;
+    try running.start(opts, Server.http.handler(&hello.http_handler));
+    errdefer running.abandon();
+    try withClientPort(running.server.port(), struct {
+        fn body(io: Io, p: u16) !void {
+            // Connection tasks on both executors take and free slots concurrently.
+            var clients: [16]Client = undefined;
+            for (&clients) |*client| try client.connect(io, p);
+            defer for (&clients) |*client| client.close(io);
+            for (0..3) |_| {
+                for (&clients) |*client| try testing.expectEqual(200, try client.get());
+            }
+        }
+    }.body);
+    const report = try running.finish();
+    try testing.expectEqual(16, report.workers.accepted);
+    try testing.expectEqual(0, report.workers.cut_at_drain);
+}
+
 fn expectThreadedServes(opts: Server.Options) !void {
     var running: Running = undefined;
     try running.start(opts, Server.http.handler(&hello.http_handler));
