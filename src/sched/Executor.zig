@@ -207,33 +207,32 @@ pub fn pushWoken(executor: *Executor, task: *Task) void {
     // spawning children and awaiting them) this keeps the traversal depth-first, so the tasks
     // alive at once stay in the tree's depth instead of its width. The LIFO cap still sends a
     // task that keeps coming back to the back of the queue.
-    if (displaced) |previous| executor.enqueueFront(previous);
-}
-
-/// Owner only: `enqueue`, at the front.
-fn enqueueFront(executor: *Executor, task: *Task) void {
-    if (task.home) |home| {
-        assert(home == executor);
-        executor.local.pushFront(task);
-        return;
-    }
-    while (!executor.ring.pushFront(task)) {
-        const count = executor.ring.popHalf(&executor.steal_buffer);
-        executor.scheduler.pushGlobalBatch(executor.steal_buffer[0..count]);
-    }
-    executor.scheduler.notifyWork();
+    if (displaced) |previous| executor.enqueueAt(previous, .front);
 }
 
 /// Owner only: queues `task` at the back: `local` when it is bound here, else the ring
 /// (moving half of a full ring to the global queue), then tells idle executors.
 pub fn enqueue(executor: *Executor, task: *Task) void {
+    executor.enqueueAt(task, .back);
+}
+
+const End = enum { back, front };
+
+/// `enqueue`, at either end of the queue.
+fn enqueueAt(executor: *Executor, task: *Task, end: End) void {
     assert(ofThread() == executor);
     if (task.home) |home| {
         assert(home == executor);
-        executor.local.push(task);
+        switch (end) {
+            .back => executor.local.push(task),
+            .front => executor.local.pushFront(task),
+        }
         return;
     }
-    while (!executor.ring.push(task)) {
+    while (!switch (end) {
+        .back => executor.ring.push(task),
+        .front => executor.ring.pushFront(task),
+    }) {
         const count = executor.ring.popHalf(&executor.steal_buffer);
         executor.scheduler.pushGlobalBatch(executor.steal_buffer[0..count]);
     }
@@ -264,10 +263,7 @@ fn takeInjected(executor: *Executor) ?*Task {
     const take_max = @min(executor.steal_buffer.len, room + 1);
     const count = executor.scheduler.popGlobal(executor.steal_buffer[0..take_max]);
     if (count == 0) return null;
-    for (executor.steal_buffer[1..count]) |task| {
-        const pushed = executor.ring.push(task);
-        assert(pushed);
-    }
+    executor.keepTaken(count);
     if (count > 1) executor.scheduler.notifyWork();
     return executor.steal_buffer[0];
 }
@@ -305,6 +301,17 @@ fn nextRunnable(executor: *Executor) ?*Task {
     return null;
 }
 
+/// Queues all but the first of the `count` tasks just taken into `steal_buffer` on our ring;
+/// the caller made sure they fit and runs the first itself.
+fn keepTaken(executor: *Executor, count: usize) void {
+    assert(count >= 1);
+    assert(count - 1 <= RunQueue.len_max - executor.ring.len());
+    for (executor.steal_buffer[1..count]) |task| {
+        const pushed = executor.ring.push(task);
+        assert(pushed);
+    }
+}
+
 /// Takes half of another executor's ring, starting from a random victim.
 fn steal(executor: *Executor) ?*Task {
     const executors = executor.scheduler.executors;
@@ -319,10 +326,7 @@ fn steal(executor: *Executor) ?*Task {
         if (count == 0) continue;
         // Our ring is empty (we only steal when out of work), so half a ring fits.
         assert(executor.ring.isEmpty());
-        for (executor.steal_buffer[1..count]) |task| {
-            const pushed = executor.ring.push(task);
-            assert(pushed);
-        }
+        executor.keepTaken(count);
         return executor.steal_buffer[0];
     }
     return null;

@@ -112,12 +112,7 @@ pub fn start(scheduler: *Scheduler, task: *Task) void {
 }
 
 pub fn pushGlobal(scheduler: *Scheduler, task: *Task) void {
-    assert(task.home == null);
-    scheduler.inject_lock.lock();
-    scheduler.inject.push(task);
-    _ = scheduler.inject_count.fetchAdd(1, .seq_cst);
-    scheduler.inject_lock.unlock();
-    scheduler.notifyWork();
+    scheduler.pushGlobalBatch(&.{task});
 }
 
 /// Moves `tasks` (a ring's overflow) to the global queue in one critical section.
