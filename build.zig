@@ -192,6 +192,9 @@ fn addBenchmarks(b: *std.Build, target: std.Build.ResolvedTarget) void {
             }),
         });
         b.installArtifact(exe);
+        // `./zigw build install-bench-NAME` rebuilds one benchmark alone, for quick A/B runs.
+        const install_one = b.step(b.fmt("install-bench-{s}", .{name}), b.fmt("Install zig-out/bin/bench-{s} only", .{name}));
+        install_one.dependOn(&b.addInstallArtifact(exe, .{}).step);
         const run = b.addRunArtifact(exe);
         run.has_side_effects = true;
         if (b.args) |args| run.addArgs(args);

@@ -123,6 +123,25 @@ pub fn prepareWait(task: *Task, cancelable: bool) void {
     if (can_cancel and task.cancel_state.load(.seq_cst) == .requested) task.wake();
 }
 
+/// The first half of `prepareWait`, for a caller whose next step is a lock: publishes the
+/// waiting state with a plain store and returns whether a cancel request may wake the task.
+/// The caller takes its lock (a locked read-modify-write, a full barrier on x86 and ordered
+/// after a release store on ARMv8) and then calls `recheckCancel`: the lock orders the store
+/// before that load, as the seq_cst store of `prepareWait` would, without a second locked
+/// instruction on the path of every fiber hand-off.
+pub fn announceWait(task: *Task, cancelable: bool) bool {
+    assert(task.wait_state.load(.monotonic) == .running);
+    const can_cancel = cancelable and task.cancel_protection == .unblocked;
+    task.wait_state.store(if (can_cancel) .waiting_cancelable else .waiting, .release);
+    return can_cancel;
+}
+
+/// The second half of `prepareWait`, after the caller's lock (see `announceWait`): either a
+/// concurrent `requestCancel` saw the waiting state and woke us, or we see its request here.
+pub fn recheckCancel(task: *Task, can_cancel: bool) void {
+    if (can_cancel and task.cancel_state.load(.seq_cst) == .requested) task.wake();
+}
+
 /// Withdraws a `prepareWait` that turned out unnecessary (the condition was already met).
 pub fn abandonWait(task: *Task) void {
     const state = task.wait_state.load(.monotonic);
