@@ -167,7 +167,11 @@ fn addExamples(
                 },
             }),
         });
-        step.dependOn(&b.addInstallArtifact(exe, .{}).step);
+        const install = b.addInstallArtifact(exe, .{});
+        step.dependOn(&install.step);
+        // `./zigw build install-weft-serve -Doptimize=ReleaseFast` rebuilds one program alone.
+        b.step(b.fmt("install-{s}", .{exe_name}), b.fmt("Build and install {s} only", .{exe_name}))
+            .dependOn(&install.step);
     }
 }
 

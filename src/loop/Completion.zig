@@ -49,6 +49,11 @@ pub const Op = union(enum) {
     recvmsg: struct { fd: posix.fd_t, msg: *posix.msghdr, flags: u32 },
     /// `sendmsg`; result is the number of bytes sent. Callers pass MSG_NOSIGNAL.
     sendmsg: struct { fd: posix.fd_t, msg: *const posix.msghdr_const, flags: u32 },
+    /// `recv` into one buffer; result as `recvmsg`. Cheaper than a `recvmsg` of one iovec: the
+    /// kernel copies and checks no message header and imports no iovec array.
+    recv: struct { fd: posix.fd_t, buffer: []u8, flags: u32 },
+    /// `send` of one buffer; result as `sendmsg`. Callers pass MSG_NOSIGNAL.
+    send: struct { fd: posix.fd_t, buffer: []const u8, flags: u32 },
 
     // File system operations. The paths are borrowed until the completion's callback ran.
     // `fd` is the directory the path is resolved against (AT_FDCWD allowed).
@@ -112,7 +117,7 @@ pub const Op = union(enum) {
     /// (socket operations: weft's sockets are non-blocking, see `nonblocking.zig`).
     pub fn triesFirst(op: Op) bool {
         return switch (op) {
-            .accept, .connect, .recvmsg, .sendmsg => true,
+            .accept, .connect, .recvmsg, .sendmsg, .recv, .send => true,
             .read, .write, .poll => false,
             .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => false,
             .mkdirat, .symlinkat, .linkat, .waitid => false,
@@ -123,7 +128,7 @@ pub const Op = union(enum) {
     /// the others (file system, process) only io_uring can (see `Loop.supports`).
     pub fn isReadiness(tag: Tag) bool {
         return switch (tag) {
-            .read, .write, .poll, .accept, .connect, .recvmsg, .sendmsg => true,
+            .read, .write, .poll, .accept, .connect, .recvmsg, .sendmsg, .recv, .send => true,
             .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => false,
             .mkdirat, .symlinkat, .linkat, .waitid => false,
         };

@@ -26,9 +26,9 @@ const eagain: i32 = -@as(i32, @intFromEnum(linux.E.AGAIN));
 pub fn interest(op: Completion.Op) u32 {
     comptime assert(linux.EPOLL.IN == linux.POLL.IN and linux.EPOLL.OUT == linux.POLL.OUT);
     return switch (op) {
-        .read, .recvmsg => linux.EPOLL.IN | linux.EPOLL.RDHUP,
+        .read, .recvmsg, .recv => linux.EPOLL.IN | linux.EPOLL.RDHUP,
         .accept => linux.EPOLL.IN,
-        .write, .connect, .sendmsg => linux.EPOLL.OUT,
+        .write, .connect, .sendmsg, .send => linux.EPOLL.OUT,
         .poll => |p| p.events,
         .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable, // no readiness
         .mkdirat, .symlinkat, .linkat, .waitid => unreachable, // no readiness
@@ -45,6 +45,8 @@ pub fn attempt(op: *Completion.Op) i32 {
             .connect => |*o| return attemptConnect(o),
             .recvmsg => |o| linux.recvmsg(o.fd, o.msg, o.flags | linux.MSG.DONTWAIT),
             .sendmsg => |o| linux.sendmsg(o.fd, o.msg, o.flags | linux.MSG.DONTWAIT),
+            .recv => |o| linux.recvfrom(o.fd, o.buffer.ptr, o.buffer.len, o.flags | linux.MSG.DONTWAIT, null, null),
+            .send => |o| linux.sendto(o.fd, o.buffer.ptr, o.buffer.len, o.flags | linux.MSG.DONTWAIT, null, 0),
             .read, .write, .poll => unreachable, // not a socket operation
             .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable,
             .mkdirat, .symlinkat, .linkat, .waitid => unreachable, // not a socket operation
@@ -205,13 +207,43 @@ fn testSocketOps(choice: Loop.Choice) !void {
     try std.testing.expectEqual(@as(i32, 5), send.result);
     try std.testing.expectEqual(@as(i32, 5), recv.result);
     try std.testing.expectEqualStrings("hello", in_buffer[0..5]);
+
+    // The same with the one-buffer `recv` and `send`, the other way round.
+    var plain_recv: Completion = .{
+        .op = .{ .recv = .{ .fd = client, .buffer = &in_buffer, .flags = 0 } },
+        .callback = &testDone,
+    };
+    loop.submit(&plain_recv); // nothing to read yet: it waits
+    _ = loop.poll(0);
+    var plain_send: Completion = .{
+        .op = .{ .send = .{ .fd = server, .buffer = "weft!!", .flags = linux.MSG.NOSIGNAL } },
+        .callback = &testDone,
+    };
+    loop.submit(&plain_send);
+    try testPollUntilIdle(&loop, &.{ &plain_send, &plain_recv });
+    try std.testing.expectEqual(@as(i32, 6), plain_send.result);
+    try std.testing.expectEqual(@as(i32, 6), plain_recv.result);
+    try std.testing.expectEqualStrings("weft!!", in_buffer[0..6]);
+
+    // A `recv` waiting for bytes is canceled with ECANCELED, and its buffer is untouched.
+    in_buffer[0] = 'x';
+    plain_recv = .{
+        .op = .{ .recv = .{ .fd = client, .buffer = &in_buffer, .flags = 0 } },
+        .callback = &testDone,
+    };
+    loop.submit(&plain_recv);
+    _ = loop.poll(0);
+    loop.cancel(&plain_recv);
+    try testPollUntilIdle(&loop, &.{&plain_recv});
+    try std.testing.expectEqual(linux.E.CANCELED, plain_recv.err().?);
+    try std.testing.expectEqual(@as(u8, 'x'), in_buffer[0]);
     try std.testing.expectEqual(@as(usize, 0), loop.inFlight());
 }
 
-test "Loop: io_uring accept, connect, sendmsg, recvmsg, cancel" {
+test "Loop: io_uring accept, connect, sendmsg, recvmsg, send, recv, cancel" {
     try testSocketOps(.io_uring);
 }
 
-test "Loop: epoll accept, connect, sendmsg, recvmsg, cancel" {
+test "Loop: epoll accept, connect, sendmsg, recvmsg, send, recv, cancel" {
     try testSocketOps(.epoll);
 }

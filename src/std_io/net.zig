@@ -298,7 +298,14 @@ pub fn netRead(
         .controllen = 0,
         .flags = 0,
     };
-    const result = try performUntimed(.{ .recvmsg = .{ .fd = handle, .msg = &msg, .flags = 0 } });
+    // One buffer (std's stream reader fills its own buffer): a plain `recv`, which spares the
+    // kernel the message header and iovec import of every read.
+    const op: Op = if (read_iovecs.count == 1) .{ .recv = .{
+        .fd = handle,
+        .buffer = read_iovecs.buffer[0].base[0..read_iovecs.buffer[0].len],
+        .flags = 0,
+    } } else .{ .recvmsg = .{ .fd = handle, .msg = &msg, .flags = 0 } };
+    const result = try performUntimed(op);
     if (result >= 0) return @intCast(result);
     return switch (errnoOf(result)) {
         .NOBUFS, .NOMEM => error.SystemResources,
@@ -336,7 +343,12 @@ pub fn netWrite(
         .flags = 0,
     };
     const op_flags = linux.MSG.NOSIGNAL;
-    const op: Op = .{ .sendmsg = .{ .fd = handle, .msg = &msg, .flags = op_flags } };
+    // One buffer (a response flushed from the writer's buffer): a plain `send`, as in `netRead`.
+    const op: Op = if (write_iovecs.count == 1) .{ .send = .{
+        .fd = handle,
+        .buffer = write_iovecs.buffer[0].base[0..write_iovecs.buffer[0].len],
+        .flags = op_flags,
+    } } else .{ .sendmsg = .{ .fd = handle, .msg = &msg, .flags = op_flags } };
     const result = try performUntimed(op);
     if (result >= 0) return @intCast(result);
     return switch (errnoOf(result)) {

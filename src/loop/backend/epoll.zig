@@ -132,7 +132,7 @@ fn perform(backend: *EpollBackend, completion: *Completion) void {
         else
             linux.writev(op.fd, op.iovecs.ptr, op.iovecs.len),
         .poll => unreachable, // a poll is finished by its readiness event alone
-        .accept, .connect, .recvmsg, .sendmsg => unreachable, // see `retry`
+        .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable, // see `retry`
         .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable, // `supports`
         .mkdirat, .symlinkat, .linkat, .waitid => unreachable, // `supports`
     };
@@ -186,7 +186,7 @@ pub fn poll(backend: *EpollBackend, timeout_ns: ?u64, reaped: *Completion.Queue)
         switch (completion.op) {
             .poll => backend.finish(completion, @intCast(event.events)),
             .read, .write => backend.perform(completion),
-            .accept, .connect, .recvmsg, .sendmsg => unreachable, // handled by `retry`
+            .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable, // handled by `retry`
             .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable,
             .mkdirat, .symlinkat, .linkat, .waitid => unreachable, // never submitted here
         }

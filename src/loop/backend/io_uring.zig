@@ -92,6 +92,8 @@ pub fn submit(backend: *IoUringBackend, completion: *Completion) void {
         .connect => |op| sqe.prep_connect(op.fd, op.addr, op.addr_len),
         .recvmsg => |op| sqe.prep_recvmsg(op.fd, op.msg, op.flags),
         .sendmsg => |op| sqe.prep_sendmsg(op.fd, op.msg, op.flags),
+        .recv => |op| sqe.prep_recv(op.fd, op.buffer, op.flags),
+        .send => |op| sqe.prep_send(op.fd, op.buffer, op.flags),
         .openat => |op| sqe.prep_openat(op.fd, op.path, op.flags, op.mode),
         .statx => |op| sqe.prep_statx(op.fd, op.path, op.flags, op.mask, op.buffer),
         .fsync => |op| {
@@ -135,7 +137,7 @@ fn probeSupported(ring: *linux.IoUring) std.EnumSet(Completion.Op.Tag) {
             .symlinkat => .SYMLINKAT,
             .linkat => .LINKAT,
             .waitid => .WAITID,
-            .read, .write, .poll, .accept, .connect, .recvmsg, .sendmsg => unreachable, // above
+            .read, .write, .poll, .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable, // above
         };
         if (probe) |p| if (p.is_supported(opcode)) supported.insert(tag);
     }
