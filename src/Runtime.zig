@@ -149,6 +149,12 @@ pub const State = struct {
         return task;
     }
 
+    /// Frees a task that was created but will never start, with the stack it may have reserved.
+    pub fn destroyUnstarted(state: *State, task: *Task) void {
+        if (task.stack != null) state.scheduler.executorOfThread().?.releaseReservedStack(task);
+        state.destroyTask(task);
+    }
+
     pub fn destroyTask(state: *State, task: *Task) void {
         assert(task.stack == null);
         assert(task.timer_place == .none);
@@ -158,8 +164,8 @@ pub const State = struct {
     }
 
     /// Makes a new task runnable: see `Scheduler.start`.
-    pub fn start(state: *State, task: *Task) void {
-        state.scheduler.start(task);
+    pub fn start(state: *State, task: *Task, placement: Scheduler.Placement) void {
+        state.scheduler.start(task, placement);
     }
 };
 

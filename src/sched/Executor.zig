@@ -89,6 +89,9 @@ handoff: ?*Task = null,
 dispatches: u32 = 0,
 /// True while the executor polls its loop and timers (see `pushWoken`).
 polling: bool = false,
+/// Set when a poll queued stealable work: `pollIo` decides once, after the whole batch, whether
+/// to tell idle executors (see `notifyAfterPoll`).
+poll_queued: bool = false,
 /// Whether this executor holds one count of `Scheduler.searching`.
 searching: bool = false,
 /// Guarded by `Scheduler.idle_lock`.
@@ -236,7 +239,11 @@ fn enqueueAt(executor: *Executor, task: *Task, end: End) void {
         const count = executor.ring.popHalf(&executor.steal_buffer);
         executor.scheduler.pushGlobalBatch(executor.steal_buffer[0..count]);
     }
-    executor.scheduler.notifyWork();
+    if (executor.polling) {
+        executor.poll_queued = true;
+    } else {
+        executor.scheduler.notifyWork();
+    }
 }
 
 /// Thread-safe: queues a task bound to this executor from another thread.
@@ -295,10 +302,19 @@ fn findReady(executor: *Executor) ?*Task {
 /// `findReady`, and gives a task that never ran its stack. Null when nothing is ready.
 fn nextRunnable(executor: *Executor) ?*Task {
     while (executor.findReady()) |task| {
-        if (task.stack != null or task == &executor.scheduler.main_task) return task;
-        if (executor.prepareStart(task)) return task;
+        if (executor.readyToRun(task)) return task;
     }
     return null;
+}
+
+/// Makes a task that never ran runnable here: its stack (taken now, or reserved at spawn) and
+/// its start context. False when no stack can be had: the task then waits with the scheduler's
+/// starved tasks.
+fn readyToRun(executor: *Executor, task: *Task) bool {
+    if (task.context_ready or task == &executor.scheduler.main_task) return true;
+    if (task.stack == null) return executor.prepareStart(task);
+    executor.prepareContext(task);
+    return true;
 }
 
 /// Queues all but the first of the `count` tasks just taken into `steal_buffer` on our ring;
@@ -368,7 +384,7 @@ pub fn runFirst(executor: *Executor, child: *Task) void {
     assert(me != child);
     assert(me.wait_state.load(.monotonic) == .running);
     executor.pushWoken(me);
-    if (child.stack == null and !executor.prepareStart(child)) {
+    if (!executor.readyToRun(child)) {
         // No stack for the child yet (it waits with the scheduler's starved tasks): continue
         // ourselves.
         park(me);
@@ -464,16 +480,31 @@ fn prepareStart(executor: *Executor, task: *Task) bool {
         return false;
     };
     task.stack = stack;
-    context.prepare(&task.context, stack.top(), &taskEntry, task);
+    executor.prepareContext(task);
     return true;
 }
 
-/// Acquires a stack now, for `concurrent`, which must fail rather than wait for one.
+fn prepareContext(executor: *Executor, task: *Task) void {
+    _ = executor;
+    assert(!task.context_ready);
+    context.prepare(&task.context, task.stack.?.top(), &taskEntry, task);
+    task.context_ready = true;
+}
+
+/// Acquires a stack now, for `concurrent`, which must fail rather than wait for one. Its memory
+/// is not touched here: the executor that first runs the task prepares it (`readyToRun`).
 pub fn reserveStack(executor: *Executor, task: *Task) error{SystemResources}!void {
     assert(ofThread() == executor);
-    const stack = try executor.stacks.acquire();
-    task.stack = stack;
-    context.prepare(&task.context, stack.top(), &taskEntry, task);
+    assert(task.stack == null);
+    task.stack = try executor.stacks.acquire();
+}
+
+/// Gives back a stack `reserveStack` took for a task that will never run.
+pub fn releaseReservedStack(executor: *Executor, task: *Task) void {
+    assert(ofThread() == executor);
+    assert(!task.context_ready);
+    executor.stacks.release(task.stack.?);
+    task.stack = null;
 }
 
 fn taskEntry(argument: *anyopaque) callconv(.c) noreturn {
@@ -575,8 +606,12 @@ fn search(executor: *Executor) ?*Task {
     var rounds: u32 = 0;
     while (true) : (rounds += 1) {
         if (executor.steal()) |task| {
-            executor.stopSearching(true);
-            return task;
+            // A task that never ran finds its stack here; one that found none waits with the
+            // starved tasks, and we search on.
+            if (executor.readyToRun(task)) {
+                executor.stopSearching(true);
+                return task;
+            }
         }
         if (rounds % 8 == 7) executor.pollIo(false);
         if (executor.nextRunnable()) |task| {
@@ -629,6 +664,23 @@ fn pollIo(executor: *Executor, block: bool) void {
     if (block or executor.loop.inFlight() > 0) _ = executor.loop.poll(timeout_ns);
     if (block) executor.loop.sleeping.store(false, .monotonic);
     executor.expireTimers();
+    executor.notifyAfterPoll();
+}
+
+/// After a poll that queued stealable tasks (completions, expired timers): wakes an idle
+/// executor unless the ring holds just one task and nothing else would run before it here
+/// (no task in the LIFO slot or the bound queue), that is, the task this executor runs next. A single
+/// completion is the common case of latency-bound work (a request, its reply); waking a
+/// sleeping executor for it costs a syscall and a CPU that spins searching, on a machine whose
+/// other cores often run the very clients of that work (measured on echo with 2 executors), while
+/// this executor runs the task within the next few dispatches. The work is visible before this
+/// check, so no wake-up is lost: either another executor finds it, or it runs here.
+fn notifyAfterPoll(executor: *Executor) void {
+    if (!executor.poll_queued) return;
+    executor.poll_queued = false;
+    const runs_next_here = executor.ring.len() == 1 and executor.lifo == null and
+        executor.local.isEmpty();
+    if (!runs_next_here) executor.scheduler.notifyWork();
 }
 
 fn peekDeadline(executor: *Executor) ?u64 {

@@ -90,9 +90,23 @@ pub fn makeReady(scheduler: *Scheduler, task: *Task) void {
     }
 }
 
-/// Starts a task that never ran. On an executor of this scheduler the task runs at once and
-/// its spawner waits in the LIFO slot (`Executor.runFirst`); elsewhere it is queued.
-pub fn start(scheduler: *Scheduler, task: *Task) void {
+/// How `start` places a new task spawned by a task.
+pub const Placement = enum {
+    /// The child runs at once; the spawner waits in the LIFO slot (`Executor.runFirst`).
+    child_first,
+    /// As `child_first`, except while another executor is out of work (searching or idle) and
+    /// the spawner's ring is empty: then the child goes to the ring, where that executor takes
+    /// it, and the spawner goes on. For `concurrent`, whose tasks usually stay alive (a
+    /// connection, a sleeper): a burst of them spreads over the executors from the start, and
+    /// so does the first touch of their stacks, a page fault each, which serialised a million
+    /// spawns on one core. `async` keeps `child_first`: its tasks are often short, and running
+    /// them in place reuses one hot stack.
+    spread,
+};
+
+/// Starts a task that never ran. On an executor of this scheduler, see `Placement`; elsewhere
+/// it is queued.
+pub fn start(scheduler: *Scheduler, task: *Task, placement: Placement) void {
     assert(task.wait_state.load(.monotonic) == .running);
     const here = scheduler.executorOfThread();
     if (scheduler.pinned) {
@@ -104,9 +118,14 @@ pub fn start(scheduler: *Scheduler, task: *Task) void {
         return home.enqueue(task);
     }
     if (here) |executor| {
-        // From a task: child first. From the idle context (a completion callback): queue it.
-        if (executor.current != null) return executor.runFirst(task);
-        return executor.enqueue(task);
+        // From the idle context (a completion callback): queue it.
+        if (executor.current == null) return executor.enqueue(task);
+        if (placement == .spread and scheduler.executors.len > 1 and executor.ring.isEmpty() and
+            (scheduler.searching.load(.monotonic) > 0 or scheduler.sleeping.load(.monotonic) > 0))
+        {
+            return executor.enqueue(task);
+        }
+        return executor.runFirst(task);
     }
     scheduler.pushGlobal(task);
 }

@@ -51,8 +51,13 @@ executor: *Executor,
 home: ?*Executor = null,
 /// See "Where a task runs" above.
 on_cpu: std.atomic.Value(bool) = .init(false),
-/// Null until the task first runs (stacks are taken lazily, so queued tasks cost no stack).
+/// Null until the task first runs (stacks are taken lazily, so queued tasks cost no stack), or
+/// reserved at spawn for `concurrent`.
 stack: ?Stack = null,
+/// Whether `context` is prepared to start on `stack`. A stack reserved at spawn is prepared only
+/// by the executor that first runs the task, so that the first touch of its memory (a page
+/// fault, the main cost of spawning many tasks that stay alive) happens there.
+context_ready: bool = false,
 /// Link in a run queue.
 next: ?*Task = null,
 wait_state: std.atomic.Value(WaitState) = .init(.running),

@@ -33,7 +33,7 @@ pub fn async(
         return null;
     };
     task.start = .{ .future = start };
-    state.start(task);
+    state.start(task, .child_first);
     return @ptrCast(task);
 }
 
@@ -48,7 +48,7 @@ pub fn concurrent(
     const state = stateOf(userdata);
     const task = try state.createTaskConcurrent(.future, context, context_alignment, result_len, result_alignment);
     task.start = .{ .future = start };
-    state.start(task);
+    state.start(task, .spread);
     return @ptrCast(task);
 }
 
@@ -163,7 +163,7 @@ pub fn groupAsync(
     };
     task.start = .{ .group = start };
     addMember(group_state, task);
-    state.start(task);
+    state.start(task, .child_first);
 }
 
 pub fn groupConcurrent(
@@ -176,12 +176,12 @@ pub fn groupConcurrent(
     const state = stateOf(userdata);
     const task = try state.createTaskConcurrent(.group_member, context, context_alignment, 0, .@"1");
     const group_state = groupState(state, group) catch {
-        state.destroyTask(task);
+        state.destroyUnstarted(task);
         return error.ConcurrencyUnavailable;
     };
     task.start = .{ .group = start };
     addMember(group_state, task);
-    state.start(task);
+    state.start(task, .spread);
 }
 
 /// Ends a group member: leaves the member list and wakes the awaiter of an emptied group.
