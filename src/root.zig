@@ -43,6 +43,7 @@ test {
     _ = @import("sched/RunQueue.zig");
     _ = @import("testing/overflow_test.zig");
     _ = @import("net/dns.zig");
+    _ = @import("net/dns_tcp.zig");
     _ = @import("net/hosts.zig");
     _ = @import("net/ResolvConf.zig");
     _ = @import("net/lookup.zig");
