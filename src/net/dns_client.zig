@@ -429,22 +429,11 @@ fn receive(
     deadline_ns: u64,
 ) ExchangeIoError!struct { len: usize, from: IpAddress } {
     var storage: socket.IpStorage = undefined;
-    var iovec: posix.iovec = .{ .base = buffer.ptr, .len = buffer.len };
-    var msg: linux.msghdr = .{
-        .name = &storage.any,
-        .namelen = @sizeOf(socket.IpStorage),
-        .iov = (&iovec)[0..1],
-        .iovlen = 1,
-        .control = null,
-        .controllen = 0,
-        .flags = 0,
-    };
-    const op: Op = .{ .recvmsg = .{ .fd = fd, .msg = &msg, .flags = 0 } };
-    const result = try io_wait.perform(op, deadline_ns);
+    const result = try socket.receiveOnLoop(fd, buffer, &storage, deadline_ns);
     if (result >= 0) {
-        // A datagram longer than the buffer is cut (MSG_TRUNC in msg.flags); the parser
+        // A datagram longer than the buffer is cut (the kernel drops the rest); the parser
         // then sees a short packet and drops it.
-        const len = @min(@as(usize, @intCast(result)), buffer.len);
+        const len: usize = @intCast(result);
         return .{ .len = len, .from = socket.ipFromPosix(&storage) };
     }
     return switch (@as(os.E, @enumFromInt(-result))) {

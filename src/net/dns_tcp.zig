@@ -241,18 +241,7 @@ fn readExactly(fd: socket.fd_t, buffer: []u8, deadline_ns: u64) ReadError!void {
     var filled: usize = 0;
     // Bounded: every round reads at least one byte or ends.
     while (filled < buffer.len) {
-        var iovec: posix.iovec = .{ .base = buffer[filled..].ptr, .len = buffer.len - filled };
-        var msg: linux.msghdr = .{
-            .name = null,
-            .namelen = 0,
-            .iov = (&iovec)[0..1],
-            .iovlen = 1,
-            .control = null,
-            .controllen = 0,
-            .flags = 0,
-        };
-        const op: Op = .{ .recvmsg = .{ .fd = fd, .msg = &msg, .flags = 0 } };
-        const result = try io_wait.perform(op, deadline_ns);
+        const result = try socket.receiveOnLoop(fd, buffer[filled..], null, deadline_ns);
         if (result < 0) return streamError(errnoOf(result));
         if (result == 0) return error.EndOfStream;
         filled += @intCast(result);
