@@ -143,6 +143,14 @@ pub const blocking_lane_queue_limit = 256;
 /// the one canonical name must fit in 16 (a caller may fill the queue before reading it).
 pub const dns_addresses_max = 15;
 
+/// Bytes of a DNS reply over TCP that the resolver keeps per query (it lives on the looking-up
+/// fiber's stack, one per query). A TCP reply may be 65,535 bytes; what lies past this is
+/// skipped and the reply is cut after its last whole answer record (`dns.keepWholeAnswers`).
+/// 2 KiB holds a question (at most 259 bytes), a CNAME chain of a few names and far more than
+/// `dns_addresses_max` addresses (an AAAA record is 28 bytes compressed), so the cut only
+/// loses records a lookup would drop anyway; 64 KiB per query would not fit small stacks.
+pub const dns_tcp_message_bytes_max = 2048;
+
 /// Highest nice value (lowest priority) Linux gives a thread.
 pub const nice_max = 19;
 
@@ -172,6 +180,9 @@ comptime {
     assert(std.math.isPowerOfTwo(ring_entries));
     assert(dns_addresses_max + 1 <= 16); // + the canonical name
     assert(dns_addresses_max >= 2); // one of each family at least
+    // A TCP reply is kept at least as long as any UDP one; the length prefix is 16 bits.
+    assert(dns_tcp_message_bytes_max >= 512 and dns_tcp_message_bytes_max <= 65535);
+    assert(dns_tcp_message_bytes_max >= 12 + 259 + dns_addresses_max * 28); // see above
     assert(reap_batch_max >= 8);
     assert(std.math.isPowerOfTwo(futex_buckets));
     assert(std.math.isPowerOfTwo(run_queue_len) and run_queue_len >= 4);

@@ -43,6 +43,7 @@ test {
     _ = @import("sched/RunQueue.zig");
     _ = @import("testing/overflow_test.zig");
     _ = @import("net/dns.zig");
+    _ = @import("net/dns_tcp.zig");
     _ = @import("net/hosts.zig");
     _ = @import("net/ResolvConf.zig");
     _ = @import("net/lookup.zig");
@@ -61,6 +62,7 @@ test {
     _ = @import("testing/fs_test.zig");
     _ = @import("testing/process_test.zig");
     _ = @import("std_io/iovecs.zig");
+    _ = @import("std_io/fs_errno.zig");
     _ = @import("lanes/Registry.zig");
     _ = @import("testing/cpu_test.zig");
     _ = @import("testing/registry_test.zig");

@@ -3,8 +3,9 @@
 //!
 //! Honoured: `nameserver` (IPv4 or IPv6, port 53; at most `name_servers_max`, later ones
 //! ignored), `search` and `domain` (the last such line wins, as resolv.conf(5) says),
-//! `options ndots:n timeout:n attempts:n` (capped at glibc's limits: 15, 30 s, 5). Other
-//! directives and options are ignored. Not honoured: the LOCALDOMAIN and RES_OPTIONS
+//! `options ndots:n timeout:n attempts:n` (capped at glibc's limits: 15, 30 s, 5) and
+//! `options use-vc` (every query over TCP, as glibc's RES_USEVC). Other directives and options
+//! are ignored. Not honoured: the LOCALDOMAIN and RES_OPTIONS
 //! environment variables, `rotate`, IPv6 name servers with a scope (`%eth0`).
 const ResolvConf = @This();
 
@@ -23,6 +24,9 @@ ndots: u8 = 1,
 timeout_s: u8 = 5,
 /// Rounds over the list of servers.
 attempts: u8 = 2,
+/// `use-vc`: ask over TCP from the start instead of UDP (which falls back to TCP only for a
+/// truncated reply).
+use_vc: bool = false,
 
 /// resolv.conf(5): "Up to MAXNS (currently 3) name servers may be listed".
 pub const name_servers_max = 3;
@@ -67,7 +71,10 @@ pub fn parseLine(conf: *ResolvConf, line: []const u8) void {
 }
 
 fn parseOption(conf: *ResolvConf, option: []const u8) void {
-    const colon = std.mem.indexOfScalar(u8, option, ':') orelse return;
+    const colon = std.mem.indexOfScalar(u8, option, ':') orelse {
+        if (std.mem.eql(u8, option, "use-vc")) conf.use_vc = true;
+        return;
+    };
     const name = option[0..colon];
     const value = std.fmt.parseInt(u32, option[colon + 1 ..], 10) catch |err| switch (err) {
         error.Overflow => std.math.maxInt(u32),
@@ -107,7 +114,7 @@ test "ResolvConf: name servers, search list and options" {
         \\nameserver ::1 # local
         \\domain old.example
         \\search corp.example   lab.example
-        \\options ndots:2 timeout:1 attempts:9 rotate edns0
+        \\options ndots:2 timeout:1 attempts:9 rotate edns0 use-vc
         \\nameserver 10.0.0.54
         \\nameserver 10.0.0.55
     );
@@ -122,6 +129,7 @@ test "ResolvConf: name servers, search list and options" {
     try std.testing.expectEqual(@as(u8, 2), conf.ndots);
     try std.testing.expectEqual(@as(u8, 1), conf.timeout_s);
     try std.testing.expectEqual(@as(u8, attempts_max), conf.attempts);
+    try std.testing.expect(conf.use_vc);
 }
 
 test "ResolvConf: an empty or garbled file means the local name server and defaults" {
@@ -130,6 +138,7 @@ test "ResolvConf: an empty or garbled file means the local name server and defau
     try std.testing.expect(conf.nameServers()[0].eql(&.{ .ip4 = .loopback(53) }));
     try std.testing.expectEqual(@as(u8, 1), conf.ndots);
     try std.testing.expectEqual(@as(u8, 1), conf.timeout_s); // 0 is raised to 1
+    try std.testing.expect(!conf.use_vc);
     var domains = conf.searchDomains();
     try std.testing.expect(domains.next() == null);
 }

@@ -244,6 +244,29 @@ pub const Response = struct {
     }
 };
 
+/// Makes whole a response cut after `packet.len` bytes (a TCP reply longer than the resolver
+/// keeps): keeps the header, the question and the answer records that fit entirely, lowers the
+/// answer count to them and drops the authority and additional sections (their counts become
+/// 0). Returns the message, a prefix of `packet`, which `Response.parse` and `checkAnswers`
+/// accept. The TC bit is left as the server sent it. `error.Malformed` when even the header
+/// or the question section does not fit.
+///
+/// Rejected: parsing a cut message leniently wherever it is read, which would spread the
+/// question "is this record really there?" over every reader of a response.
+pub fn keepWholeAnswers(packet: []u8) ParseError![]u8 {
+    const response = try Response.parse(packet);
+    var it = response.answers();
+    var kept: u16 = 0;
+    // Bounded by the answer count; the first record that does not lie whole within the
+    // packet ends the kept part (an error here is the cut, or garbage after it).
+    while (it.next() catch null) |_| kept += 1;
+    assert(kept <= response.header.answer_count);
+    assert(it.offset <= packet.len);
+    std.mem.writeInt(u16, packet[6..8], kept, .big);
+    @memset(packet[8..header_bytes], 0); // authority and additional counts
+    return packet[0..it.offset];
+}
+
 pub const AnswerIterator = struct {
     packet: []const u8,
     offset: usize,
@@ -519,6 +542,36 @@ test "dns: compression pointers must point backwards" {
     try expectEqual(@as(usize, 19), name.end);
 }
 
+test "dns: a reply cut short keeps its whole answers and drops the rest" {
+    var query_buffer: [query_bytes_max]u8 = undefined;
+    const query = try encodeQuery(&query_buffer, 9, "many.test", .a);
+    var answers: [300]testing.Answer = undefined;
+    var data: [300][4]u8 = undefined;
+    for (&answers, &data, 0..) |*answer, *bytes, i| {
+        bytes.* = .{ 10, 2, @intCast(i >> 8), @intCast(i & 0xff) };
+        answer.* = .{ .record_type = .a, .data = bytes };
+    }
+    var full_buffer: [8192]u8 = undefined;
+    const full = try testing.encodeResponse(&full_buffer, query, .no_error, &answers);
+    try expect(full.len > 2048);
+    // Cut where a real TCP reader would, and in the middle of a record.
+    for ([_]usize{ 2048, query.len + 16 * 7 + 5 }) |cut_at| {
+        const kept = try keepWholeAnswers(full[0..cut_at]);
+        const response = try Response.parse(kept);
+        try response.checkAnswers();
+        const records = (cut_at - query.len) / 16; // each record: pointer, fixed part, 4 bytes
+        try expectEqual(@as(u16, @intCast(records)), response.header.answer_count);
+        try expectEqual(query.len + records * 16, kept.len);
+        var addresses: [4]IpAddress = undefined;
+        var canonical: NameBuffer = undefined;
+        const got = try extractAddresses(&response, "many.test", .a, 53, &addresses, &canonical);
+        try expectEqual(@as(usize, 4), got.addresses_len);
+        try expectEqual([4]u8{ 10, 2, 0, 3 }, addresses[3].ip4.bytes);
+    }
+    // Not even the question: nothing to keep.
+    try expectError(error.Malformed, keepWholeAnswers(full[0 .. query.len - 1]));
+}
+
 /// Parses `packet` and extracts its addresses as the resolver would; any error is fine, a
 /// crash or an out-of-bounds access (a safety panic in tests) is not.
 fn parseAnything(packet: []const u8) void {
@@ -558,7 +611,19 @@ test "dns: random and mutated packets never crash the parser" {
             if (random.boolean()) len = random.uintAtMost(usize, len);
         }
         parseAnything(packet[0..len]);
+        keepAnything(packet[0..len]);
     }
-    // Every prefix of the valid response, too.
-    for (0..seed.len + 1) |len| parseAnything(seed[0..len]);
+    // Every prefix of the valid response, too, and each made whole again.
+    for (0..seed.len + 1) |len| {
+        parseAnything(seed[0..len]);
+        @memcpy(packet[0..len], seed[0..len]);
+        keepAnything(packet[0..len]);
+    }
+}
+
+/// Whatever `packet` holds, what `keepWholeAnswers` keeps of it parses and its answers check.
+fn keepAnything(packet: []u8) void {
+    const kept = keepWholeAnswers(packet) catch return;
+    const response = Response.parse(kept) catch unreachable;
+    response.checkAnswers() catch unreachable;
 }

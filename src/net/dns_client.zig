@@ -1,24 +1,40 @@
-//! The UDP exchange with name servers: send a set of queries for one name, collect one reply
-//! per query, with resolv.conf(5)'s timeout and attempts. The sends and receives are loop
-//! operations (`sched/io_wait.zig`), so a lookup parks only its own fiber, is a cancelation
-//! point that cancels the pending receive, and on a thread weft does not run waits in poll(2).
+//! The exchange with name servers: send a set of queries for one name, collect one reply per
+//! query, with resolv.conf(5)'s timeout and attempts, over UDP and, for a reply that did not
+//! fit a datagram, over TCP. The sends and receives are loop operations
+//! (`sched/io_wait.zig`), so a lookup parks only its own fiber, is a cancelation point that
+//! cancels the pending operation, and on a thread weft does not run waits in poll(2).
 //!
 //! Order, as resolv.conf(5) describes it: the servers are asked one after another; each gets
 //! `timeout_ns` to answer before the next one is asked; the list is walked `attempts` times.
 //! A server that answers a query with SERVFAIL, REFUSED, NOTIMP or FORMERR is done for that
-//! query in this round (the next server is asked at once, not after the timeout). A reply is
-//! taken only when it comes from the server just asked, carries the query's random id, and
+//! query in this round (the next server is asked at once, not after the timeout). A UDP reply
+//! is taken only when it comes from the server just asked, carries the query's random id, and
 //! repeats the query's question; anything else on the socket is dropped (rejected: taking the
 //! first packet with a matching id, which lets any host on the path answer).
 //!
-//! Not done: TCP fallback for a truncated (TC) reply; the records that did fit are used.
+//! TCP (RFC 1035 §4.2.2, RFC 7766 §5): a UDP reply with the TC bit set ends the UDP exchange
+//! with that server, and every query it has not answered yet is sent to the same server over
+//! one TCP connection (`dns_tcp.zig`), within what is left of the same `timeout_ns`. The
+//! truncated reply itself is not used (RFC 2181 §9: its records may be an incomplete set).
+//! From then on the exchange stays on TCP for the other servers and rounds, since the answer
+//! is known not to fit a datagram (glibc does the same); with resolv.conf's `use-vc` it starts
+//! there. Over TCP the connection is the server's alone, so a reply that does not parse or
+//! answers no query fails that server for the queries still waiting (no waiting for a better
+//! packet, as on UDP). A server that closes the connection after some replies (RFC 7766
+//! allows it) gets a new connection for the rest; one that refuses, resets, cuts a reply or
+//! lets the time run out is done for this round, like a silent UDP server. When no server
+//! answered a query, the caller reports it (`lookup.zig`: `error.NameServerFailure`).
+//! A TCP reply longer than `config.dns_tcp_message_bytes_max` is cut after its last whole
+//! answer record (`dns.keepWholeAnswers`).
 const std = @import("std");
 const linux = std.os.linux;
 const posix = std.posix;
 const assert = std.debug.assert;
 const net = std.Io.net;
 const IpAddress = net.IpAddress;
+const weft_config = @import("../config.zig");
 const dns = @import("dns.zig");
+const dns_tcp = @import("dns_tcp.zig");
 const socket = @import("socket.zig");
 const os = @import("../os/linux.zig");
 const io_wait = @import("../sched/io_wait.zig");
@@ -27,12 +43,19 @@ const Op = @import("../loop/Completion.zig").Op;
 /// Queries of one exchange at most: one per address family (A and AAAA).
 pub const queries_max = 2;
 
+comptime {
+    assert(weft_config.dns_tcp_message_bytes_max >= dns.udp_message_bytes_max);
+    assert(queries_max <= dns_tcp.messages_max);
+}
+
 pub const Query = struct {
     record_type: dns.Type,
     id: u16 = undefined,
     message: []const u8 = &.{},
     message_buffer: [dns.query_bytes_max]u8 = undefined,
-    reply_buffer: [dns.udp_message_bytes_max]u8 = undefined,
+    /// Replies are received here while the query waits (UDP or TCP alike), so a reply that
+    /// answers it is already in place; one that answers the other query is copied there.
+    reply_buffer: [weft_config.dns_tcp_message_bytes_max]u8 = undefined,
     state: State = .pending,
 
     pub const State = union(enum) {
@@ -52,10 +75,18 @@ pub const Query = struct {
     }
 };
 
+pub const Transport = enum {
+    /// UDP, and TCP once a reply came back truncated.
+    udp,
+    /// TCP for every query (resolv.conf's `use-vc`).
+    tcp,
+};
+
 pub const Servers = struct {
     addresses: []const IpAddress,
     timeout_ns: u64,
     attempts: u8,
+    transport: Transport = .udp,
 };
 
 pub const Error = error{
@@ -72,7 +103,8 @@ pub const Error = error{
 
 /// Asks `servers` for `name`, once per query in `queries` (whose `record_type` the caller set),
 /// and leaves each query `answered` or not (when every server timed out or failed it).
-/// `io.random` draws the query ids. Cancelation point.
+/// `io.random` draws the query ids. Cancelation point. Every socket it opens is closed before
+/// it returns, on every path.
 pub fn exchange(io: std.Io, servers: Servers, name: []const u8, queries: []Query) Error!void {
     assert(queries.len > 0 and queries.len <= queries_max);
     assert(servers.addresses.len > 0 and servers.attempts > 0);
@@ -84,23 +116,55 @@ pub fn exchange(io: std.Io, servers: Servers, name: []const u8, queries: []Query
         query.message = try dns.encodeQuery(buffer, query.id, name, query.record_type);
         query.state = .pending;
     }
-    const endpoint = try Endpoint.open(servers.addresses);
-    defer os.closeFd(endpoint.fd);
+    var transport = servers.transport;
+    const endpoint: ?Endpoint = switch (transport) {
+        .udp => try Endpoint.open(servers.addresses),
+        .tcp => null,
+    };
+    defer if (endpoint) |e| os.closeFd(e.fd);
     for (0..servers.attempts) |_| {
         for (servers.addresses) |*server| {
-            if (!endpoint.reaches(server)) continue;
-            var pending: usize = 0;
-            for (queries) |*query| switch (query.state) {
-                .answered => {},
-                .pending, .server_failed => {
-                    query.state = .pending;
-                    pending += 1;
-                },
-            };
-            if (pending == 0) return;
-            try askServer(endpoint, server, name, queries, servers.timeout_ns);
+            if (transport == .udp and !endpoint.?.reaches(server)) continue;
+            if (restartPending(queries) == 0) return;
+            const deadline_ns = os.monotonicNs() +| servers.timeout_ns;
+            if (transport == .udp) {
+                const outcome = try askOverUdp(endpoint.?, server, name, queries, deadline_ns);
+                switch (outcome) {
+                    .done => continue,
+                    .truncated => transport = .tcp, // this server first, within its time
+                }
+            }
+            try askOverTcp(server, name, queries, deadline_ns);
         }
     }
+}
+
+/// Makes the queries a server failed pending again (for the next one); returns how many of
+/// the queries are unanswered.
+fn restartPending(queries: []Query) usize {
+    var pending: usize = 0;
+    for (queries) |*query| switch (query.state) {
+        .answered => {},
+        .pending, .server_failed => {
+            query.state = .pending;
+            pending += 1;
+        },
+    };
+    return pending;
+}
+
+fn countPending(queries: []const Query) usize {
+    var pending: usize = 0;
+    for (queries) |*query| pending += @intFromBool(query.state == .pending);
+    return pending;
+}
+
+/// The first query still waiting: replies are received into its buffer.
+fn firstPending(queries: []Query) *Query {
+    for (queries) |*query| {
+        if (query.state == .pending) return query;
+    }
+    unreachable; // callers receive only while a query waits
 }
 
 /// One UDP socket for the whole exchange. With any IPv6 server it is an IPv6 socket that also
@@ -152,57 +216,180 @@ const Endpoint = struct {
     }
 };
 
+const UdpOutcome = enum {
+    /// Every query is answered or failed by this server, or its time is up.
+    done,
+    /// A reply came back truncated: ask this server again over TCP.
+    truncated,
+};
+
 /// Sends every pending query to `server`, then takes its replies until each query is answered
-/// or failed by it, or `timeout_ns` passed.
-fn askServer(
+/// or failed by it, a reply is truncated, or `deadline_ns` passed.
+fn askOverUdp(
     endpoint: Endpoint,
     server: *const IpAddress,
     name: []const u8,
     queries: []Query,
-    timeout_ns: u64,
-) Error!void {
+    deadline_ns: u64,
+) Error!UdpOutcome {
     const peer = endpoint.peer(server);
-    const deadline_ns = os.monotonicNs() +| timeout_ns;
     for (queries) |*query| {
         if (query.state != .pending) continue;
         send(endpoint.fd, &peer, query.message, deadline_ns) catch |err| switch (err) {
             error.Canceled, error.SystemResources => |e| return e,
-            error.ServerUnreachable, error.Timeout => return, // next server
+            error.ServerUnreachable, error.Timeout => return .done, // next server
         };
     }
-    var datagram: [dns.udp_message_bytes_max]u8 = undefined;
-    while (true) {
-        var pending: usize = 0;
-        for (queries) |*query| pending += @intFromBool(query.state == .pending);
-        if (pending == 0) return;
-        const received = receive(endpoint.fd, &datagram, deadline_ns) catch |err| switch (err) {
-            error.Canceled, error.SystemResources => |e| return e,
-            error.Timeout, error.ServerUnreachable => return, // next server
-        };
+    // Bounded by the deadline: every round waits for a datagram or ends the exchange.
+    while (countPending(queries) > 0) {
+        const slot = firstPending(queries);
+        const received = receive(endpoint.fd, &slot.reply_buffer, deadline_ns) catch |err|
+            switch (err) {
+                error.Canceled, error.SystemResources => |e| return e,
+                error.Timeout, error.ServerUnreachable => return .done, // next server
+            };
         if (!received.from.eql(&peer)) continue;
-        accept(queries, name, datagram[0..received.len]);
+        switch (fileReply(queries, name, slot, received.len, .udp)) {
+            .answered, .failed, .unusable => {},
+            .truncated => return .truncated,
+        }
     }
+    return .done;
 }
 
-/// Files `packet` under the query it answers, if any.
-fn accept(queries: []Query, name: []const u8, packet: []const u8) void {
-    const response = dns.Response.parse(packet) catch return;
-    response.checkAnswers() catch return; // cut or garbled: wait for a better one
+/// Asks `server` over TCP for every pending query, by `deadline_ns`. Queries it leaves
+/// pending were not answered in time; those it failed are `server_failed`.
+fn askOverTcp(
+    server: *const IpAddress,
+    name: []const u8,
+    queries: []Query,
+    deadline_ns: u64,
+) Error!void {
+    // Bounded: a connection that settles no query fails the server, so each one but the
+    // last settles at least one, and there are at most `queries_max` to settle.
+    for (0..queries_max) |_| {
+        if (countPending(queries) == 0) return;
+        switch (try askOverConnection(server, name, queries, deadline_ns)) {
+            .progress => continue, // closed by the server after some replies: reconnect
+            .timeout => return,
+            .failed => {
+                for (queries) |*query| {
+                    if (query.state == .pending) query.state = .server_failed;
+                }
+                return;
+            },
+        }
+    }
+    assert(countPending(queries) == 0);
+}
+
+const ConnectionOutcome = enum { progress, timeout, failed };
+
+/// One TCP connection: sends the pending queries, files replies until none is pending or the
+/// connection ends. The connection is closed before it returns, on every path.
+fn askOverConnection(
+    server: *const IpAddress,
+    name: []const u8,
+    queries: []Query,
+    deadline_ns: u64,
+) Error!ConnectionOutcome {
+    var connection = dns_tcp.Connection.open(server, deadline_ns) catch |err|
+        return tcpOutcome(err);
+    defer connection.close();
+    var messages_buffer: [queries_max][]const u8 = undefined;
+    var messages_len: usize = 0;
     for (queries) |*query| {
         if (query.state != .pending) continue;
-        if (!response.answersQuery(query.id, name, query.record_type)) continue;
-        switch (response.header.rcode) {
-            .no_error, .name_error => {
-                @memcpy(query.reply_buffer[0..packet.len], packet);
-                query.state = .{ .answered = packet.len };
-            },
-            // The server cannot answer: do not wait for it (RFC 1035 §4.1.1 rcodes 1, 2, 4, 5).
-            .format_error, .server_failure, .not_implemented, .refused => {
-                query.state = .server_failed;
-            },
-            _ => {}, // unknown: keep waiting for a usable reply
+        messages_buffer[messages_len] = query.message;
+        messages_len += 1;
+    }
+    assert(messages_len > 0);
+    connection.send(messages_buffer[0..messages_len], deadline_ns) catch |err|
+        return tcpOutcome(err);
+    var settled: usize = 0;
+    // Bounded: every round settles a query or ends the connection.
+    while (countPending(queries) > 0) {
+        const slot = firstPending(queries);
+        const received = connection.receive(&slot.reply_buffer, deadline_ns) catch |err|
+            switch (err) {
+                error.ConnectionClosed => return if (settled > 0) .progress else .failed,
+                else => return tcpOutcome(err),
+            };
+        var len = received.message.len;
+        if (received.cut) {
+            len = (dns.keepWholeAnswers(received.message) catch return .failed).len;
         }
-        return;
+        switch (fileReply(queries, name, slot, len, .tcp)) {
+            .answered, .failed => settled += 1,
+            .unusable => return .failed,
+            .truncated => unreachable, // TC is not looked at over TCP
+        }
+    }
+    return .progress;
+}
+
+/// What a failed TCP step means for the exchange: errors of this host end it, errors of the
+/// server end the server's turn.
+fn tcpOutcome(err: dns_tcp.Error) Error!ConnectionOutcome {
+    return switch (err) {
+        error.Canceled,
+        error.SystemResources,
+        error.ProcessFdQuotaExceeded,
+        error.SystemFdQuotaExceeded,
+        error.Unexpected,
+        => |e| e,
+        error.Timeout => .timeout,
+        error.ServerUnreachable,
+        error.ConnectionClosed,
+        error.MessageCut,
+        error.InvalidLength,
+        => .failed,
+    };
+}
+
+const Filing = enum {
+    /// The reply answered a query (NOERROR or NXDOMAIN).
+    answered,
+    /// The server said it cannot answer the query: `server_failed`.
+    failed,
+    /// A UDP reply to a waiting query with TC set: nothing filed, ask over TCP.
+    truncated,
+    /// Not a usable reply to any waiting query: garbage, another question or id, a cut
+    /// record, an unknown rcode.
+    unusable,
+};
+
+/// Files the reply of `len` bytes in `slot`'s reply buffer under the waiting query it
+/// answers, if any (copying it there when that is not `slot`).
+fn fileReply(
+    queries: []Query,
+    name: []const u8,
+    slot: *Query,
+    len: usize,
+    transport: Transport,
+) Filing {
+    assert(slot.state == .pending);
+    assert(len <= slot.reply_buffer.len);
+    const packet = slot.reply_buffer[0..len];
+    const response = dns.Response.parse(packet) catch return .unusable;
+    const query = for (queries) |*query| {
+        if (query.state != .pending) continue;
+        if (response.answersQuery(query.id, name, query.record_type)) break query;
+    } else return .unusable;
+    if (transport == .udp and response.header.truncated) return .truncated;
+    response.checkAnswers() catch return .unusable; // cut or garbled
+    switch (response.header.rcode) {
+        .no_error, .name_error => {
+            if (query != slot) @memcpy(query.reply_buffer[0..len], packet);
+            query.state = .{ .answered = len };
+            return .answered;
+        },
+        // The server cannot answer: do not wait for it (RFC 1035 §4.1.1 rcodes 1, 2, 4, 5).
+        .format_error, .server_failure, .not_implemented, .refused => {
+            query.state = .server_failed;
+            return .failed;
+        },
+        _ => return .unusable, // unknown: over UDP, keep waiting for a usable reply
     }
 }
 
@@ -242,22 +429,11 @@ fn receive(
     deadline_ns: u64,
 ) ExchangeIoError!struct { len: usize, from: IpAddress } {
     var storage: socket.IpStorage = undefined;
-    var iovec: posix.iovec = .{ .base = buffer.ptr, .len = buffer.len };
-    var msg: linux.msghdr = .{
-        .name = &storage.any,
-        .namelen = @sizeOf(socket.IpStorage),
-        .iov = (&iovec)[0..1],
-        .iovlen = 1,
-        .control = null,
-        .controllen = 0,
-        .flags = 0,
-    };
-    const op: Op = .{ .recvmsg = .{ .fd = fd, .msg = &msg, .flags = 0 } };
-    const result = try io_wait.perform(op, deadline_ns);
+    const result = try socket.receiveOnLoop(fd, buffer, &storage, deadline_ns);
     if (result >= 0) {
-        // A datagram longer than the buffer is cut (MSG_TRUNC in msg.flags); the parser
+        // A datagram longer than the buffer is cut (the kernel drops the rest); the parser
         // then sees a short packet and drops it.
-        const len = @min(@as(usize, @intCast(result)), buffer.len);
+        const len: usize = @intCast(result);
         return .{ .len = len, .from = socket.ipFromPosix(&storage) };
     }
     return switch (@as(os.E, @enumFromInt(-result))) {

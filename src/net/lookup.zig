@@ -1,5 +1,6 @@
 //! Host name lookup (`std.Io`'s `netLookup`): numeric addresses, the hosts file, `localhost`,
-//! then DNS over UDP on weft's loop with resolv.conf's servers, search list and options.
+//! then DNS on weft's loop (UDP, and TCP for a truncated reply or with `use-vc`) with
+//! resolv.conf's servers, search list and options.
 //!
 //! Order, first that answers wins:
 //! 1. A numeric IPv4 or IPv6 address (a scope such as `%lo` resolved) is its own answer.
@@ -10,14 +11,16 @@
 //!    `ndots` is tried with each search domain appended before it is tried as is; a name with
 //!    more is tried as is first; a name with a trailing dot only as is. NXDOMAIN or an empty
 //!    answer moves on to the next candidate; a name no server answered is
-//!    `error.NameServerFailure` at once (a server problem is not reported as an unknown name).
+//!    `error.NameServerFailure` at once (a server problem is not reported as an unknown name):
+//!    every server silent, failing the query, refusing the TCP connection a truncated reply
+//!    calls for, or sending a reply that does not parse.
 //!
 //! Results are collected first and then put into the caller's queue: the IPv4 addresses
 //! before the IPv6 ones (as the queries are sent), then exactly one canonical name. On error
 //! nothing is put. At most `config.dns_addresses_max` addresses are reported.
 //!
 //! The configuration files are read through the `io` given, so they go wherever that Io's
-//! file operations go; the UDP exchange uses the loop directly.
+//! file operations go; the exchange with name servers uses the loop directly.
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
@@ -267,6 +270,7 @@ fn fromDns(
         .addresses = config.name_servers orelse conf.nameServers(),
         .timeout_ns = config.timeout_ns orelse @as(u64, conf.timeout_s) * std.time.ns_per_s,
         .attempts = conf.attempts,
+        .transport = if (conf.use_vc) .tcp else .udp,
     };
     if (servers.addresses.len == 0) return error.NameServerFailure;
     const text = trimDot(name);

@@ -1,7 +1,8 @@
 //! Sockets: the syscalls that never wait (socket, bind, listen, options, names, shutdown)
 //! with their errno triage, and the conversions between std's addresses and the kernel's.
 //! The waiting operations (accept, connect, send, receive) go through the loop; see
-//! `std_io/net.zig`.
+//! `std_io/net.zig`, and `receiveOnLoop` here, which the resolver's UDP and TCP exchanges
+//! share.
 //!
 //! Every socket weft creates is close-on-exec (a spawned child never inherits it) and
 //! non-blocking (the epoll backend needs it; see `loop/nonblocking.zig`).
@@ -11,6 +12,8 @@ const posix = std.posix;
 const net = std.Io.net;
 const assert = std.debug.assert;
 const os = @import("../os/linux.zig");
+const io_wait = @import("../sched/io_wait.zig");
+const Op = @import("../loop/Completion.zig").Op;
 const Threaded = std.Io.Threaded;
 
 pub const fd_t = os.fd_t;
@@ -47,6 +50,33 @@ pub fn unixToPosix(address: *const net.UnixAddress, storage: *UnixStorage) posix
         path_len += 1;
     }
     return @intCast(@offsetOf(posix.sockaddr.un, "path") + path_len);
+}
+
+/// One `recvmsg` into `buffer` as a loop operation (`sched/io_wait.zig`): parks only the
+/// calling fiber, is a cancelation point, and waits no longer than `deadline_ns`. The sender's
+/// address goes to `from` when one is given (a datagram socket). Returns what the loop
+/// reports: the bytes received (0 at the end of a stream), or `-errno` for the caller's triage.
+pub fn receiveOnLoop(
+    fd: fd_t,
+    buffer: []u8,
+    from: ?*IpStorage,
+    deadline_ns: ?u64,
+) io_wait.Error!i32 {
+    assert(buffer.len > 0);
+    var iovec: posix.iovec = .{ .base = buffer.ptr, .len = buffer.len };
+    var msg: linux.msghdr = .{
+        .name = if (from) |storage| &storage.any else null,
+        .namelen = if (from != null) @sizeOf(IpStorage) else 0,
+        .iov = (&iovec)[0..1],
+        .iovlen = 1,
+        .control = null,
+        .controllen = 0,
+        .flags = 0,
+    };
+    const op: Op = .{ .recvmsg = .{ .fd = fd, .msg = &msg, .flags = 0 } };
+    const result = try io_wait.perform(op, deadline_ns);
+    assert(result < 0 or @as(usize, @intCast(result)) <= buffer.len);
+    return result;
 }
 
 pub const OpenError = error{

@@ -7,8 +7,9 @@
 //! the lane. Every entry with `Canceled` in its error set is a cancelation point.
 //!
 //! Errors are mapped from errno exactly as std.Io.Threaded maps them on Linux (its `errnoBug`
-//! included). Paths are copied into a NUL-terminated buffer on the caller's stack, which
-//! outlives the operation (the loop and the lane borrow it).
+//! included); the maps several entries share are in `fs_errno.zig`. Paths are copied into a
+//! NUL-terminated buffer on the caller's stack, which outlives the operation (the loop and the
+//! lane borrow it).
 const std = @import("std");
 const Io = std.Io;
 const Dir = Io.Dir;
@@ -21,40 +22,18 @@ const errnoBug = Threaded.errnoBug;
 const pathToPosix = Threaded.pathToPosix;
 const os = @import("../os/linux.zig");
 const file_io = @import("file.zig");
+const fs_errno = @import("fs_errno.zig");
 const Op = @import("../loop/Completion.zig").Op;
 
 const blockingOf = file_io.blockingOf;
 const errnoOf = file_io.errnoOf;
+const openError = fs_errno.openError;
+const pathError = fs_errno.pathError;
+const unlinkError = fs_errno.unlinkError;
+const renameError = fs_errno.renameError;
+const linkError = fs_errno.linkError;
 
 const PathBuffer = [posix.PATH_MAX]u8;
-
-/// The `openat` errors that std.Io.Threaded maps alike for files it opens and creates.
-fn openError(e: os.E) File.OpenError {
-    return switch (e) {
-        .INVAL, .ILSEQ => error.BadPathName,
-        .ACCES => error.AccessDenied,
-        .FBIG, .OVERFLOW => error.FileTooBig,
-        .ISDIR => error.IsDir,
-        .LOOP => error.SymLinkLoop,
-        .MFILE => error.ProcessFdQuotaExceeded,
-        .NAMETOOLONG => error.NameTooLong,
-        .NFILE => error.SystemFdQuotaExceeded,
-        .NODEV, .NXIO => error.NoDevice,
-        .NOENT, .SRCH => error.FileNotFound, // SRCH: a procfs entry whose process is gone
-        .NOMEM => error.SystemResources,
-        .NOSPC => error.NoSpaceLeft,
-        .NOTDIR => error.NotDir,
-        .PERM => error.PermissionDenied,
-        .EXIST => error.PathAlreadyExists,
-        .BUSY => error.DeviceBusy,
-        .OPNOTSUPP => error.FileLocksUnsupported,
-        .AGAIN => error.WouldBlock,
-        .TXTBSY => error.FileBusy,
-        .ROFS => error.ReadOnlyFileSystem,
-        .FAULT, .BADF => errnoBug(e),
-        else => os.unexpectedErrno(e),
-    };
-}
 
 /// `openat` for a file, then the checks and the lock std asks for.
 fn openFile(
@@ -156,19 +135,8 @@ pub fn dirOpenDir(
     const result = try blocking.perform(io, .{ .openat = op_open });
     if (result >= 0) return .{ .handle = result };
     return switch (errnoOf(result)) {
-        .INVAL, .ILSEQ => error.BadPathName,
-        .ACCES => error.AccessDenied,
-        .LOOP => error.SymLinkLoop,
-        .MFILE => error.ProcessFdQuotaExceeded,
-        .NAMETOOLONG => error.NameTooLong,
-        .NFILE => error.SystemFdQuotaExceeded,
-        .NODEV, .NXIO => error.NoDevice,
-        .NOENT => error.FileNotFound,
-        .NOMEM => error.SystemResources,
-        .NOTDIR => error.NotDir,
-        .PERM => error.PermissionDenied,
         .FAULT, .BADF, .BUSY => |e| errnoBug(e),
-        else => |e| os.unexpectedErrno(e),
+        else => |e| fs_errno.openAnyError(e),
     };
 }
 
@@ -260,21 +228,15 @@ pub fn dirCreateDir(
     const result = try blocking.perform(io, .{ .mkdirat = op_mkdir });
     if (result >= 0) return;
     return switch (errnoOf(result)) {
-        .ACCES => error.AccessDenied,
         .PERM => error.PermissionDenied,
         .DQUOT => error.DiskQuota,
         .EXIST => error.PathAlreadyExists,
-        .LOOP => error.SymLinkLoop,
         .MLINK => error.LinkQuotaExceeded,
-        .NAMETOOLONG => error.NameTooLong,
-        .NOENT, .NOTCONN => error.FileNotFound,
-        .NOMEM => error.SystemResources,
+        .NOTCONN => error.FileNotFound,
         .NOSPC => error.NoSpaceLeft,
-        .NOTDIR => error.NotDir,
         .ROFS => error.ReadOnlyFileSystem,
-        .ILSEQ => error.BadPathName,
         .BADF, .FAULT => |e| errnoBug(e),
-        else => |e| os.unexpectedErrno(e),
+        else => |e| pathError(e),
     };
 }
 
@@ -392,35 +354,6 @@ fn unlink(
     return blocking.perform(io, op_unlink);
 }
 
-/// The unlinkat errors that deleting a file and a directory share.
-fn unlinkError(e: os.E) error{
-    AccessDenied,
-    FileBusy,
-    FileSystem,
-    SymLinkLoop,
-    NameTooLong,
-    FileNotFound,
-    NotDir,
-    SystemResources,
-    ReadOnlyFileSystem,
-    BadPathName,
-    Unexpected,
-} {
-    return switch (e) {
-        .ACCES => error.AccessDenied,
-        .BUSY => error.FileBusy,
-        .IO => error.FileSystem,
-        .LOOP => error.SymLinkLoop,
-        .NAMETOOLONG => error.NameTooLong,
-        .NOENT => error.FileNotFound,
-        .NOTDIR => error.NotDir,
-        .NOMEM => error.SystemResources,
-        .ROFS => error.ReadOnlyFileSystem,
-        .ILSEQ => error.BadPathName,
-        else => os.unexpectedErrno(e),
-    };
-}
-
 pub fn dirRename(
     userdata: ?*anyopaque,
     old_dir: Dir,
@@ -478,46 +411,6 @@ fn rename(
     } });
 }
 
-/// The renameat errors that both renames map alike.
-fn renameError(e: os.E) error{
-    AccessDenied,
-    PermissionDenied,
-    FileBusy,
-    DiskQuota,
-    IsDir,
-    SymLinkLoop,
-    LinkQuotaExceeded,
-    NameTooLong,
-    FileNotFound,
-    NotDir,
-    SystemResources,
-    NoSpaceLeft,
-    ReadOnlyFileSystem,
-    CrossDevice,
-    BadPathName,
-    Unexpected,
-} {
-    return switch (e) {
-        .ACCES => error.AccessDenied,
-        .PERM => error.PermissionDenied,
-        .BUSY => error.FileBusy,
-        .DQUOT => error.DiskQuota,
-        .ISDIR => error.IsDir,
-        .LOOP => error.SymLinkLoop,
-        .MLINK => error.LinkQuotaExceeded,
-        .NAMETOOLONG => error.NameTooLong,
-        .NOENT => error.FileNotFound,
-        .NOTDIR => error.NotDir,
-        .NOMEM => error.SystemResources,
-        .NOSPC => error.NoSpaceLeft,
-        .ROFS => error.ReadOnlyFileSystem,
-        .XDEV => error.CrossDevice,
-        .ILSEQ => error.BadPathName,
-        .FAULT, .INVAL => errnoBug(e),
-        else => os.unexpectedErrno(e),
-    };
-}
-
 pub fn dirSymLink(
     userdata: ?*anyopaque,
     dir: Dir,
@@ -535,21 +428,14 @@ pub fn dirSymLink(
     const result = try blocking.perform(io, .{ .symlinkat = op_symlink });
     if (result >= 0) return;
     return switch (errnoOf(result)) {
-        .ACCES => error.AccessDenied,
         .PERM => error.PermissionDenied,
         .DQUOT => error.DiskQuota,
         .EXIST => error.PathAlreadyExists,
         .IO => error.FileSystem,
-        .LOOP => error.SymLinkLoop,
-        .NAMETOOLONG => error.NameTooLong,
-        .NOENT => error.FileNotFound,
-        .NOTDIR => error.NotDir,
-        .NOMEM => error.SystemResources,
         .NOSPC => error.NoSpaceLeft,
         .ROFS => error.ReadOnlyFileSystem,
-        .ILSEQ => error.BadPathName,
         .FAULT, .INVAL => |e| errnoBug(e),
-        else => |e| os.unexpectedErrno(e),
+        else => |e| pathError(e),
     };
 }
 
@@ -566,24 +452,7 @@ pub fn dirReadLink(
     const args = .{ dir.handle, path.ptr, buffer.ptr, buffer.len };
     const result = try blocking.syscall(io, linux.readlinkat, args);
     if (result >= 0) return @intCast(result);
-    return readLinkError(errnoOf(result));
-}
-
-/// The `readlinkat` errors as std.Io.Threaded maps them.
-pub fn readLinkError(e: os.E) Dir.ReadLinkError {
-    return switch (e) {
-        .ACCES => error.AccessDenied,
-        .INVAL => error.NotLink,
-        .IO => error.FileSystem,
-        .LOOP => error.SymLinkLoop,
-        .NAMETOOLONG => error.NameTooLong,
-        .NOENT => error.FileNotFound,
-        .NOMEM => error.SystemResources,
-        .NOTDIR => error.NotDir,
-        .ILSEQ => error.BadPathName,
-        .FAULT => errnoBug(e),
-        else => os.unexpectedErrno(e),
-    };
+    return fs_errno.readLinkError(errnoOf(result));
 }
 
 pub fn dirHardLink(
@@ -646,28 +515,6 @@ pub fn fileHardLink(
     } });
     if (retried >= 0) return;
     return linkError(errnoOf(retried));
-}
-
-fn linkError(e: os.E) File.HardLinkError {
-    return switch (e) {
-        .ACCES => error.AccessDenied,
-        .DQUOT => error.DiskQuota,
-        .EXIST => error.PathAlreadyExists,
-        .IO => error.HardwareFailure,
-        .LOOP => error.SymLinkLoop,
-        .MLINK => error.LinkQuotaExceeded,
-        .NAMETOOLONG => error.NameTooLong,
-        .NOENT => error.FileNotFound,
-        .NOMEM => error.SystemResources,
-        .NOSPC => error.NoSpaceLeft,
-        .NOTDIR => error.NotDir,
-        .PERM => error.PermissionDenied,
-        .ROFS => error.ReadOnlyFileSystem,
-        .XDEV => error.CrossDevice,
-        .ILSEQ => error.BadPathName,
-        .FAULT, .INVAL => errnoBug(e),
-        else => os.unexpectedErrno(e),
-    };
 }
 
 /// `fchmod` of the directory itself, on the blocking lane.
@@ -820,7 +667,7 @@ pub fn dirSetTimestamps(
     const args = .{ dir.handle, path.ptr, times.pointer(), flags };
     const result = try blocking.syscall(io, linux.utimensat, args);
     if (result >= 0) return;
-    return file_io.timestampsError(errnoOf(result));
+    return fs_errno.timestampsError(errnoOf(result));
 }
 
 /// `fchownat` on the blocking lane; a null owner or group is left as it is. (std.Io.Threaded
@@ -842,7 +689,7 @@ pub fn dirSetFileOwner(
     const args = .{ dir.handle, path.ptr, uid, gid, flags };
     const result = try blocking.syscall(io, linux.fchownat, args);
     if (result >= 0) return;
-    return file_io.ownerOrModeError(errnoOf(result));
+    return fs_errno.ownerOrModeError(errnoOf(result));
 }
 
 /// `fchmodat`, or `fchmodat2` (Linux 6.6+) when symlinks are not followed, on the blocking
@@ -974,19 +821,9 @@ fn openUnnamed(
     if (result >= 0) return .{ .handle = result, .flags = .{ .nonblocking = false } };
     return switch (errnoOf(result)) {
         .ISDIR, .NOENT, .OPNOTSUPP => null,
-        .INVAL, .ILSEQ => error.BadPathName,
-        .ACCES => error.AccessDenied,
-        .LOOP => error.SymLinkLoop,
-        .MFILE => error.ProcessFdQuotaExceeded,
-        .NAMETOOLONG => error.NameTooLong,
-        .NFILE => error.SystemFdQuotaExceeded,
-        .NODEV, .NXIO => error.NoDevice,
-        .NOMEM => error.SystemResources,
         .NOSPC => error.NoSpaceLeft,
-        .NOTDIR => error.NotDir,
-        .PERM => error.PermissionDenied,
         .AGAIN => error.WouldBlock,
-        else => |e| os.unexpectedErrno(e),
+        else => |e| fs_errno.openAnyError(e),
     };
 }
 

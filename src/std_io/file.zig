@@ -9,7 +9,8 @@
 //! which may wait for the file system, run on the blocking lane.
 //!
 //! Errors are mapped from errno exactly as std.Io.Threaded maps them, including its
-//! `errnoBug` (a panic in Debug builds) for errno values that only a caller's bug can cause.
+//! `errnoBug` (a panic in Debug builds) for errno values that only a caller's bug can cause;
+//! the maps several entries share are in `fs_errno.zig`.
 const std = @import("std");
 const Io = std.Io;
 const File = Io.File;
@@ -27,6 +28,7 @@ const iovecs_mod = @import("iovecs.zig");
 const Iovecs = iovecs_mod.Iovecs;
 const ReadIovecs = iovecs_mod.ReadIovecs;
 const time = @import("time.zig");
+const fs_errno = @import("fs_errno.zig");
 
 /// First and last pause between two attempts of a contended `fileLock` (see `fileLock`).
 const lock_retry_ns_min = 50 * std.time.ns_per_us;
@@ -55,11 +57,7 @@ pub fn fileStat(userdata: ?*anyopaque, file: File) File.StatError!File.Stat {
     var statx: linux.Statx = undefined;
     const result = try statFd(userdata, file.handle, Threaded.linux_statx_request, &statx);
     if (result >= 0) return Threaded.statFromLinux(&statx);
-    return switch (errnoOf(result)) {
-        .NOMEM => error.SystemResources,
-        .ACCES, .BADF, .FAULT, .INVAL, .LOOP, .NAMETOOLONG, .NOENT, .NOTDIR => |e| errnoBug(e),
-        else => |e| os.unexpectedErrno(e),
-    };
+    return fs_errno.statFdError(errnoOf(result));
 }
 
 pub fn fileLength(userdata: ?*anyopaque, file: File) File.LengthError!u64 {
@@ -69,11 +67,7 @@ pub fn fileLength(userdata: ?*anyopaque, file: File) File.LengthError!u64 {
         if (!statx.mask.SIZE) return error.Unexpected;
         return statx.size;
     }
-    return switch (errnoOf(result)) {
-        .NOMEM => error.SystemResources,
-        .ACCES, .BADF, .FAULT, .INVAL, .LOOP, .NAMETOOLONG, .NOENT, .NOTDIR => |e| errnoBug(e),
-        else => |e| os.unexpectedErrno(e),
-    };
+    return fs_errno.statFdError(errnoOf(result));
 }
 
 /// `statx` of an open descriptor (`AT_EMPTY_PATH`).
@@ -119,13 +113,8 @@ pub fn fileReadPositional(
     if (result >= 0) return @intCast(result);
     return switch (errnoOf(result)) {
         .NXIO, .SPIPE, .OVERFLOW => error.Unseekable,
-        .NOBUFS, .NOMEM => error.SystemResources,
-        .AGAIN => error.WouldBlock,
-        .IO => error.InputOutput,
-        .ISDIR => error.IsDir,
-        .BADF => error.NotOpenForReading,
-        .NOTCONN, .CONNRESET, .INVAL, .FAULT => |e| errnoBug(e), // not a socket; bad buffer
-        else => |e| os.unexpectedErrno(e),
+        .NOTCONN, .CONNRESET => |e| errnoBug(e), // not a socket
+        else => |e| fs_errno.readError(e),
     };
 }
 
@@ -164,19 +153,9 @@ pub fn fileWritePositional(
     const result = try blocking.perform(io, .{ .write = op_write });
     if (result >= 0) return @intCast(result);
     return switch (errnoOf(result)) {
-        .BADF => error.NotOpenForWriting,
-        .AGAIN => error.WouldBlock,
-        .DQUOT => error.DiskQuota,
-        .FBIG => error.FileTooBig,
-        .IO => error.InputOutput,
-        .NOSPC => error.NoSpaceLeft,
-        .PERM => error.PermissionDenied,
-        .PIPE => error.BrokenPipe,
-        .BUSY => error.DeviceBusy,
         .TXTBSY => error.FileBusy,
         .NXIO, .SPIPE, .OVERFLOW => error.Unseekable,
-        .INVAL, .FAULT, .DESTADDRREQ, .CONNRESET => |e| errnoBug(e),
-        else => |e| os.unexpectedErrno(e),
+        else => |e| fs_errno.writeError(e),
     };
 }
 
@@ -194,15 +173,9 @@ pub fn readStreaming(
     if (result > 0) return @intCast(result);
     if (result == 0) return error.EndOfStream;
     return switch (errnoOf(result)) {
-        .BADF => error.NotOpenForReading,
-        .AGAIN => error.WouldBlock,
-        .IO => error.InputOutput,
-        .ISDIR => error.IsDir,
-        .NOBUFS, .NOMEM => error.SystemResources,
         .NOTCONN => error.SocketUnconnected,
         .CONNRESET => error.ConnectionResetByPeer,
-        .INVAL, .FAULT => |e| errnoBug(e),
-        else => |e| os.unexpectedErrno(e),
+        else => |e| fs_errno.readError(e),
     };
 }
 
@@ -218,19 +191,7 @@ pub fn writeStreaming(
     const op_write: Op.Write = .{ .fd = o.file.handle, .iovecs = iovecs.slice(), .offset = null };
     const result = try blocking.perform(io, .{ .write = op_write });
     if (result >= 0) return @intCast(result);
-    return switch (errnoOf(result)) {
-        .AGAIN => error.WouldBlock,
-        .BADF => error.NotOpenForWriting,
-        .DQUOT => error.DiskQuota,
-        .FBIG => error.FileTooBig,
-        .IO => error.InputOutput,
-        .NOSPC => error.NoSpaceLeft,
-        .PERM => error.PermissionDenied,
-        .PIPE => error.BrokenPipe,
-        .BUSY => error.DeviceBusy,
-        .INVAL, .FAULT, .DESTADDRREQ, .CONNRESET => |e| errnoBug(e),
-        else => |e| os.unexpectedErrno(e),
-    };
+    return fs_errno.writeError(errnoOf(result));
 }
 
 /// Writes what `file_reader` holds buffered (after `header`) at the file position; reports
@@ -363,7 +324,7 @@ pub fn fileSetPermissions(
     const blocking, const io = blockingOf(userdata);
     const result = try blocking.syscall(io, linux.fchmod, .{ file.handle, permissions.toMode() });
     if (result >= 0) return;
-    return ownerOrModeError(errnoOf(result));
+    return fs_errno.ownerOrModeError(errnoOf(result));
 }
 
 /// `fchown` on the blocking lane; a null owner or group is left as it is.
@@ -378,22 +339,7 @@ pub fn fileSetOwner(
     const gid = group orelse ~@as(linux.gid_t, 0);
     const result = try blocking.syscall(io, linux.fchown, .{ file.handle, uid, gid });
     if (result >= 0) return;
-    return ownerOrModeError(errnoOf(result));
-}
-
-/// The errors of fchmod and fchown, which std.Io.Threaded maps alike.
-pub fn ownerOrModeError(e: os.E) (File.SetOwnerError || File.SetPermissionsError) {
-    return switch (e) {
-        .ACCES => error.AccessDenied,
-        .IO => error.InputOutput,
-        .LOOP => error.SymLinkLoop,
-        .NOENT, .NOTDIR => error.FileNotFound,
-        .NOMEM => error.SystemResources,
-        .PERM => error.PermissionDenied,
-        .ROFS => error.ReadOnlyFileSystem,
-        .BADF, .FAULT, .INVAL => errnoBug(e),
-        else => os.unexpectedErrno(e),
-    };
+    return fs_errno.ownerOrModeError(errnoOf(result));
 }
 
 /// Whether the descriptor is a terminal (the `TIOCGWINSZ` ioctl, which never waits).
@@ -555,7 +501,7 @@ pub fn fileSetTimestamps(
     const args = .{ file.handle, null, times.pointer(), 0 };
     const result = try blocking.syscall(io, linux.utimensat, args);
     if (result >= 0) return;
-    return timestampsError(errnoOf(result));
+    return fs_errno.timestampsError(errnoOf(result));
 }
 
 /// The two `utimensat` times; no array at all when both are "now", as the kernel prefers.
@@ -572,15 +518,5 @@ pub fn timestamps(access: File.SetTimestamp, modify: File.SetTimestamp) Timestam
     return .{
         .times = .{ Threaded.setTimestampToPosix(access), Threaded.setTimestampToPosix(modify) },
         .both_now = access == .now and modify == .now,
-    };
-}
-
-pub fn timestampsError(e: os.E) File.SetTimestampsError {
-    return switch (e) {
-        .ACCES => error.AccessDenied,
-        .PERM => error.PermissionDenied,
-        .ROFS => error.ReadOnlyFileSystem,
-        .BADF, .FAULT, .INVAL => errnoBug(e),
-        else => os.unexpectedErrno(e),
     };
 }

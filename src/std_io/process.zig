@@ -34,6 +34,7 @@ const Op = @import("../loop/Completion.zig").Op;
 const file_io = @import("file.zig");
 
 const dir_io = @import("dir.zig");
+const fs_errno = @import("fs_errno.zig");
 const ProcessState = @import("ProcessState.zig");
 const Task = @import("../sched/Task.zig");
 
@@ -248,7 +249,7 @@ pub fn processExecutablePath(
         switch (os.errno(rc)) {
             .SUCCESS => return rc,
             .INTR => continue,
-            else => |e| return switch (dir_io.readLinkError(e)) {
+            else => |e| return switch (fs_errno.readLinkError(e)) {
                 error.UnsupportedReparsePointType, error.NetworkNotFound => unreachable, // Windows
                 error.FileBusy => unreachable, // Windows-only
                 else => |err| err,

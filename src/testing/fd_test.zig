@@ -38,7 +38,8 @@ fn forEachOpenFd(context: anytype, comptime onEntry: fn (@TypeOf(context), i32) 
     }
 }
 
-fn openFdCount() !usize {
+/// Open descriptors of this process (the lookup tests count them too).
+pub fn openFdCount() !usize {
     var count: usize = 0;
     try forEachOpenFd(&count, struct {
         fn f(c: *usize, _: i32) void {

@@ -8,6 +8,8 @@ const HostName = net.HostName;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const dns = @import("../net/dns.zig");
+const weft_config = @import("../config.zig");
+const fd_test = @import("fd_test.zig");
 
 /// What one lookup put into its queue.
 const Collected = struct {
@@ -155,17 +157,32 @@ test "netLookup: HostName.connect reaches a name from the hosts file" {
     try accepting.await(io);
 }
 
-/// A name server for the tests, on 127.0.0.1. What it answers depends on the name asked:
+/// A name server for the tests, on 127.0.0.1, over UDP and over TCP on the same port (RFC 7766:
+/// a server answers both). What it answers depends on the name asked:
 /// - `www.test`: A 10.0.0.1 and AAAA fd00::1; `alias.test`: a CNAME to www.test and its A;
 /// - `nx.test` (or any other): NXDOMAIN; `empty.test`: no records; `fail.test`: SERVFAIL;
 /// - `retry.test`: drops the first query of each type, answers the retry with A 10.0.0.2;
 /// - `noisy.test`: first sends garbage, a reply with a wrong id and one from the wrong
 ///   question, then the real answer (A 10.0.0.3);
-/// - `host.corp.test`: A 10.0.0.4 (reached through the search list).
+/// - `host.corp.test`: A 10.0.0.4 (reached through the search list);
+/// - the names of `tcp_names`: over UDP a reply with TC set (for `big.test`'s A query it holds
+///   one record, 10.0.0.5, which must not be used); over TCP see `tcpAnswers` and
+///   `serveConnection`;
+/// - `tcponly.test`: no UDP reply; over TCP A 10.0.0.9 (for `use-vc`).
+/// Over TCP, names outside these two groups are NXDOMAIN. TCP connections are served one at
+/// a time; `closed` is posted after each is closed, so a test knows the responder's side of
+/// it is gone before it counts descriptors or reads the counters.
 const Responder = struct {
     socket: net.Socket,
+    /// Listening on the UDP socket's port; or bound to it without listening, so that a
+    /// connection to it is refused.
+    tcp: net.Socket,
     queries: usize = 0,
     dropped: [2]bool = .{ false, false },
+    tcp_connections: usize = 0,
+    closed: Io.Semaphore = .{},
+    /// Posted when a `hang.test` query arrived over TCP (it is never answered).
+    hanging: Io.Semaphore = .{},
 
     fn serve(responder: *Responder, io: Io) !void {
         var query_buffer: [dns.udp_message_bytes_max]u8 = undefined;
@@ -184,7 +201,6 @@ const Responder = struct {
         const a = record_type == .a;
         var reply_buffer: [dns.udp_message_bytes_max]u8 = undefined;
         var cname_buffer: [64]u8 = undefined;
-        const Answer = dns.testing.Answer;
         var answers: []const Answer = &.{};
         var rcode: dns.Rcode = .no_error;
         if (std.mem.eql(u8, name, "www.test")) {
@@ -216,6 +232,15 @@ const Responder = struct {
             if (a) answers = &.{.{ .record_type = .a, .data = &.{ 10, 0, 0, 3 } }};
         } else if (std.mem.eql(u8, name, "host.corp.test")) {
             if (a) answers = &.{.{ .record_type = .a, .data = &.{ 10, 0, 0, 4 } }};
+        } else if (isTcpName(name)) {
+            if (a and std.mem.eql(u8, name, "big.test")) {
+                answers = &.{.{ .record_type = .a, .data = &.{ 10, 0, 0, 5 } }};
+            }
+            const reply = try dns.testing.encodeResponse(&reply_buffer, query, rcode, answers);
+            reply[2] |= 0x02; // TC: the rest did not fit
+            return responder.socket.send(io, from, reply);
+        } else if (std.mem.eql(u8, name, "tcponly.test")) {
+            return; // only over TCP
         } else {
             rcode = .name_error;
         }
@@ -251,34 +276,225 @@ const Responder = struct {
         });
         try responder.socket.send(io, from, cut[0 .. cut.len - 3]);
     }
+
+    /// Serves TCP connections one after another until canceled.
+    fn serveTcp(responder: *Responder, io: Io) !void {
+        var listener: net.Server = .{ .socket = responder.tcp, .options = {} };
+        while (true) {
+            const stream = try listener.accept(io);
+            responder.tcp_connections += 1;
+            const served = responder.serveConnection(io, stream);
+            stream.close(io);
+            responder.closed.post(io);
+            served catch |err| switch (err) {
+                error.Canceled => |e| return e,
+                else => {}, // the client went away mid-message: next connection
+            };
+        }
+    }
+
+    /// Answers the queries of one connection until the client closes it, or the name asks
+    /// for something else:
+    /// - `big.test`: A 10.1.0.1 to 10.1.0.40, AAAA fd00::1:1 to fd00::1:20 (over 512 bytes);
+    /// - `pair.test`: A 10.0.0.6, AAAA fd00::6; `oneshot.test`: the same, but the connection
+    ///   is closed after one reply;
+    /// - `huge.test`: the A query waits for the AAAA one; then the AAAA reply (200 records,
+    ///   5.6 KiB, longer than the resolver keeps) goes first, the A reply (10.0.0.7) after it;
+    /// - `short.test`: a length of 100, then 10 bytes, then the connection is closed;
+    /// - `garbled.test`: a 20-byte message of noise; `hang.test`: no reply at all.
+    fn serveConnection(responder: *Responder, io: Io, stream: net.Stream) !void {
+        var read_buffer: [dns.udp_message_bytes_max]u8 = undefined;
+        var stream_reader = stream.reader(io, &read_buffer);
+        const reader = &stream_reader.interface;
+        var write_buffer: [256]u8 = undefined;
+        var stream_writer = stream.writer(io, &write_buffer);
+        const writer = &stream_writer.interface;
+        var held_buffer: [dns.query_bytes_max]u8 = undefined;
+        var held: ?[]const u8 = null;
+        while (true) {
+            var query_buffer: [dns.query_bytes_max]u8 = undefined;
+            const len = reader.takeInt(u16, .big) catch |err| switch (err) {
+                error.EndOfStream => return,
+                error.ReadFailed => return stream_reader.err.?,
+            };
+            if (len > query_buffer.len) return error.QueryTooLong;
+            reader.readSliceAll(query_buffer[0..len]) catch |err| switch (err) {
+                error.EndOfStream => return,
+                error.ReadFailed => return stream_reader.err.?,
+            };
+            const query = query_buffer[0..len];
+            var name_buffer: dns.NameBuffer = undefined;
+            const parsed = try dns.Response.parse(query);
+            const question = parsed.question.?;
+            const name = (try dns.readName(query, question.name_offset, &name_buffer)).text;
+            const a = question.record_type == .a;
+            if (std.mem.eql(u8, name, "short.test")) {
+                try writer.writeAll("\x00\x64" ++ "0123456789");
+                writer.flush() catch return stream_writer.err.?;
+                return;
+            } else if (std.mem.eql(u8, name, "garbled.test")) {
+                var noise: [20]u8 = undefined;
+                io.random(&noise);
+                try writer.writeAll("\x00\x14");
+                try writer.writeAll(&noise);
+            } else if (std.mem.eql(u8, name, "hang.test")) {
+                responder.hanging.post(io);
+            } else if (std.mem.eql(u8, name, "huge.test") and a) {
+                @memcpy(held_buffer[0..query.len], query);
+                held = held_buffer[0..query.len];
+            } else {
+                try writeReply(writer, name, query);
+                if (held) |held_query| try writeReply(writer, name, held_query);
+                held = null;
+            }
+            writer.flush() catch return stream_writer.err.?;
+            if (std.mem.eql(u8, name, "oneshot.test")) return;
+        }
+    }
 };
 
-/// Runs `body` on a runtime whose resolver asks only the test's responder, with a short
-/// timeout and a resolv.conf of `resolv_conf` (search list and options).
-fn withResponder(resolv_conf: []const u8, comptime body: fn (Io, *Responder) anyerror!void) !void {
+const Answer = dns.testing.Answer;
+
+/// Names whose answers do not fit a datagram: over UDP the responder sends them truncated.
+const tcp_names = [_][]const u8{
+    "big.test",  "pair.test", "oneshot.test", "huge.test", "short.test", "garbled.test",
+    "hang.test",
+};
+
+fn isTcpName(name: []const u8) bool {
+    for (tcp_names) |tcp_name| {
+        if (std.mem.eql(u8, name, tcp_name)) return true;
+    }
+    return false;
+}
+
+/// Room for the records of the largest TCP reply.
+const TcpRecords = struct {
+    answers: [200]Answer = undefined,
+    data: [200][16]u8 = undefined,
+
+    /// `count` records of `record_type`: 10.`tag`.0.i, or fd00::`tag`:i, i from 1.
+    fn numbered(records: *TcpRecords, record_type: dns.Type, tag: u8, count: usize) []Answer {
+        for (records.answers[0..count], records.data[0..count], 1..) |*answer, *data, i| {
+            const high: u8 = @intCast(i >> 8);
+            const low: u8 = @truncate(i);
+            data.* = .{0xfd} ++ .{0} ** 11 ++ .{ 0, tag, high, low };
+            if (record_type == .a) data[0..4].* = .{ 10, tag, high, low };
+            const len: usize = if (record_type == .a) 4 else 16;
+            answer.* = .{ .record_type = record_type, .data = data[0..len] };
+        }
+        return records.answers[0..count];
+    }
+};
+
+/// The records the responder serves over TCP for `name`.
+fn tcpAnswers(name: []const u8, record_type: dns.Type, records: *TcpRecords) ?[]const Answer {
+    const a = record_type == .a;
+    const eql = std.mem.eql;
+    if (eql(u8, name, "big.test")) {
+        return if (a) records.numbered(.a, 1, 40) else records.numbered(.aaaa, 1, 20);
+    }
+    if (eql(u8, name, "pair.test") or eql(u8, name, "oneshot.test")) {
+        return if (a)
+            &.{.{ .record_type = .a, .data = &.{ 10, 0, 0, 6 } }}
+        else
+            &.{.{ .record_type = .aaaa, .data = &(.{0xfd} ++ .{0} ** 14 ++ .{6}) }};
+    }
+    if (eql(u8, name, "huge.test")) {
+        return if (a)
+            &.{.{ .record_type = .a, .data = &.{ 10, 0, 0, 7 } }}
+        else
+            records.numbered(.aaaa, 2, 200);
+    }
+    if (eql(u8, name, "tcponly.test")) {
+        return if (a) &.{.{ .record_type = .a, .data = &.{ 10, 0, 0, 9 } }} else &.{};
+    }
+    return null;
+}
+
+/// Writes the TCP reply to `query` (for `name`), its length first.
+fn writeReply(writer: *Io.Writer, name: []const u8, query: []const u8) !void {
+    const parsed = try dns.Response.parse(query);
+    var records: TcpRecords = .{};
+    const answers = tcpAnswers(name, parsed.question.?.record_type, &records);
+    var reply_buffer: [8192]u8 = undefined;
+    const rcode: dns.Rcode = if (answers == null) .name_error else .no_error;
+    const reply = try dns.testing.encodeResponse(&reply_buffer, query, rcode, answers orelse &.{});
+    try writer.writeInt(u16, @intCast(reply.len), .big);
+    try writer.writeAll(reply);
+}
+
+const ResponderOptions = struct {
+    /// The resolv.conf the resolver reads (search list and options).
+    resolv_conf: []const u8 = "",
+    /// The wait for one server (per round), short where the responder answers at once.
+    timeout_ms: u64 = 50,
+    /// `.refuse`: nothing listens on the TCP port, so every connection is refused.
+    tcp: enum { listen, refuse } = .listen,
+};
+
+/// Binds the responder's UDP socket to a free port of 127.0.0.1 and its TCP socket to the
+/// same port. Bounded retries: the port the kernel picks for UDP may be taken for TCP.
+fn bindResponder(io: Io, tcp: @FieldType(ResponderOptions, "tcp")) !Responder {
+    const loopback: net.IpAddress = .{ .ip4 = .loopback(0) };
+    for (0..16) |_| {
+        const udp = try loopback.bind(io, .{ .mode = .dgram });
+        errdefer udp.close(io);
+        const stream = switch (tcp) {
+            .listen => (udp.address.listen(io, .{}) catch |err| switch (err) {
+                error.AddressInUse => {
+                    udp.close(io);
+                    continue;
+                },
+                else => |e| return e,
+            }).socket,
+            .refuse => udp.address.bind(io, .{ .mode = .stream }) catch |err| switch (err) {
+                error.AddressInUse => {
+                    udp.close(io);
+                    continue;
+                },
+                else => |e| return e,
+            },
+        };
+        return .{ .socket = udp, .tcp = stream };
+    }
+    return error.AddressInUse;
+}
+
+/// Runs `body` on a runtime whose resolver asks only the test's responder, with a resolv.conf
+/// and timeout of `options`.
+fn withResponder(
+    options: ResponderOptions,
+    comptime body: fn (Io, *Responder) anyerror!void,
+) !void {
     var servers: [1]net.IpAddress = undefined;
     var rt = try Runtime.init(testing.allocator, .{ .resolver = .{
         .hosts_path = "/nonexistent/hosts",
         .name_servers = &servers,
-        .timeout_ns = 50 * std.time.ns_per_ms,
+        .timeout_ns = options.timeout_ms * std.time.ns_per_ms,
     } });
     defer rt.deinit();
     const io = rt.io();
     var conf: TempFile = .{};
-    try conf.create(io, resolv_conf);
+    try conf.create(io, options.resolv_conf);
     defer conf.deinit(io);
     rt.state.options.resolver.resolv_conf_path = conf.path;
-    const loopback: net.IpAddress = .{ .ip4 = .loopback(0) };
-    var responder: Responder = .{ .socket = try loopback.bind(io, .{ .mode = .dgram }) };
+    var responder = try bindResponder(io, options.tcp);
     defer responder.socket.close(io);
+    defer responder.tcp.close(io);
     servers[0] = responder.socket.address;
     var serving = try io.concurrent(Responder.serve, .{ &responder, io });
     defer serving.cancel(io) catch {};
+    var serving_tcp = if (options.tcp == .listen)
+        try io.concurrent(Responder.serveTcp, .{ &responder, io })
+    else
+        null;
+    defer if (serving_tcp) |*future| future.cancel(io) catch {};
     try body(io, &responder);
 }
 
 test "netLookup: DNS answers A and AAAA from a local responder" {
-    try withResponder("", struct {
+    try withResponder(.{}, struct {
         fn body(io: Io, _: *Responder) !void {
             const both = try resolve(io, "www.test", null);
             try testing.expectEqual(@as(usize, 2), both.len);
@@ -295,7 +511,7 @@ test "netLookup: DNS answers A and AAAA from a local responder" {
 }
 
 test "netLookup: names that do not resolve are clear errors" {
-    try withResponder("", struct {
+    try withResponder(.{}, struct {
         fn body(io: Io, _: *Responder) !void {
             try testing.expectError(error.UnknownHostName, resolve(io, "nx.test", null));
             try testing.expectError(error.NoAddressReturned, resolve(io, "empty.test", null));
@@ -305,7 +521,7 @@ test "netLookup: names that do not resolve are clear errors" {
 }
 
 test "netLookup: a dropped query is retried, noise on the socket is ignored" {
-    try withResponder("options attempts:3\n", struct {
+    try withResponder(.{ .resolv_conf = "options attempts:3\n" }, struct {
         fn body(io: Io, responder: *Responder) !void {
             const retried = try resolve(io, "retry.test", .ip4);
             try testing.expect(retried.len == 1 and retried.has("10.0.0.2"));
@@ -317,7 +533,7 @@ test "netLookup: a dropped query is retried, noise on the socket is ignored" {
 }
 
 test "netLookup: the search list and ndots" {
-    try withResponder("search corp.test\noptions ndots:1\n", struct {
+    try withResponder(.{ .resolv_conf = "search corp.test\noptions ndots:1\n" }, struct {
         fn body(io: Io, _: *Responder) !void {
             const short = try resolve(io, "host", .ip4);
             try testing.expect(short.len == 1 and short.has("10.0.0.4"));
@@ -346,7 +562,15 @@ test "netLookup: a name server that never answers is NameServerFailure" {
 }
 
 fn lookupForever(io: Io, queue: *Io.Queue(HostName.LookupResult)) HostName.LookupError!void {
-    return HostName.lookup(.{ .bytes = "www.test" }, io, queue, .{ .port = 0 });
+    return lookupName(io, queue, "www.test");
+}
+
+fn lookupName(
+    io: Io,
+    queue: *Io.Queue(HostName.LookupResult),
+    name: []const u8,
+) HostName.LookupError!void {
+    return HostName.lookup(.{ .bytes = name }, io, queue, .{ .port = 0 });
 }
 
 test "netLookup: cancel a lookup waiting for a name server; the queue is closed" {
@@ -370,4 +594,120 @@ test "netLookup: cancel a lookup waiting for a name server; the queue is closed"
     _ = try silent.receive(io, &datagram); // the lookup is now waiting for a reply
     try testing.expectError(error.Canceled, future.cancel(io));
     try testing.expectError(error.Closed, queue.getOne(io));
+}
+
+test "netLookup: a truncated UDP reply is asked again over TCP, both queries on one connection" {
+    try withResponder(.{ .timeout_ms = 1000 }, struct {
+        fn body(io: Io, responder: *Responder) !void {
+            const pair = try resolve(io, "pair.test", null);
+            try testing.expectEqual(@as(usize, 2), pair.len);
+            try testing.expect(pair.addresses[0] == .ip4); // IPv4 first, as over UDP
+            try testing.expect(pair.has("10.0.0.6") and pair.has("fd00::6"));
+            try testing.expectEqualStrings("pair.test", pair.canonical);
+            try responder.closed.wait(io);
+            try testing.expectEqual(@as(usize, 1), responder.tcp_connections);
+            try testing.expectEqual(@as(usize, 2), responder.queries); // A and AAAA, over UDP
+
+            // Over 512 bytes of answers; the record the truncated reply held is not used.
+            const big4 = try resolve(io, "big.test", .ip4);
+            try testing.expectEqual(@as(usize, weft_config.dns_addresses_max), big4.len);
+            try testing.expect(big4.has("10.1.0.1") and big4.has("10.1.0.15"));
+            try testing.expect(!big4.has("10.0.0.5"));
+            const big6 = try resolve(io, "big.test", .ip6);
+            try testing.expectEqual(@as(usize, weft_config.dns_addresses_max), big6.len);
+            try testing.expect(big6.has("fd00::1:1") and big6.has("fd00::1:f"));
+            try responder.closed.wait(io);
+            try responder.closed.wait(io);
+        }
+    }.body);
+}
+
+test "netLookup: TCP replies out of order, one longer than kept, a server that closes early" {
+    // One round: a query the first connection left unanswered is not asked again by a
+    // second round, only by a second connection in the same one.
+    try withResponder(.{ .resolv_conf = "options attempts:1\n", .timeout_ms = 1000 }, struct {
+        fn body(io: Io, responder: *Responder) !void {
+            // The AAAA reply (5.6 KiB) comes first: its whole records are kept, the rest is
+            // skipped, and the A reply behind it on the same connection is read.
+            const huge = try resolve(io, "huge.test", null);
+            try testing.expectEqual(@as(usize, weft_config.dns_addresses_max), huge.len);
+            try testing.expect(huge.addresses[0] == .ip4 and huge.has("10.0.0.7"));
+            try testing.expect(huge.has("fd00::2:1") and huge.has("fd00::2:e"));
+            try responder.closed.wait(io);
+            try testing.expectEqual(@as(usize, 1), responder.tcp_connections);
+            // One reply per connection: the resolver connects again for the other query.
+            const oneshot = try resolve(io, "oneshot.test", null);
+            try testing.expect(oneshot.len == 2 and oneshot.has("fd00::6"));
+            try responder.closed.wait(io);
+            try responder.closed.wait(io);
+            try testing.expectEqual(@as(usize, 3), responder.tcp_connections);
+        }
+    }.body);
+}
+
+test "netLookup: use-vc asks over TCP only" {
+    try withResponder(.{ .resolv_conf = "options use-vc\n", .timeout_ms = 1000 }, struct {
+        fn body(io: Io, responder: *Responder) !void {
+            const found = try resolve(io, "tcponly.test", null);
+            try testing.expect(found.len == 1 and found.has("10.0.0.9"));
+            try responder.closed.wait(io);
+            try testing.expectEqual(@as(usize, 0), responder.queries); // nothing over UDP
+            try testing.expectError(error.UnknownHostName, resolve(io, "nx.test", .ip4));
+            try responder.closed.wait(io);
+        }
+    }.body);
+}
+
+/// Resolves `name`, which must fail with `error.NameServerFailure` after one TCP connection
+/// the responder served, and checks no descriptor was left open by it.
+fn expectTcpFailure(io: Io, responder: *Responder, name: []const u8) !void {
+    const before = try fd_test.openFdCount();
+    try testing.expectError(error.NameServerFailure, resolve(io, name, .ip4));
+    try responder.closed.wait(io);
+    try testing.expectEqual(before, try fd_test.openFdCount());
+}
+
+test "netLookup: a TCP reply cut short, garbled or never sent fails the server; no fd leaks" {
+    // 500 ms: room for the warm-up on a loaded machine; `hang.test` waits all of it.
+    try withResponder(.{ .resolv_conf = "options attempts:1\n", .timeout_ms = 500 }, struct {
+        fn body(io: Io, responder: *Responder) !void {
+            _ = try resolve(io, "pair.test", null); // warm up: lanes and pools stay
+            try responder.closed.wait(io);
+            try expectTcpFailure(io, responder, "short.test");
+            try expectTcpFailure(io, responder, "garbled.test");
+            try expectTcpFailure(io, responder, "hang.test"); // the timeout
+        }
+    }.body);
+}
+
+test "netLookup: a refused TCP connection is NameServerFailure; no fd leaks" {
+    try withResponder(.{ .tcp = .refuse }, struct {
+        fn body(io: Io, responder: *Responder) !void {
+            _ = try resolve(io, "www.test", .ip4); // warm up: lanes and pools stay
+            const before = try fd_test.openFdCount();
+            try testing.expectError(error.NameServerFailure, resolve(io, "big.test", null));
+            try testing.expectError(error.NameServerFailure, resolve(io, "pair.test", .ip6));
+            try testing.expectEqual(before, try fd_test.openFdCount());
+            // Both rounds of both lookups reached the server over UDP first.
+            try testing.expectEqual(@as(usize, 1 + 2 + 1), responder.queries);
+        }
+    }.body);
+}
+
+test "netLookup: cancel during the TCP exchange; the queue is closed, no fd leaks" {
+    try withResponder(.{ .resolv_conf = "options attempts:1\n", .timeout_ms = 60_000 }, struct {
+        fn body(io: Io, responder: *Responder) !void {
+            _ = try resolve(io, "pair.test", null); // warm up: lanes and pools stay
+            try responder.closed.wait(io);
+            const before = try fd_test.openFdCount();
+            var buffer: [16]HostName.LookupResult = undefined;
+            var queue: Io.Queue(HostName.LookupResult) = .init(&buffer);
+            var future = try io.concurrent(lookupName, .{ io, &queue, "hang.test" });
+            try responder.hanging.wait(io); // the lookup now waits for the TCP reply
+            try testing.expectError(error.Canceled, future.cancel(io));
+            try testing.expectError(error.Closed, queue.getOne(io));
+            try responder.closed.wait(io);
+            try testing.expectEqual(before, try fd_test.openFdCount());
+        }
+    }.body);
 }
