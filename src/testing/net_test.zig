@@ -80,8 +80,12 @@ test "net: Unix socket echo" {
     }.body);
 }
 
-fn acceptAndReset(io: Io, server: *net.Server) !void {
+/// Accepts one connection and, once the peer has seen its connect succeed (`connected`),
+/// resets it. Resetting earlier would race the peer's connect: on epoll a non-blocking connect
+/// that finds the socket already reset reports ECONNRESET, a correct but different outcome.
+fn acceptAndReset(io: Io, server: *net.Server, connected: *Io.Event) !void {
     const stream = try server.accept(io);
+    try connected.wait(io);
     // Linger with a zero timeout: close sends RST instead of FIN.
     const linger: linux.linger = .{ .onoff = 1, .linger = 0 };
     const bytes = std.mem.asBytes(&linger);
@@ -96,9 +100,13 @@ test "net: peer reset is ConnectionResetByPeer; writes to it never raise SIGPIPE
         fn body(io: Io) !void {
             var server = try loopback.listen(io, .{});
             defer server.deinit(io);
-            var resetter = try io.concurrent(acceptAndReset, .{ io, &server });
+            var connected: Io.Event = .unset;
+            var resetter = try io.concurrent(acceptAndReset, .{ io, &server, &connected });
+            // On an early failure the resetter is canceled, not left alive past the runtime.
+            defer resetter.cancel(io) catch {};
             const stream = try server.socket.address.connect(io, .{ .mode = .stream });
             defer stream.close(io);
+            connected.set(io);
             try resetter.await(io);
             var buffer: [8]u8 = undefined;
             var reader = stream.reader(io, &buffer);

@@ -27,58 +27,92 @@ fn waitUntil(io: Io, context: anytype, comptime predicate: fn (@TypeOf(context))
     }
 }
 
+/// Waits until `owner` (a primitive with a `lock` and a `waiters` queue) has `count` parked
+/// waiters. The count is read under the owner's lock: waiters on other executors push
+/// concurrently (a bare read was a data race, found by the TSan build).
+fn waitForWaiters(io: Io, owner: anytype, count: usize) !void {
+    var polls: u32 = 0;
+    while (true) : (polls += 1) {
+        owner.lock.lock();
+        const len = owner.waiters.len;
+        owner.lock.unlock();
+        if (len == count) return;
+        if (polls == 100_000) return error.StateNeverReached;
+        try io.sleep(.fromMicroseconds(20), .awake);
+    }
+}
+
 const timeout_short: Io.Timeout = .{
     .duration = .{ .raw = .fromMilliseconds(2), .clock = .awake },
 };
 
 // ---------------------------------------------------------------------------------- Notify
 
-fn notifyWaiter(
-    io: Io,
-    notify: *sync.Notify,
-    order: *std.ArrayList(u32),
-    id: u32,
-) Io.Cancelable!void {
+fn notifyWaiter(io: Io, notify: *sync.Notify, arrivals: *Arrivals, id: u32) Io.Cancelable!void {
     try notify.wait(io);
-    // Waiters woken together (`notifyAll`) run on several executors at once: claim a slot
-    // atomically (a plain append was a data race, found by the TSan build).
-    const slot = @atomicRmw(usize, &order.items.len, .Add, 1, .monotonic);
-    assert(slot < order.capacity);
-    order.items.ptr[slot] = id;
+    arrivals.record(id);
 }
+
+/// The order in which woken waiters ran. Waiters woken together (`notifyAll`) run on several
+/// executors at once, so each claims a slot atomically and publishes it after writing its id
+/// (a plain list append was a data race, found by the TSan build).
+const Arrivals = struct {
+    ids: [capacity]std.atomic.Value(u32) = @splat(.init(0)),
+    claimed: std.atomic.Value(u32) = .init(0),
+    recorded: std.atomic.Value(u32) = .init(0),
+
+    const capacity = 8;
+
+    fn record(arrivals: *Arrivals, id: u32) void {
+        const slot = arrivals.claimed.fetchAdd(1, .monotonic);
+        assert(slot < capacity);
+        arrivals.ids[slot].store(id, .monotonic);
+        _ = arrivals.recorded.fetchAdd(1, .release);
+    }
+
+    /// How many waiters have recorded themselves. When writers run one at a time, the first
+    /// `count()` ids are written.
+    fn count(arrivals: *const Arrivals) u32 {
+        return arrivals.recorded.load(.acquire);
+    }
+
+    fn hasOne(arrivals: *const Arrivals) bool {
+        return arrivals.count() == 1;
+    }
+
+    fn expectIds(arrivals: *const Arrivals, expected: []const u32) !void {
+        try testing.expectEqual(expected.len, arrivals.count());
+        for (expected, arrivals.ids[0..expected.len]) |id, *slot| {
+            try testing.expectEqual(id, slot.load(.monotonic));
+        }
+    }
+};
 
 test "Notify: notifyOne wakes waiters one at a time, oldest first" {
     try withRuntime(struct {
-        fn queued(n: *sync.Notify) bool {
-            n.lock.lock();
-            defer n.lock.unlock();
-            return n.waiters.len == 3;
-        }
         fn body(io: Io) !void {
             var notify: sync.Notify = .init;
-            var storage: [3]u32 = undefined;
-            var order: std.ArrayList(u32) = .initBuffer(&storage);
+            var arrivals: Arrivals = .{};
             var group: Io.Group = .init;
             defer group.cancel(io);
             for (0..3) |id| {
                 try group.concurrent(io, notifyWaiter, .{
                     io,
                     &notify,
-                    &order,
+                    &arrivals,
                     @as(u32, @intCast(id)),
                 });
                 // Each waiter queues before the next one starts: a known arrival order.
-                while (notify.waiters.len != id + 1) try io.sleep(.fromMicroseconds(20), .awake);
+                try waitForWaiters(io, &notify, id + 1);
             }
-            try waitUntil(io, &notify, queued);
             for (0..3) |i| {
                 notify.notifyOne(io);
-                while (order.items.len < i + 1) try io.sleep(.fromMicroseconds(20), .awake);
+                while (arrivals.count() < i + 1) try io.sleep(.fromMicroseconds(20), .awake);
                 try io.sleep(.fromMicroseconds(100), .awake);
-                try testing.expectEqual(i + 1, order.items.len); // one notification, one waiter
+                try testing.expectEqual(i + 1, arrivals.count()); // one notification, one waiter
             }
             try group.await(io);
-            try testing.expectEqualSlices(u32, &.{ 0, 1, 2 }, order.items);
+            try arrivals.expectIds(&.{ 0, 1, 2 });
             try testing.expect(!notify.tryWait()); // every notification was consumed
         }
     }.body);
@@ -86,27 +120,21 @@ test "Notify: notifyOne wakes waiters one at a time, oldest first" {
 
 test "Notify: notifyAll wakes every waiter and stores no permit" {
     try withRuntime(struct {
-        fn allQueued(n: *sync.Notify) bool {
-            n.lock.lock();
-            defer n.lock.unlock();
-            return n.waiters.len == 8;
-        }
         fn body(io: Io) !void {
             var notify: sync.Notify = .init;
-            var storage: [8]u32 = undefined;
-            var order: std.ArrayList(u32) = .initBuffer(&storage);
+            var arrivals: Arrivals = .{};
             var group: Io.Group = .init;
             defer group.cancel(io);
             for (0..8) |id| try group.concurrent(io, notifyWaiter, .{
                 io,
                 &notify,
-                &order,
+                &arrivals,
                 @as(u32, @intCast(id)),
             });
-            try waitUntil(io, &notify, allQueued);
+            try waitForWaiters(io, &notify, 8);
             notify.notifyAll(io);
             try group.await(io);
-            try testing.expectEqual(@as(usize, 8), order.items.len);
+            try testing.expectEqual(@as(u32, 8), arrivals.count());
             try testing.expect(!notify.tryWait());
         }
     }.body);
@@ -119,16 +147,15 @@ test "Notify: a canceled or timed-out wait consumes nothing" {
         }
         fn body(io: Io) !void {
             var notify: sync.Notify = .init;
-            var storage: [1]u32 = undefined;
-            var order: std.ArrayList(u32) = .initBuffer(&storage);
-            var future = try io.concurrent(notifyWaiter, .{ io, &notify, &order, 0 });
+            var arrivals: Arrivals = .{};
+            var future = try io.concurrent(notifyWaiter, .{ io, &notify, &arrivals, 0 });
             try waitUntil(io, &notify, waiting);
             try testing.expectError(error.Canceled, future.cancel(io));
             try testing.expectEqual(sync.Notify.init.state.raw, notify.state.load(.monotonic));
             try testing.expectError(error.Timeout, notify.waitTimeout(io, timeout_short));
             notify.notifyOne(io); // nobody waits now: stored
             try notify.waitTimeout(io, timeout_short);
-            try testing.expectEqual(@as(usize, 0), order.items.len);
+            try testing.expectEqual(@as(u32, 0), arrivals.count());
         }
     }.body);
 }
@@ -1070,44 +1097,39 @@ test "Semaphore: never more holders than permits under contention; all permits b
 fn semaphoreWaiter(
     io: Io,
     semaphore: *sync.Semaphore,
-    order: *std.ArrayList(u32),
+    arrivals: *Arrivals,
     id: u32,
 ) Io.Cancelable!void {
     try semaphore.acquire(io);
-    order.appendAssumeCapacity(id);
-}
-
-fn orderHasOne(order: *std.ArrayList(u32)) bool {
-    return @atomicLoad(usize, &order.items.len, .acquire) == 1;
+    arrivals.record(id);
 }
 
 test "Semaphore: FIFO hand-off; canceled and timed-out acquires hold nothing" {
     try withRuntime(struct {
         fn body(io: Io) !void {
             var semaphore: sync.Semaphore = .init(0);
-            var storage: [3]u32 = undefined;
-            var order: std.ArrayList(u32) = .initBuffer(&storage);
+            var arrivals: Arrivals = .{};
             var futures: [3]Io.Future(Io.Cancelable!void) = undefined;
             for (&futures, 0..) |*f, id| {
                 f.* = try io.concurrent(semaphoreWaiter, .{
                     io,
                     &semaphore,
-                    &order,
+                    &arrivals,
                     @as(u32, @intCast(id)),
                 });
-                while (semaphore.waiters.len != id + 1) try io.sleep(.fromMicroseconds(20), .awake);
+                try waitForWaiters(io, &semaphore, id + 1);
             }
             try testing.expectError(error.Canceled, futures[1].cancel(io));
             try testing.expectError(error.Timeout, semaphore.acquireTimeout(io, timeout_short));
             // One permit at a time: with several executors the two woken waiters would
             // otherwise append in parallel.
             semaphore.release(io);
-            try waitUntil(io, &order, orderHasOne);
-            try testing.expectEqual(@as(u32, 0), order.items[0]);
+            try waitUntil(io, &arrivals, Arrivals.hasOne);
+            try arrivals.expectIds(&.{0});
             semaphore.release(io);
             try futures[0].await(io);
             try futures[2].await(io);
-            try testing.expectEqualSlices(u32, &.{ 0, 2 }, order.items);
+            try arrivals.expectIds(&.{ 0, 2 });
             try testing.expectEqual(@as(u32, 0), semaphore.available());
             semaphore.release(io);
             try testing.expect(semaphore.tryAcquire());
