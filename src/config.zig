@@ -70,6 +70,12 @@ pub const executor_search_ns = 20 * std.time.ns_per_us;
 /// the waiter yields its CPU: if the other thread was preempted there, spinning is futile.
 pub const spin_before_yield_max = 128;
 
+/// Spin iterations (a load and a pause each, ~1 µs in all here) a weft.sync waiter spends
+/// watching for a hand-off from a task on another executor before it parks
+/// (sync/WaitQueue.zig). Long enough for a short critical section elsewhere to end; short
+/// enough that a waiter whose holder parked wastes little.
+pub const handoff_spins_max = 64;
+
 /// Stack of an executor's thread (virtual; committed when touched). Its idle context runs there:
 /// the search loop, timer expiry and I/O completion callbacks, never a task.
 pub const executor_thread_stack_size_bytes = 256 * 1024;

@@ -193,6 +193,20 @@ pub fn currentTask() ?*Task {
     return executor.current;
 }
 
+/// Whether a task about to park for a hand-off from another task should spin for it first:
+/// the calling thread is an executor with nothing else to run, and another executor is awake,
+/// so the task that will hand over can be running right now. A hand-off that lands within the
+/// spin saves the park, the wake and two context switches; with one executor (or all others
+/// asleep) nobody can hand over while we spin, so it would only delay the tasks queued here.
+/// Go's sync.Mutex spins under the same conditions (`sync_runtime_canSpin`).
+pub fn spinWorthwhile() bool {
+    const executor = ofThread() orelse return false;
+    const scheduler = executor.scheduler;
+    if (scheduler.executors.len < 2) return false;
+    if (executor.lifo != null or !executor.ring.isEmpty()) return false;
+    return scheduler.sleeping.load(.monotonic) + 1 < scheduler.executors.len;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Queueing.
 

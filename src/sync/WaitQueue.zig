@@ -59,6 +59,8 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const atomic = @import("atomic.zig");
+const config = @import("../config.zig");
+const Executor = @import("../sched/Executor.zig");
 /// The short internal lock of the primitives (never held across a park); see atomic.zig.
 pub const Lock = atomic.Lock;
 
@@ -208,6 +210,7 @@ pub fn wait(
     node: *Node,
     deadline: ?Io.Clock.Timestamp,
 ) WaitError!u32 {
+    if (spinForCompletion(node)) |code| return code;
     while (true) {
         const code = node.state.load(.acquire);
         if (code != pending) return code;
@@ -225,11 +228,28 @@ pub fn wait(
 
 /// Parks uncancelably and without a deadline until `node` is completed; returns its code.
 pub fn waitUncancelable(node: *Node, io: Io) u32 {
+    if (spinForCompletion(node)) |code| return code;
     while (true) {
         const code = node.state.load(.acquire);
         if (code != pending) return code;
         io.futexWaitUncancelable(u32, &node.state.raw, pending);
     }
+}
+
+/// Spins a short while for `node`'s completion before parking, when a hand-off can come from
+/// a task running on another executor (`Executor.spinWorthwhile`). Returns the code, or null
+/// to park. Under contention on several executors a FIFO hand-off otherwise parks and wakes on
+/// every acquisition (a lock convoy); a hand-off that lands during the spin costs a cache-line
+/// transfer instead. Not a cancelation point: the spin is bounded, and the park that follows
+/// checks for cancelation.
+fn spinForCompletion(node: *Node) ?u32 {
+    if (!Executor.spinWorthwhile()) return null;
+    for (0..config.handoff_spins_max) |_| {
+        const code = node.state.load(.acquire);
+        if (code != pending) return code;
+        std.atomic.spinLoopHint();
+    }
+    return null;
 }
 
 /// The waiter gave up (`reason`): unlink the node if it is still queued, else keep the code it
