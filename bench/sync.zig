@@ -498,8 +498,10 @@ fn slowestReceiver(progress: []std.atomic.Value(u64)) u64 {
     return slowest;
 }
 
-/// As Tokio's row: never more than the capacity ahead of the slowest receiver. `checkCancel`
-/// is std.Io's only yield (weft yields the fiber every few calls); std.Io has no `yield_now`.
+/// As Tokio's row: never more than the capacity ahead of the slowest receiver, yielding to
+/// the other tasks while it is (`weft.Runtime.yield`, Tokio's `yield_now`). std.Io has no
+/// yield; `checkCancel`, which weft turns into a yield only every 64th call, left the sender
+/// polling the receivers' counters 63 times out of 64 while they bounced between cores.
 fn broadcastSender(
     io: Io,
     broadcast: *sync.Broadcast(u64),
@@ -510,7 +512,7 @@ fn broadcastSender(
         if (i - floor >= broadcast_capacity) {
             floor = slowestReceiver(progress);
             while (i - floor >= broadcast_capacity) {
-                try io.checkCancel();
+                try weft.Runtime.yield(io);
                 floor = slowestReceiver(progress);
             }
         }

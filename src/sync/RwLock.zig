@@ -73,10 +73,6 @@ pub const readers_max: u32 = std.math.maxInt(u32) / reader;
 /// Node completion code: the lock (shared or exclusive, as asked) was handed over.
 const handed: u32 = 1;
 
-/// Wakes of a hand-off deferred until the internal lock is released; a larger reader batch
-/// wakes the rest while holding it (correct, only slower).
-const wakes_deferred_max = 8;
-
 pub const LockError = Io.Cancelable;
 pub const LockTimeoutError = Io.Cancelable || error{Timeout};
 
@@ -159,7 +155,7 @@ fn lockSlow(rw: *RwLock, io: Io, mode: Mode, deadline: ?Io.Clock.Timestamp) Lock
     const code = rw.waiters.wait(&rw.lock_internal, io, &waiter.node, deadline) catch |err| {
         // Withdrawn. If it was the head, those behind may be able to have the lock now.
         rw.lock_internal.lock();
-        var wakes: Wakes = .{};
+        var wakes: WaitQueue.Wakes = .{};
         if (rw.state.load(.monotonic) & queued != 0) rw.grant(io, &wakes);
         rw.lock_internal.unlock();
         wakes.wakeAll(io);
@@ -219,7 +215,7 @@ pub fn unlock(rw: *RwLock, io: Io) void {
     const state = rw.state.cmpxchgStrong(writer, 0, .release, .monotonic) orelse return;
     assert(state == writer | queued); // unlock of a lock not held exclusively
     rw.lock_internal.lock();
-    var wakes: Wakes = .{};
+    var wakes: WaitQueue.Wakes = .{};
     // Nothing changes the word lock-free while a writer holds it and tasks wait; a waiter that
     // withdrew may have cleared `queued`, which `grant` handles (an empty queue).
     assert(rw.state.load(.monotonic) & writer != 0);
@@ -241,7 +237,7 @@ pub fn unlockShared(rw: *RwLock, io: Io) void {
         state = rw.state.cmpxchgWeak(state, state - reader, .release, .monotonic) orelse return;
     }
     rw.lock_internal.lock();
-    var wakes: Wakes = .{};
+    var wakes: WaitQueue.Wakes = .{};
     // Release, as above. Other readers may have entered meanwhile if a withdrawal emptied the
     // queue; then one of them is the last reader.
     const before = rw.state.fetchSub(reader, .release);
@@ -251,29 +247,10 @@ pub fn unlockShared(rw: *RwLock, io: Io) void {
     wakes.wakeAll(io);
 }
 
-/// Futex words to wake once the internal lock is released (addresses only: a waiter may
-/// return as soon as it sees its code, and a wake of a reused address is spurious).
-const Wakes = struct {
-    words: [wakes_deferred_max]*const u32 = undefined,
-    len: usize = 0,
-
-    /// Under the lock, right after the completion: defers the wake if there is room, else
-    /// wakes now.
-    fn add(wakes: *Wakes, io: Io, word: *const u32) void {
-        if (wakes.len == wakes_deferred_max) return WaitQueue.wakeWord(io, word);
-        wakes.words[wakes.len] = word;
-        wakes.len += 1;
-    }
-
-    fn wakeAll(wakes: *const Wakes, io: Io) void {
-        for (wakes.words[0..wakes.len]) |word| WaitQueue.wakeWord(io, word);
-    }
-};
-
 /// Under the internal lock, `queued` set: hands the lock to the head of the queue while it can
 /// have it (a writer if the lock is free; readers while no writer holds it), then clears
 /// `queued` if the queue emptied.
-fn grant(rw: *RwLock, io: Io, wakes: *Wakes) void {
+fn grant(rw: *RwLock, io: Io, wakes: *WaitQueue.Wakes) void {
     assert(rw.state.load(.monotonic) & queued != 0);
     while (rw.waiters.head) |node| {
         const waiter = Waiter.of(node);

@@ -158,6 +158,32 @@ pub fn wakeWord(io: Io, word: *const u32) void {
     io.futexWake(u32, word, 1);
 }
 
+/// Futex words to wake once the owner's lock is released, so that the lock is not held across
+/// the wakes (each a futex-table lookup and a run-queue push, which other executors would wait
+/// out). Addresses only: a completed waiter may return as soon as it sees its code, and a wake
+/// of a reused address is spurious. Past `deferred_max` words, `add` wakes at once, under the
+/// lock: correct, only slower.
+pub const Wakes = struct {
+    words: [deferred_max]*const u32 = undefined,
+    len: u32 = 0,
+
+    pub const deferred_max = 8;
+
+    /// Under the lock, right after the completion: defers the wake if there is room, else
+    /// wakes now.
+    pub fn add(wakes: *Wakes, io: Io, word: *const u32) void {
+        assert(wakes.len <= deferred_max);
+        if (wakes.len == deferred_max) return wakeWord(io, word);
+        wakes.words[wakes.len] = word;
+        wakes.len += 1;
+    }
+
+    /// After the lock is released.
+    pub fn wakeAll(wakes: *const Wakes, io: Io) void {
+        for (wakes.words[0..wakes.len]) |word| wakeWord(io, word);
+    }
+};
+
 pub const WaitError = Io.Cancelable || error{Timeout};
 
 pub fn isEmpty(queue: *const WaitQueue) bool {

@@ -118,29 +118,34 @@ pub fn Broadcast(comptime T: type) type {
         /// parked receiver. Never blocks (the lock is held for a copy and the wake-ups); not a
         /// cancelation point.
         pub fn send(broadcast: *Self, io: Io, value: T) SendError!void {
+            var wakes: WaitQueue.Wakes = .{};
+            defer wakes.wakeAll(io); // after the unlock (defers run in reverse)
             broadcast.lock.lock();
             defer broadcast.lock.unlock();
             if (broadcast.closed) return error.Closed;
             broadcast.buffer[broadcast.slot(broadcast.sent_count)] = value;
             broadcast.sent_count += 1;
-            broadcast.wakeAll(io, sent_code);
+            broadcast.completeAll(io, sent_code, &wakes);
         }
 
         /// Closes the broadcast: see the file's doc. Idempotent; never blocks.
         pub fn close(broadcast: *Self, io: Io) void {
+            var wakes: WaitQueue.Wakes = .{};
+            defer wakes.wakeAll(io);
             broadcast.lock.lock();
             defer broadcast.lock.unlock();
             broadcast.closed = true;
-            broadcast.wakeAll(io, closed_code);
+            broadcast.completeAll(io, closed_code, &wakes);
         }
 
-        /// Under the lock: completes and wakes every parked receiver. Woken under the lock: a
-        /// completed node may vanish at once, so each is popped, completed and woken before
-        /// the next is looked at. Bounded by the number of parked receivers.
-        fn wakeAll(broadcast: *Self, io: Io, code: u32) void {
+        /// Under the lock: completes every parked receiver and notes its futex word to wake
+        /// once the lock is released (the first `Wakes.deferred_max`; the rest are woken at
+        /// once). A completed node may vanish at once: after `complete` only its word's
+        /// address is kept. Bounded by the number of parked receivers.
+        fn completeAll(broadcast: *Self, io: Io, code: u32, wakes: *WaitQueue.Wakes) void {
             while (broadcast.receivers.pop()) |node| {
                 node.complete(code);
-                node.wake(io);
+                wakes.add(io, &node.state.raw);
             }
             assert(broadcast.receivers.isEmpty());
         }
