@@ -17,6 +17,11 @@
 //! direct hand-off: the value or permit never goes back to a shared pool where a newcomer could
 //! barge in, so waiters are served strictly in arrival order (FIFO fairness).
 //!
+//! Before parking, a waiter on a weft executor may spin briefly for its completion
+//! (`spinForCompletion`): only when another executor is awake, so the releaser can be running,
+//! and its own executor has nothing else queued. On two executors a FIFO hand-off otherwise
+//! parks and wakes on every acquisition under contention (a lock convoy across cores).
+//!
 //! ## Node states
 //!
 //!     pending ──(releaser, under the lock: unlinked + payload written)──▶ completed(code)
