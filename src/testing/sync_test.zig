@@ -632,16 +632,20 @@ fn broadcastWaiting(broadcast: *U64Broadcast) bool {
     return broadcast.waiting() > 0;
 }
 
-/// Receives one value (blocking), then waits for `go` while the sender overruns the ring, then
-/// records everything that follows until closed.
+/// Receives one value (blocking) and says so through `first_logged`, then waits for `go` while
+/// the sender overruns the ring, then records everything that follows until closed. The test
+/// reads `log` only after awaiting it; the flag is what it watches meanwhile (watching the
+/// list's length was a data race with the append, found by the TSan build).
 fn sleepyReceiver(
     io: Io,
     subscription: U64Broadcast.Receiver,
     go: *sync.Notify,
     log: *std.ArrayList(U64Broadcast.Received),
+    first_logged: *std.atomic.Value(bool),
 ) !void {
     var receiver = subscription;
     log.appendAssumeCapacity(try receiver.recv(io));
+    first_logged.store(true, .release);
     try go.wait(io);
     while (receiver.recv(io)) |received| {
         log.appendAssumeCapacity(received);
@@ -653,8 +657,8 @@ fn sleepyReceiver(
 
 test "Broadcast: a receiver asleep while the ring is overrun gets the exact lag, then the rest" {
     try withRuntime(struct {
-        fn logged(log: *std.ArrayList(U64Broadcast.Received)) bool {
-            return @atomicLoad(usize, &log.items.len, .acquire) == 1;
+        fn logged(first_logged: *std.atomic.Value(bool)) bool {
+            return first_logged.load(.acquire);
         }
         fn body(io: Io) !void {
             var ring: [4]u64 = undefined;
@@ -662,15 +666,17 @@ test "Broadcast: a receiver asleep while the ring is overrun gets the exact lag,
             var go: sync.Notify = .init;
             var storage: [8]U64Broadcast.Received = undefined;
             var log: std.ArrayList(U64Broadcast.Received) = .initBuffer(&storage);
+            var first_logged: std.atomic.Value(bool) = .init(false);
             var receiver = try io.concurrent(sleepyReceiver, .{
                 io,
                 broadcast.subscribe(),
                 &go,
                 &log,
+                &first_logged,
             });
             try waitUntil(io, &broadcast, broadcastWaiting); // parked in its first recv
             try broadcast.send(io, 0);
-            try waitUntil(io, &log, logged); // it read 0 and waits for `go`
+            try waitUntil(io, &first_logged, logged); // it read 0 and waits for `go`
             for (1..21) |i| try broadcast.send(io, i); // values 1..16 are overwritten unread
             go.notifyOne(io);
             broadcast.close(io);
