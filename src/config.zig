@@ -172,6 +172,11 @@ pub const cpu_lane_waiters_max_default = 4096;
 /// enough that the lane is not starved by other ordinary processes.
 pub const cpu_lane_nice_default = 5;
 
+/// Default time slice of the CPU lane's threads in the kernel's scheduler: the shortest the
+/// kernel accepts, so that an executor woken while every core computes preempts a lane thread
+/// within about this long instead of the default slice (1.4 ms on 2 CPUs; lanes/CpuLane.zig).
+pub const cpu_lane_slice_ns_default: ?u64 = 100 * std.time.ns_per_us;
+
 /// Resources one `weft.Registry` may hold. Its slots are allocated by `init` (each the
 /// resource plus about 48 bytes) and live until `deinit`, so that a stale id never reaches
 /// freed memory; past a few million a table is better split.

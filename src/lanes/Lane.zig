@@ -125,6 +125,11 @@ pub const Options = struct {
     /// A lane of computation runs below the executors this way, so they win the CPU when
     /// both want it (see `weft.CpuLane`).
     nice: u8 = 0,
+    /// Each worker's time slice in the kernel's scheduler (null: the kernel's default; else
+    /// `config.thread_slice_ns_min` to `_max`). A short slice lets the executors preempt a
+    /// computing worker sooner when they share a CPU (see `weft.CpuLane` and
+    /// `os.setThreadSlice`); kernels before 6.12 ignore it.
+    slice_ns: ?u64 = null,
 };
 
 /// The lane's own errors, added to every job's result.
@@ -277,6 +282,11 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!*Lane {
     }
     if (options.queue_limit == 0) return error.InvalidOptions;
     if (options.nice > config.nice_max) return error.InvalidOptions;
+    if (options.slice_ns) |slice_ns| {
+        if (slice_ns < os.thread_slice_ns_min or slice_ns > os.thread_slice_ns_max) {
+            return error.InvalidOptions;
+        }
+    }
     if (options.admission == .wait and options.waiters_max == 0) return error.InvalidOptions;
     const lane = try gpa.create(Lane);
     errdefer gpa.destroy(lane);
@@ -592,6 +602,8 @@ fn workerMain(worker: *Worker) void {
     const lane = worker.lane;
     // Refused only by a sandbox policy; the worker then runs at the process's priority.
     if (lane.options.nice > 0) _ = os.lowerThreadPriority(lane.options.nice);
+    // After the nice value: the call keeps the nice value it finds. Refused by older kernels.
+    if (lane.options.slice_ns) |slice_ns| _ = os.setThreadSlice(slice_ns);
     lane.lock.lock();
     while (true) {
         if (lane.queue.pop()) |job| {

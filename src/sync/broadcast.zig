@@ -344,7 +344,7 @@ test "Broadcast: lag is reported exactly, then reading resumes at the oldest val
     try std.testing.expectError(error.Closed, early.tryRecv());
 }
 
-test "Broadcast: recv batches what is in the ring; a batched value is returned even if overwritten" {
+test "Broadcast: recv batches what the ring holds; a batched value outlives its overwrite" {
     const io = std.testing.io;
     var ring: [4]u32 = undefined;
     var broadcast: Broadcast(u32) = .init(&ring);
@@ -358,7 +358,9 @@ test "Broadcast: recv batches what is in the ring; a batched value is returned e
     try std.testing.expectEqual(@as(u32, 1), (try receiver.recv(io)).value);
     try std.testing.expectEqual(@as(u32, 2), (try receiver.tryRecv()).value);
     try std.testing.expectEqual(@as(u64, 3), (try receiver.recv(io)).lagged); // 3, 4, 5
-    for (6..10) |i| try std.testing.expectEqual(@as(u32, @intCast(i)), (try receiver.recv(io)).value);
+    for (6..10) |i| {
+        try std.testing.expectEqual(@as(u32, @intCast(i)), (try receiver.recv(io)).value);
+    }
     try std.testing.expectEqual(@as(u64, 0), receiver.pending());
     broadcast.close(io);
     try std.testing.expectError(error.Closed, receiver.recv(io));

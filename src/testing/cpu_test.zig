@@ -7,6 +7,7 @@ const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const CpuLane = @import("../lanes/CpuLane.zig");
 const os = @import("../os/linux.zig");
+const weft_config = @import("../config.zig");
 
 fn fnv(seed: u64, rounds: u32) u64 {
     var hash: u64 = 0xcbf29ce484222325 ^ seed;
@@ -50,6 +51,57 @@ test "CpuLane: jobs run on their own threads, at a lowered priority" {
     const worker_nice = (try rt.compute(io, currentNice, .{})) orelse return error.SkipZigTest;
     try testing.expectEqual(@min(caller_nice + 3, 19), worker_nice);
     try testing.expectEqual(CpuLane.cpusAvailable(), rt.state.cpu.threads());
+}
+
+fn currentSlice() ?u64 {
+    return os.threadSlice();
+}
+
+/// Whether this kernel applies custom slices to fair-class threads (Linux 6.12 on): tried on
+/// a thread of its own, so that the test's thread keeps its slice.
+fn kernelHasCustomSlices() !bool {
+    const Probe = struct {
+        fn run(supported: *bool) void {
+            const slice_ns = 2 * os.thread_slice_ns_min;
+            supported.* = os.setThreadSlice(slice_ns) and os.threadSlice() == slice_ns;
+        }
+    };
+    var supported = false;
+    const thread = try std.Thread.spawn(.{}, Probe.run, .{&supported});
+    thread.join();
+    return supported;
+}
+
+test "CpuLane: workers get the short time slice, keeping their lowered priority" {
+    var rt = try Runtime.init(testing.allocator, .{ .cpu = .{ .nice = 2 } });
+    defer rt.deinit();
+    const io = rt.io();
+    if (!try kernelHasCustomSlices()) return error.SkipZigTest; // before 6.12: nothing to check
+    const worker_slice = (try rt.compute(io, currentSlice, .{})).?;
+    try testing.expectEqual(weft_config.cpu_lane_slice_ns_default.?, worker_slice);
+    const caller_nice = os.threadNice() orelse return error.SkipZigTest;
+    const worker_nice = (try rt.compute(io, currentNice, .{})) orelse return error.SkipZigTest;
+    try testing.expectEqual(@min(caller_nice + 2, 19), worker_nice); // not reset by the slice
+}
+
+test "CpuLane: a time slice below the kernel's range is raised to its minimum" {
+    const short_ns = 10 * std.time.ns_per_us;
+    var rt = try Runtime.init(testing.allocator, .{ .cpu = .{ .slice_ns = short_ns } });
+    defer rt.deinit();
+    const io = rt.io();
+    if (!try kernelHasCustomSlices()) return error.SkipZigTest; // before 6.12: nothing to check
+    const worker_slice = (try rt.compute(io, currentSlice, .{})).?;
+    try testing.expectEqual(@as(u64, os.thread_slice_ns_min), worker_slice);
+}
+
+test "Lane: a time slice outside the kernel's range is InvalidOptions" {
+    const Lane = @import("../lanes/Lane.zig");
+    try testing.expectError(error.InvalidOptions, Lane.init(testing.allocator, .{ .slice_ns = 1 }));
+    const too_long_ns = os.thread_slice_ns_max + 1;
+    try testing.expectError(
+        error.InvalidOptions,
+        Lane.init(testing.allocator, .{ .slice_ns = too_long_ns }),
+    );
 }
 
 /// Spins (a CPU job) until `flag` is set; false if it was not within 10 s (a bound so that
