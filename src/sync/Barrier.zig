@@ -28,6 +28,8 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const atomic = @import("atomic.zig");
+const config = @import("../config.zig");
+const Executor = @import("../sched/Executor.zig");
 
 state: atomic.Value(State) = .init(.{ .arrived = 0, .generation = 0 }),
 parties: u16,
@@ -50,6 +52,7 @@ pub fn init(parties: u32) Barrier {
 /// generation (the last to arrive, which does not block). Cancelation point when it blocks.
 pub fn wait(barrier: *Barrier, io: Io) WaitError!bool {
     const generation = barrier.arrive(io) orelse return true;
+    if (barrier.spinForGeneration(generation)) return false;
     var current = barrier.state.load(.acquire);
     while (current.generation == generation) {
         io.futexWait(State, &barrier.state.raw, current) catch |err| switch (err) {
@@ -61,8 +64,21 @@ pub fn wait(barrier: *Barrier, io: Io) WaitError!bool {
 }
 
 /// `wait` that is not a cancelation point.
+/// Spins a short while for `generation` to end before the caller parks, under the rule of
+/// `WaitQueue.spinWhilePending`: only on an executor with nothing else to run while another
+/// executor is awake (the last party may be arriving there). Returns whether it ended.
+fn spinForGeneration(barrier: *const Barrier, generation: u16) bool {
+    if (!Executor.spinWorthwhile()) return false;
+    for (0..config.handoff_spins_max) |_| {
+        if (barrier.state.load(.acquire).generation != generation) return true;
+        std.atomic.spinLoopHint();
+    }
+    return false;
+}
+
 pub fn waitUncancelable(barrier: *Barrier, io: Io) bool {
     const generation = barrier.arrive(io) orelse return true;
+    if (barrier.spinForGeneration(generation)) return false;
     var current = barrier.state.load(.acquire);
     while (current.generation == generation) {
         io.futexWaitUncancelable(State, &barrier.state.raw, current);

@@ -18,7 +18,7 @@
 //! barge in, so waiters are served strictly in arrival order (FIFO fairness).
 //!
 //! Before parking, a waiter on a weft executor may spin briefly for its completion
-//! (`spinForCompletion`): only when another executor is awake, so the releaser can be running,
+//! (`spinWhilePending`): only when another executor is awake, so the releaser can be running,
 //! and its own executor has nothing else queued. On two executors a FIFO hand-off otherwise
 //! parks and wakes on every acquisition under contention (a lock convoy across cores).
 //!
@@ -241,7 +241,7 @@ pub fn wait(
     node: *Node,
     deadline: ?Io.Clock.Timestamp,
 ) WaitError!u32 {
-    if (spinForCompletion(node)) |code| return code;
+    if (spinWhilePending(&node.state)) |code| return code;
     while (true) {
         const code = node.state.load(.acquire);
         if (code != pending) return code;
@@ -259,7 +259,7 @@ pub fn wait(
 
 /// Parks uncancelably and without a deadline until `node` is completed; returns its code.
 pub fn waitUncancelable(node: *Node, io: Io) u32 {
-    if (spinForCompletion(node)) |code| return code;
+    if (spinWhilePending(&node.state)) |code| return code;
     while (true) {
         const code = node.state.load(.acquire);
         if (code != pending) return code;
@@ -267,17 +267,17 @@ pub fn waitUncancelable(node: *Node, io: Io) u32 {
     }
 }
 
-/// Spins a short while for `node`'s completion before parking, when a hand-off can come from
-/// a task running on another executor (`Executor.spinWorthwhile`). Returns the code, or null
-/// to park. Under contention on several executors a FIFO hand-off otherwise parks and wakes on
-/// every acquisition (a lock convoy); a hand-off that lands during the spin costs a cache-line
-/// transfer instead. Not a cancelation point: the spin is bounded, and the park that follows
-/// checks for cancelation.
-fn spinForCompletion(node: *Node) ?u32 {
+/// Spins a short while for `word` (a node's state or a selector's) to leave `pending` before
+/// its waiter parks, when a hand-off can come from a task running on another executor
+/// (`Executor.spinWorthwhile`). Returns the new value, or null to park. Under contention on
+/// several executors a FIFO hand-off otherwise parks and wakes on every acquisition (a lock
+/// convoy); a hand-off that lands during the spin costs a cache-line transfer instead. Not a
+/// cancelation point: the spin is bounded, and the park that follows checks for cancelation.
+pub fn spinWhilePending(word: *const atomic.Value(u32)) ?u32 {
     if (!Executor.spinWorthwhile()) return null;
     for (0..config.handoff_spins_max) |_| {
-        const code = node.state.load(.acquire);
-        if (code != pending) return code;
+        const value = word.load(.acquire);
+        if (value != pending) return value;
         std.atomic.spinLoopHint();
     }
     return null;

@@ -471,6 +471,7 @@ fn Runner(comptime Arms: type, comptime S: type) type {
         fn wait(run: *Run, deadline: ?Io.Clock.Timestamp) (Io.Cancelable || error{Timeout})!u32 {
             const io = run.io;
             const word = &run.selector.state;
+            if (WaitQueue.spinWhilePending(word)) |value| return value;
             while (true) {
                 const value = word.load(.acquire);
                 if (value != WaitQueue.pending) return value;
