@@ -95,6 +95,8 @@ counts: Stats = .{},
 jobs_run: std.atomic.Value(u64) = .init(0),
 /// `queue.len`, readable without the lock by polling workers (a hint).
 queued_hint: std.atomic.Value(u32) = .init(0),
+/// `running + queue.len`, readable without the lock (a hint for `hasFreeWorker`).
+busy_hint: std.atomic.Value(u32) = .init(0),
 /// Workers started and not yet exited; `shutdown` waits on it (futex word).
 workers_live: std.atomic.Value(u32) = .init(0),
 workers: []Worker,
@@ -568,8 +570,20 @@ fn enqueue(lane: *Lane, job: *Job) bool {
     const was_empty = lane.queue.len == 0;
     job.state = .queued;
     lane.queue.push(job);
-    lane.queued_hint.store(lane.queue.len, .monotonic);
+    lane.publishHints();
     return was_empty;
+}
+
+/// Under the lock, after `queue` or `running` changed: the hints read without it.
+fn publishHints(lane: *Lane) void {
+    lane.queued_hint.store(lane.queue.len, .monotonic);
+    lane.busy_hint.store(lane.running + lane.queue.len, .monotonic);
+}
+
+/// Whether a job submitted now would likely start at once: fewer jobs running or queued than
+/// workers. A snapshot without the lock (a hint: `Sharded` picks shards by it).
+pub fn hasFreeWorker(lane: *const Lane) bool {
+    return lane.busy_hint.load(.monotonic) < lane.options.threads;
 }
 
 /// Takes a parked worker off the idle list (under the lock); the caller wakes it.
@@ -614,6 +628,7 @@ fn workerMain(worker: *Worker) void {
             lane.lock.lock();
             assert(lane.running > 0);
             lane.running -= 1;
+            lane.publishHints();
             continue;
         }
         if (lane.phase != .open) break;
@@ -645,7 +660,7 @@ fn startJob(lane: *Lane, job: *Job) ?*Worker {
         assert(lane.phase == .open); // shutdown empties the line
         _ = lane.enqueue(admitted);
     }
-    lane.queued_hint.store(lane.queue.len, .monotonic);
+    lane.publishHints();
     if (lane.queue.len == 0) return null;
     return lane.takeIdle();
 }
@@ -718,7 +733,7 @@ pub fn shutdown(lane: *Lane, io: Io, options: ShutdownOptions) Report {
         failed.push(job);
         lane.counts.jobs_failed += 1;
     };
-    lane.queued_hint.store(lane.queue.len, .monotonic);
+    lane.publishHints();
     var idle = lane.idle;
     lane.idle = null;
     var cursor = idle;

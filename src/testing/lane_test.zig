@@ -461,7 +461,56 @@ fn shardedBumps(sharded: *Lane.Sharded, io: Io, counter: *Counter) Io.Cancelable
     };
 }
 
-test "Lane.Sharded: round-robin from many fibers, every job once; shutdown sums reports" {
+fn shardedGatePass(sharded: *Lane.Sharded, io: Io, gate: *Gate) (Lane.Error || error{Wrong})!void {
+    if (try sharded.run(io, Gate.pass, .{ gate, 7 }) != 7) return error.Wrong;
+}
+
+/// Polls `predicate(lane)` with short sleeps until it is `wanted`; a bound of ~2 s turns a
+/// state never reached into a failure instead of a hang.
+fn waitFor(io: Io, lane: *Lane, comptime predicate: fn (*const Lane) bool, wanted: bool) !void {
+    var polls: u32 = 0;
+    while (predicate(lane) != wanted) : (polls += 1) {
+        if (polls == 100_000) return error.StateNeverReached;
+        try io.sleep(.fromMicroseconds(20), .awake);
+    }
+}
+
+test "Lane.Sharded: run stays on a shard while it has a free worker, then moves on" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const sharded = try Lane.Sharded.init(testing.allocator, .{
+                .shards = 3,
+                .lane = .{ .threads = 1, .queue_limit = 2 },
+            });
+            defer sharded.deinit(io);
+            // Shard 0 is free: the first call goes there (the sticky shard starts at 0).
+            var counter: Counter = .{};
+            try testing.expectEqual(@as(u64, 1), try sharded.run(io, Counter.bump, .{&counter}));
+            try testing.expectEqual(@as(u64, 1), sharded.shards[0].stats().jobs_run);
+            // Its one worker held by a gated job, shard 0 has no free worker: the next call
+            // goes round-robin to another shard instead of queueing behind the gate.
+            // The worker publishes that it is free again just after completing the call.
+            try waitFor(io, sharded.shards[0], Lane.hasFreeWorker, true);
+            var gate: Gate = .{};
+            var held = try io.concurrent(shardedGatePass, .{ sharded, io, &gate });
+            defer held.cancel(io) catch {};
+            defer gate.release(); // first, on a failure: an accepted job runs to completion
+            try waitFor(io, sharded.shards[0], Lane.hasFreeWorker, false);
+            try testing.expectEqual(@as(u64, 2), try sharded.run(io, Counter.bump, .{&counter}));
+            // Shard 0 still counts only the first call: its gated job has not finished.
+            try testing.expectEqual(@as(u64, 1), sharded.shards[0].stats().jobs_run);
+            const elsewhere = sharded.shards[1].stats().jobs_run +
+                sharded.shards[2].stats().jobs_run;
+            try testing.expectEqual(@as(u64, 1), elsewhere);
+            gate.release();
+            try held.await(io);
+            try testing.expectEqual(@as(u64, 2), sharded.shards[0].stats().jobs_run);
+            try testing.expectEqual(@as(u32, 1), gate.passed.load(.monotonic));
+        }
+    }.body);
+}
+
+test "Lane.Sharded: many fibers, every job once; shutdown sums reports" {
     try withRuntime(struct {
         fn body(io: Io) !void {
             const sharded = try Lane.Sharded.init(testing.allocator, .{
@@ -475,7 +524,9 @@ test "Lane.Sharded: round-robin from many fibers, every job once; shutdown sums 
             for (0..8) |_| try group.concurrent(io, shardedBumps, .{ sharded, io, &counter });
             try group.await(io);
             try testing.expectEqual(@as(u64, 800), counter.ran.load(.monotonic));
-            for (sharded.shards) |shard| try testing.expect(shard.stats().jobs_run > 0);
+            var jobs_total: u64 = 0;
+            for (sharded.shards) |shard| jobs_total += shard.stats().jobs_run;
+            try testing.expectEqual(@as(u64, 800), jobs_total);
             const report = sharded.shutdown(io, .{});
             try testing.expectEqual(@as(u64, 800), report.jobs_run);
             try testing.expectEqual(@as(u64, 0), report.jobs_left);
