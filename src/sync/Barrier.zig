@@ -28,8 +28,7 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const atomic = @import("atomic.zig");
-const config = @import("../config.zig");
-const Executor = @import("../sched/Executor.zig");
+const WaitQueue = @import("WaitQueue.zig");
 
 state: atomic.Value(State) = .init(.{ .arrived = 0, .generation = 0 }),
 parties: u16,
@@ -63,19 +62,24 @@ pub fn wait(barrier: *Barrier, io: Io) WaitError!bool {
     return false;
 }
 
-/// `wait` that is not a cancelation point.
 /// Spins a short while for `generation` to end before the caller parks, under the rule of
-/// `WaitQueue.spinWhilePending`: only on an executor with nothing else to run while another
-/// executor is awake (the last party may be arriving there). Returns whether it ended.
+/// `WaitQueue.spinUntil` (the last party may be arriving on another executor). Returns
+/// whether it ended.
 fn spinForGeneration(barrier: *const Barrier, generation: u16) bool {
-    if (!Executor.spinWorthwhile()) return false;
-    for (0..config.handoff_spins_max) |_| {
-        if (barrier.state.load(.acquire).generation != generation) return true;
-        std.atomic.spinLoopHint();
-    }
-    return false;
+    const Spin = struct {
+        barrier: *const Barrier,
+        generation: u16,
+
+        fn ended(spin: @This()) ?u32 {
+            const now = spin.barrier.state.load(.acquire).generation;
+            return if (now != spin.generation) now else null;
+        }
+    };
+    const spin: Spin = .{ .barrier = barrier, .generation = generation };
+    return WaitQueue.spinUntil(spin, Spin.ended) != null;
 }
 
+/// `wait` that is not a cancelation point.
 pub fn waitUncancelable(barrier: *Barrier, io: Io) bool {
     const generation = barrier.arrive(io) orelse return true;
     if (barrier.spinForGeneration(generation)) return false;

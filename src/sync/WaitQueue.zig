@@ -268,16 +268,26 @@ pub fn waitUncancelable(node: *Node, io: Io) u32 {
 }
 
 /// Spins a short while for `word` (a node's state or a selector's) to leave `pending` before
-/// its waiter parks, when a hand-off can come from a task running on another executor
-/// (`Executor.spinWorthwhile`). Returns the new value, or null to park. Under contention on
-/// several executors a FIFO hand-off otherwise parks and wakes on every acquisition (a lock
-/// convoy); a hand-off that lands during the spin costs a cache-line transfer instead. Not a
-/// cancelation point: the spin is bounded, and the park that follows checks for cancelation.
+/// its waiter parks; see `spinUntil`. Returns the new value, or null to park.
 pub fn spinWhilePending(word: *const atomic.Value(u32)) ?u32 {
+    return spinUntil(word, leftPending);
+}
+
+fn leftPending(word: *const atomic.Value(u32)) ?u32 {
+    const value = word.load(.acquire);
+    return if (value != pending) value else null;
+}
+
+/// Spins a short while for `check(context)` to return a value before the caller parks, when a
+/// hand-off can come from a task running on another executor (`Executor.spinWorthwhile`);
+/// null: park. Under contention on several executors a FIFO hand-off otherwise parks and
+/// wakes on every acquisition (a lock convoy); a hand-off that lands during the spin costs a
+/// cache-line transfer instead. Not a cancelation point: the spin is bounded, and the park
+/// that follows checks for cancelation.
+pub fn spinUntil(context: anytype, comptime check: fn (@TypeOf(context)) ?u32) ?u32 {
     if (!Executor.spinWorthwhile()) return null;
     for (0..config.handoff_spins_max) |_| {
-        const value = word.load(.acquire);
-        if (value != pending) return value;
+        if (check(context)) |value| return value;
         std.atomic.spinLoopHint();
     }
     return null;
