@@ -128,7 +128,7 @@ pub const Options = struct {
     /// both want it (see `weft.CpuLane`).
     nice: u8 = 0,
     /// Each worker's time slice in the kernel's scheduler (null: the kernel's default; else
-    /// `config.thread_slice_ns_min` to `_max`). A short slice lets the executors preempt a
+    /// `os.thread_slice_ns_min` to `_max`). A short slice lets the executors preempt a
     /// computing worker sooner when they share a CPU (see `weft.CpuLane` and
     /// `os.setThreadSlice`); kernels before 6.12 ignore it.
     slice_ns: ?u64 = null,

@@ -465,16 +465,6 @@ fn shardedGatePass(sharded: *Lane.Sharded, io: Io, gate: *Gate) (Lane.Error || e
     if (try sharded.run(io, Gate.pass, .{ gate, 7 }) != 7) return error.Wrong;
 }
 
-/// Polls `predicate(lane)` with short sleeps until it is `wanted`; a bound of ~2 s turns a
-/// state never reached into a failure instead of a hang.
-fn waitFor(io: Io, lane: *Lane, comptime predicate: fn (*const Lane) bool, wanted: bool) !void {
-    var polls: u32 = 0;
-    while (predicate(lane) != wanted) : (polls += 1) {
-        if (polls == 100_000) return error.StateNeverReached;
-        try io.sleep(.fromMicroseconds(20), .awake);
-    }
-}
-
 test "Lane.Sharded: run stays on a shard while it has a free worker, then moves on" {
     try withRuntime(struct {
         fn body(io: Io) !void {
@@ -489,13 +479,16 @@ test "Lane.Sharded: run stays on a shard while it has a free worker, then moves 
             try testing.expectEqual(@as(u64, 1), sharded.shards[0].stats().jobs_run);
             // Its one worker held by a gated job, shard 0 has no free worker: the next call
             // goes round-robin to another shard instead of queueing behind the gate.
-            // The worker publishes that it is free again just after completing the call.
-            try waitFor(io, sharded.shards[0], Lane.hasFreeWorker, true);
+            // The worker counts itself free again (the hint too, in the same lock hold) just
+            // after completing the call.
+            try waitShape(io, sharded.shards[0], .{ .running = 0, .queued = 0, .waiting = 0 });
+            try testing.expect(sharded.shards[0].hasFreeWorker());
             var gate: Gate = .{};
             var held = try io.concurrent(shardedGatePass, .{ sharded, io, &gate });
             defer held.cancel(io) catch {};
             defer gate.release(); // first, on a failure: an accepted job runs to completion
-            try waitFor(io, sharded.shards[0], Lane.hasFreeWorker, false);
+            try waitShape(io, sharded.shards[0], .{ .running = 1, .queued = 0, .waiting = 0 });
+            try testing.expect(!sharded.shards[0].hasFreeWorker());
             try testing.expectEqual(@as(u64, 2), try sharded.run(io, Counter.bump, .{&counter}));
             // Shard 0 still counts only the first call: its gated job has not finished.
             try testing.expectEqual(@as(u64, 1), sharded.shards[0].stats().jobs_run);
