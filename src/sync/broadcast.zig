@@ -68,6 +68,7 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const WaitQueue = @import("WaitQueue.zig");
+const atomic = @import("atomic.zig");
 
 pub fn Broadcast(comptime T: type) type {
     return struct {
@@ -78,6 +79,11 @@ pub fn Broadcast(comptime T: type) type {
         /// Values sent so far: the number of the next one.
         sent_count: u64 = 0,
         closed: bool = false,
+        /// `sent_count`, with `closed_bit` set once closed: stored under the lock whenever
+        /// either changes, read without it by a receiver that waits for news (`recv`'s spin),
+        /// so that the spin reads one shared word instead of taking the lock in turn with the
+        /// sender and the other receivers.
+        published: atomic.Value(u64) = .init(0),
         /// Receivers parked until something is sent or the broadcast closes.
         receivers: WaitQueue = .empty,
 
@@ -89,6 +95,9 @@ pub fn Broadcast(comptime T: type) type {
         /// Node completion codes.
         const sent_code: u32 = 1;
         const closed_code: u32 = 2;
+
+        /// In `published`: the broadcast is closed. No count of values reaches it.
+        const closed_bit: u64 = 1 << 63;
 
         /// What `recv` returns: a value, or how many values this receiver missed.
         pub const Received = union(enum) {
@@ -141,6 +150,8 @@ pub fn Broadcast(comptime T: type) type {
             if (broadcast.closed) return error.Closed;
             broadcast.buffer[broadcast.slot(broadcast.sent_count)] = value;
             broadcast.sent_count += 1;
+            assert(broadcast.sent_count < closed_bit);
+            broadcast.published.store(broadcast.sent_count, .monotonic);
             broadcast.completeAll(io, sent_code, &wakes);
         }
 
@@ -151,6 +162,7 @@ pub fn Broadcast(comptime T: type) type {
             broadcast.lock.lock();
             defer broadcast.lock.unlock();
             broadcast.closed = true;
+            broadcast.published.store(broadcast.sent_count | closed_bit, .monotonic);
             broadcast.completeAll(io, closed_code, &wakes);
         }
 
@@ -285,6 +297,10 @@ pub fn Broadcast(comptime T: type) type {
                 // A wake-up means something was sent or the broadcast closed, and only this
                 // receiver moves its cursor: the second look always finds a result.
                 if (receiver.popBatched()) |value| return .{ .value = value };
+                // With the sender on another executor, news is usually a moment away: wait
+                // for it reading `published` rather than parking (which would make the next
+                // send complete and wake us). What the spin saw is only a hint: the lock decides.
+                _ = WaitQueue.spinUntil(receiver, hasNews);
                 var parks: u32 = 0;
                 while (parks < 2) : (parks += 1) {
                     broadcast.lock.lock();
@@ -309,6 +325,13 @@ pub fn Broadcast(comptime T: type) type {
                     assert(code == sent_code or code == closed_code);
                 }
                 unreachable; // woken with nothing to read: see above
+            }
+
+            /// For `spinUntil`: non-null once something was sent after the cursor, or the
+            /// broadcast closed (read without the lock: a hint).
+            fn hasNews(receiver: *Receiver) ?u32 {
+                const published = receiver.broadcast.published.load(.monotonic);
+                return if (published != receiver.cursor) 1 else null;
             }
 
             /// Values (counting overwritten ones) this receiver has not read yet (a snapshot).
