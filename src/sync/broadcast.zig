@@ -39,27 +39,36 @@
 //!
 //! ## Design
 //!
-//! One lock (`WaitQueue.Lock`, never held across a park) guards the ring, the counter of sent
-//! values and the queue of parked receivers. Senders do not know the receivers: a value's
-//! number says where it lives (`number % capacity`) and whether it is still there (it is
-//! when `number + capacity >= sent`), so a receiver's cursor is all the state it needs, and
-//! subscribing or dropping a receiver costs nothing. A receiver with nothing to read parks in
-//! the queue; `send` wakes every parked receiver (they then read under the lock themselves:
-//! the value stays in the ring, which is what makes cancelation exact without hand-off).
-//! Rejected: a per-slot sequence number read without the lock (a seqlock). It would make
-//! reads cheaper, but copying a `T` while a sender may overwrite it is a data race for any `T`
-//! wider than an atomic word.
+//! One lock (`WaitQueue.Lock`, never held across a park) serialises the senders and guards the
+//! queue of parked receivers and the slow paths of receiving (lag, close, parking). Senders do
+//! not know the receivers: a value's number says where it lives (`number % capacity`) and
+//! whether it is still there (it is when `number + capacity >= sent`), so a receiver's cursor
+//! is all the state it needs, and subscribing or dropping a receiver costs nothing. A receiver
+//! with nothing to read parks in the queue; `send` wakes every parked receiver (they then read
+//! themselves: the value stays in the ring, which is what makes cancelation exact without
+//! hand-off).
 //!
-//! ## Batched receives
+//! ## Reading without the lock
 //!
-//! A receiver that is behind would take the lock once per value, and with several receivers
-//! and a sender on different cores that lock is most of the cost. So `recv`, when it reads a
-//! value, also copies up to `batch_max` (16 for small `T`) of the values after it that are in
-//! the ring, into the `Receiver`, and returns them from there without the lock. A value so
-//! copied belongs to the receiver: it is returned even if the ring overwrites it afterwards, so
-//! lag is counted when values are copied out, not when they are returned; no value is lost or
-//! reported twice either way. `tryRecv` returns batched values first, then takes one value per
-//! call (its lag reports are exact to the call). `pending` counts batched values.
+//! A receiver on another core than the sender that took the lock for every value would move
+//! the lock's cache line back and forth with the sender and every other receiver, which was
+//! most of the cost of a broadcast spread over two executors. So `recv` reads values without
+//! the lock, the way a seqlock reader does, with the send count as the sequence:
+//!
+//! - the sender, holding the lock, stores the value into its slot, then publishes the new
+//!   count in `published` (release);
+//! - the receiver loads `published` (acquire), copies the values from its cursor up to it
+//!   (at most `batch_max`), then loads `published` again. The sender overwrites value `n` only
+//!   while it sends value `n + capacity`, which it starts once `published` reached
+//!   `n + capacity`; if the second load is below that for the oldest value copied, no copy can
+//!   be torn and the receiver keeps them all, else it drops them and reads under the lock;
+//! - a copy races with a store by design, so both move the value as atomic words (release
+//!   stores, acquire loads; on x86 plain moves), never as a plain `T` copy, which would be a
+//!   data race for any `T` wider than one word. The acquire loads keep the second load of
+//!   `published` after the copies, and a load that saw part of a newer value sees, through its
+//!   release, the count that the sender published before writing it.
+//!
+//! Lag, close and parking go through the lock, as does `tryRecv`.
 //!
 //! Thread-safety: `send`, `close`, `subscribe` and the queries may be called from any task or
 //! OS thread; a `Receiver` is used by one task or thread at a time (it is a cursor), any
@@ -80,9 +89,7 @@ pub fn Broadcast(comptime T: type) type {
         sent_count: u64 = 0,
         closed: bool = false,
         /// `sent_count`, with `closed_bit` set once closed: stored under the lock whenever
-        /// either changes, read without it by a receiver that waits for news (`recv`'s spin),
-        /// so that the spin reads one shared word instead of taking the lock in turn with the
-        /// sender and the other receivers.
+        /// either changes, read without it by `recv` (see "Reading without the lock").
         published: atomic.Value(u64) = .init(0),
         /// Receivers parked until something is sent or the broadcast closes.
         receivers: WaitQueue = .empty,
@@ -148,10 +155,11 @@ pub fn Broadcast(comptime T: type) type {
             broadcast.lock.lock();
             defer broadcast.lock.unlock();
             if (broadcast.closed) return error.Closed;
-            broadcast.buffer[broadcast.slot(broadcast.sent_count)] = value;
+            storeValue(&broadcast.buffer[broadcast.slot(broadcast.sent_count)], value);
             broadcast.sent_count += 1;
             assert(broadcast.sent_count < closed_bit);
-            broadcast.published.store(broadcast.sent_count, .monotonic);
+            // Release: a receiver that reads the count without the lock sees the value.
+            broadcast.published.store(broadcast.sent_count, .release);
             broadcast.completeAll(io, sent_code, &wakes);
         }
 
@@ -196,6 +204,29 @@ pub fn Broadcast(comptime T: type) type {
             broadcast.lock.lock();
             defer broadcast.lock.unlock();
             return broadcast.receivers.len;
+        }
+
+        /// The unit in which values cross between a sender and a receiver that does not hold
+        /// the lock: the widest atomic word that tiles `T` (see "Reading without the lock").
+        const Word = for ([_]type{ u64, u32, u16 }) |W| {
+            if (@sizeOf(T) % @sizeOf(W) == 0 and @alignOf(T) >= @alignOf(W)) break W;
+        } else u8;
+        const words_per_value = @sizeOf(T) / @sizeOf(Word);
+
+        fn storeValue(destination: *T, value: T) void {
+            if (words_per_value == 0) return;
+            const from: *const [words_per_value]Word = @ptrCast(&value);
+            const to: *[words_per_value]Word = @ptrCast(destination);
+            for (to, from) |*word_to, word_from| @atomicStore(Word, word_to, word_from, .release);
+        }
+
+        fn loadValue(source: *const T) T {
+            var value: T = undefined;
+            if (words_per_value == 0) return value;
+            const from: *const [words_per_value]Word = @ptrCast(source);
+            const to: *[words_per_value]Word = @ptrCast(&value);
+            for (to, from) |*word_to, *word_from| word_to.* = @atomicLoad(Word, word_from, .acquire);
+            return value;
         }
 
         fn slot(broadcast: *const Self, number: u64) usize {
@@ -297,10 +328,13 @@ pub fn Broadcast(comptime T: type) type {
                 // A wake-up means something was sent or the broadcast closed, and only this
                 // receiver moves its cursor: the second look always finds a result.
                 if (receiver.popBatched()) |value| return .{ .value = value };
-                // With the sender on another executor, news is usually a moment away: wait
-                // for it reading `published` rather than parking (which would make the next
-                // send complete and wake us). What the spin saw is only a hint: the lock decides.
-                _ = WaitQueue.spinUntil(receiver, hasNews);
+                if (receiver.readWithoutLock()) |value| return .{ .value = value };
+                // Nothing new, or a lag or the close to report (the lock path's job). With the
+                // sender on another executor news is usually a moment away: wait for it reading
+                // `published` rather than parking, which would make the next send wake us.
+                if (WaitQueue.spinUntil(receiver, hasNews) != null) {
+                    if (receiver.readWithoutLock()) |value| return .{ .value = value };
+                }
                 var parks: u32 = 0;
                 while (parks < 2) : (parks += 1) {
                     broadcast.lock.lock();
@@ -325,6 +359,31 @@ pub fn Broadcast(comptime T: type) type {
                     assert(code == sent_code or code == closed_code);
                 }
                 unreachable; // woken with nothing to read: see above
+            }
+
+            /// The next value and a batch of those after it, read without the lock (see "Reading
+            /// without the lock"); null when there is nothing new, when this receiver lags or
+            /// the broadcast is closed (the lock path reports those exactly), and when the
+            /// sender overtook the copy.
+            fn readWithoutLock(receiver: *Receiver) ?T {
+                assert(receiver.batch_len == 0);
+                const broadcast = receiver.broadcast;
+                const capacity_values = broadcast.buffer.len;
+                const published = broadcast.published.load(.acquire);
+                if (published & closed_bit != 0) return null;
+                const cursor = receiver.cursor;
+                assert(cursor <= published);
+                if (published == cursor or published - cursor > capacity_values) return null;
+                const count: u32 = @intCast(@min(published - cursor, batch_max));
+                for (receiver.batch[0..count], cursor..) |*value, number| {
+                    value.* = loadValue(&broadcast.buffer[broadcast.slot(number)]);
+                }
+                const published_after = broadcast.published.load(.monotonic) & ~closed_bit;
+                if (cursor + capacity_values <= published_after) return null; // maybe torn
+                receiver.cursor = cursor + count;
+                receiver.batch_start = 1;
+                receiver.batch_len = count - 1;
+                return receiver.batch[0];
             }
 
             /// For `spinUntil`: non-null once something was sent after the cursor, or the

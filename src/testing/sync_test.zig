@@ -628,6 +628,73 @@ test "Broadcast: works unchanged on std.Io.Threaded" {
     try fanOut(threaded.io(), 4, 2, 300, false);
 }
 
+/// Three words that must always agree: a torn copy (part of one value, part of the value that
+/// overwrote it) breaks the agreement.
+const Triple = struct {
+    number: u64,
+    mixed: u64,
+    inverted: u64,
+
+    fn of(number: u64) Triple {
+        return .{ .number = number, .mixed = number *% 0x9E3779B97F4A7C15, .inverted = ~number };
+    }
+};
+
+/// What a `tornReader` found: how far it got (the total sent, if exact) and how many values
+/// were not whole or not the one due.
+const ReaderOutcome = struct { reached: u64 = 0, wrong: u64 = 0 };
+
+/// Reads until closed, checking that every value is whole and is exactly the one due after
+/// the values and lag reports before it.
+fn tornReader(
+    io: Io,
+    subscription: sync.Broadcast(Triple).Receiver,
+    outcome: *ReaderOutcome,
+) Io.Cancelable!void {
+    var receiver = subscription;
+    var next: u64 = 0;
+    while (receiver.recv(io)) |received| switch (received) {
+        .value => |value| {
+            if (!std.meta.eql(Triple.of(next), value)) outcome.wrong += 1;
+            next = value.number + 1;
+        },
+        .lagged => |missed| {
+            if (missed == 0) outcome.wrong += 1;
+            next += missed;
+        },
+    } else |err| switch (err) {
+        error.Closed => {},
+        error.Canceled => return error.Canceled,
+    }
+    outcome.reached = next;
+}
+
+/// A sender that never waits overruns a 4-value ring while 3 receivers read it (without the
+/// lock when they can, racing the sender's stores).
+fn overrunRace(io: Io) !void {
+    const total = 200_000;
+    var ring: [4]Triple = undefined;
+    var broadcast: sync.Broadcast(Triple) = .init(&ring);
+    var outcomes: [3]ReaderOutcome = @splat(.{});
+    var group: Io.Group = .init;
+    defer group.cancel(io);
+    for (&outcomes) |*o| try group.concurrent(io, tornReader, .{ io, broadcast.subscribe(), o });
+    for (0..total) |number| try broadcast.send(io, Triple.of(number));
+    broadcast.close(io);
+    try group.await(io);
+    for (outcomes) |o| {
+        try testing.expectEqual(@as(u64, 0), o.wrong);
+        try testing.expectEqual(@as(u64, total), o.reached);
+    }
+}
+
+test "Broadcast: receivers racing a sender that overruns the ring see no torn value; values and lag add up" {
+    try withRuntime(overrunRace);
+    var threaded: Io.Threaded = .init(testing.allocator, .{});
+    defer threaded.deinit();
+    try overrunRace(threaded.io());
+}
+
 fn broadcastWaiting(broadcast: *U64Broadcast) bool {
     return broadcast.waiting() > 0;
 }
