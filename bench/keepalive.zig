@@ -141,8 +141,8 @@ pub fn main(init: std.process.Init) !u8 {
         "status={s} open_ms={d} round_ms_max={d} req_per_s={d} failures={d} first_error={s} " ++
             "server_peak_rss_kib={d} client_peak_rss_kib={d} fd_soft={d}\n",
         .{
-            status,              result.open_ms,    result.round_ms_max,
-            result.req_per_s,    result.failures,   result.first_error,
+            status,                     result.open_ms,                      result.round_ms_max,
+            result.req_per_s,           result.failures,                     result.first_error,
             result.server_peak_rss_kib, harness.subprocess.selfPeakRssKib(), fd_limit.soft,
         },
     );

@@ -80,8 +80,7 @@ fn runRow(session: *harness.Session, row: Row) !void {
     const outcome = try session.measure(config.items, row_timeout_ns);
     const out = session.out;
     const stack_label = if (row.runtime == .threaded) "-" else row.stack orelse "default";
-    try out.print("{f}  {s:<8}  {s:<7}  ", .{ Count{ .value = row.tasks }, @tagName(row.runtime),
-        stack_label });
+    try out.print("{f}  {s:<8}  {s:<7}  ", .{ Count{ .value = row.tasks }, @tagName(row.runtime), stack_label });
 
     const finished = outcome.end == .exited and outcome.end.exited == 0;
     if (finished) {

@@ -63,8 +63,8 @@ pub fn main(init: std.process.Init) u8 {
         "weft-serve: {t} x{d} ({t}), {d} executor(s) each, pid {d}, fds {d}, " ++
             "listening on http://127.0.0.1:{d}/\n",
         .{
-            args.shape,            args.shape.workers(), args.listeners,
-            args.executors,        std.os.linux.getpid(), fd_limit.soft,
+            args.shape,     args.shape.workers(),  args.listeners,
+            args.executors, std.os.linux.getpid(), fd_limit.soft,
             server.port(),
         },
     );
@@ -77,8 +77,8 @@ pub fn main(init: std.process.Init) u8 {
         "weft-serve: stopped; accepted={d} rejected_full={d} closed_idle={d} cut_at_drain={d} " ++
             "cut_idle={d} cut_header={d} restarted={d} killed={d}\n",
         .{
-            w.accepted,         w.rejected_full,      w.closed_idle_at_drain,
-            w.cut_at_drain,     w.cut_idle_timeout,   w.cut_header_timeout,
+            w.accepted,               w.rejected_full,       w.closed_idle_at_drain,
+            w.cut_at_drain,           w.cut_idle_timeout,    w.cut_header_timeout,
             report.workers_restarted, report.workers_killed,
         },
     );

@@ -160,8 +160,7 @@ fn collect(pid: linux.pid_t, read_fd: i32, deadline_ns: u64, buffer: []u8) Error
         const now_ns = monotonicNs();
         if (now_ns >= deadline_ns) return .{ .stdout_len = stdout_len, .timed_out = true };
         // Round up so that the last poll does not wake just before the deadline and spin.
-        const wait_ms = @min((deadline_ns - now_ns + std.time.ns_per_ms - 1) / std.time.ns_per_ms,
-            std.math.maxInt(i32));
+        const wait_ms = @min((deadline_ns - now_ns + std.time.ns_per_ms - 1) / std.time.ns_per_ms, std.math.maxInt(i32));
         var fds = [2]linux.pollfd{
             .{ .fd = pidfd, .events = linux.POLL.IN, .revents = 0 },
             // A negative fd is ignored by poll: the pipe is skipped once it reached EOF.

@@ -212,7 +212,6 @@ pub const Pool = struct {
     }
 };
 
-
 fn overflowDetected(stack: Stack, address: usize) noreturn {
     @branchHint(.cold);
     std.debug.panic("weft: fiber stack overflow detected (stack pointer 0x{x}, stack at 0x{x}, " ++

@@ -184,8 +184,13 @@ fn testSocketOps(choice: Loop.Choice) !void {
     var in_buffer: [16]u8 = undefined;
     var in_iov = [_]posix.iovec{.{ .base = &in_buffer, .len = in_buffer.len }};
     var in_msg: linux.msghdr = .{
-        .name = null, .namelen = 0, .iov = &in_iov, .iovlen = 1,
-        .control = null, .controllen = 0, .flags = 0,
+        .name = null,
+        .namelen = 0,
+        .iov = &in_iov,
+        .iovlen = 1,
+        .control = null,
+        .controllen = 0,
+        .flags = 0,
     };
     var recv: Completion = .{
         .op = .{ .recvmsg = .{ .fd = server, .msg = &in_msg, .flags = 0 } },
@@ -195,8 +200,13 @@ fn testSocketOps(choice: Loop.Choice) !void {
     _ = loop.poll(0);
     const out_iov = [_]posix.iovec_const{.{ .base = "hello", .len = 5 }};
     const out_msg: linux.msghdr_const = .{
-        .name = null, .namelen = 0, .iov = &out_iov, .iovlen = 1,
-        .control = null, .controllen = 0, .flags = 0,
+        .name = null,
+        .namelen = 0,
+        .iov = &out_iov,
+        .iovlen = 1,
+        .control = null,
+        .controllen = 0,
+        .flags = 0,
     };
     var send: Completion = .{
         .op = .{ .sendmsg = .{ .fd = client, .msg = &out_msg, .flags = linux.MSG.NOSIGNAL } },
