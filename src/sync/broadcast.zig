@@ -70,6 +70,17 @@
 //!
 //! Lag, close and parking go through the lock, as does `tryRecv`.
 //!
+//! ## Batched receives
+//!
+//! A receiver that is behind would look at the shared counters (or take the lock) once per
+//! value. So `recv`, when it reads a value, also copies up to `batch_max` (16 for small `T`) of
+//! the values after it that are in the ring, into the `Receiver`, and returns them from there.
+//! A value so copied belongs to the receiver: it is returned even if the ring overwrites it
+//! afterwards, so lag is counted when values are copied out, not when they are returned; no
+//! value is lost or reported twice either way. `tryRecv` returns batched values first, then
+//! takes one value per call (its lag reports are exact to the call). `pending` counts batched
+//! values.
+//!
 //! Thread-safety: `send`, `close`, `subscribe` and the queries may be called from any task or
 //! OS thread; a `Receiver` is used by one task or thread at a time (it is a cursor), any
 //! number of receivers at once. All with the same `Io`.
@@ -94,8 +105,8 @@ pub fn Broadcast(comptime T: type) type {
         /// Receivers parked until something is sent or the broadcast closes.
         receivers: WaitQueue = .empty,
 
-        /// Values one `recv` copies out of the ring per lock hold, at most (about 256 bytes
-        /// worth, at least one): receivers that are behind take the lock once per batch
+        /// Values one `recv` copies out of the ring at once, at most (about 256 bytes worth,
+        /// at least one): receivers that are behind read the shared counters once per batch
         /// instead of once per value (see the file's doc, "Batched receives").
         const batch_max: u32 = @max(1, @min(16, 256 / @max(1, @sizeOf(T))));
 
