@@ -14,6 +14,7 @@
 # thread, or spread over both). `--runs N` (default 5) runs both sides N times, alternating,
 # and every cell is the median of its N figures; a cell is a status instead if any run of it
 # failed. `threads` is how many of weft-2's N runs spread the row's tasks over both threads.
+# A second table gives the bytes each side allocated in the timed region (medians too).
 #
 # Usage: bench/sync_compare.sh [--row NAME] [--runs N]     (default: every row, 5 runs)
 set -uo pipefail
@@ -81,11 +82,12 @@ awk '
         return sprintf("%.2f", tokio / weft)
     }
     # The median of the figures of a cell, or the first status that was not ok.
-    function median(key,    n, i, j, v, t) {
+    function median(key) { return median_of(figure, count, key) }
+    function median_of(figures, counts, key,    n, i, j, v, t) {
         if (key in failed) return failed[key]
-        n = count[key]
+        n = counts[key]
         if (n == 0) return ""
-        for (i = 1; i <= n; i++) v[i] = figure[key, i]
+        for (i = 1; i <= n; i++) v[i] = figures[key, i]
         for (i = 2; i <= n; i++)
             for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
         return n % 2 ? v[(n + 1) / 2] : sprintf("%.1f", (v[n / 2] + v[n / 2 + 1]) / 2)
@@ -103,6 +105,8 @@ awk '
         value = cell($0)
         if (value ~ /^[0-9.]+$/) figure[key, ++count[key]] = value + 0
         else if (!(key in failed)) failed[key] = value
+        bytes = field($0, "alloc_bytes")
+        if (bytes ~ /^[0-9]+$/) alloc[key, ++alloc_count[key]] = bytes + 0
     }
     END {
         printf "%-28s %9s %9s %6s %9s %9s %6s %8s\n", "row (ns/op)", "weft-1", "tokio-ct",
@@ -113,6 +117,15 @@ awk '
             w2 = median(row SUBSEP "weft-2"); t2 = median(peer SUBSEP "tokio-mt2")
             printf "%-28s %9s %9s %6s %9s %9s %6s %8s\n", row, w1, t1, ratio(w1, t1),
                 w2, t2, ratio(w2, t2), (spread[row] + 0) "/" runs[row]
+        }
+        printf "\n%-28s %9s %9s %9s %9s\n", "row (bytes allocated)", "weft-1", "tokio-ct",
+            "weft-2", "tokio-mt2"
+        for (i = 1; i <= rows; i++) {
+            row = order[i]; peer = row; sub(/_std$/, "", peer)
+            printf "%-28s %9s %9s %9s %9s\n", row, median_of(alloc, alloc_count, row SUBSEP "weft-1"),
+                median_of(alloc, alloc_count, peer SUBSEP "tokio-ct"),
+                median_of(alloc, alloc_count, row SUBSEP "weft-2"),
+                median_of(alloc, alloc_count, peer SUBSEP "tokio-mt2")
         }
     }
 ' "$lines"
