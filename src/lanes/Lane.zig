@@ -586,6 +586,11 @@ pub fn hasFreeWorker(lane: *const Lane) bool {
     return lane.busy_hint.load(.monotonic) < lane.options.threads;
 }
 
+/// Jobs running or queued (a snapshot without the lock, like `hasFreeWorker`).
+pub fn load(lane: *const Lane) u32 {
+    return lane.busy_hint.load(.monotonic);
+}
+
 /// Takes a parked worker off the idle list (under the lock); the caller wakes it.
 fn takeIdle(lane: *Lane) ?*Worker {
     const worker = lane.idle orelse return null;

@@ -78,20 +78,33 @@ pub fn run(
 /// (fewer jobs running or queued than workers), likely the one that just finished and still
 /// polls, so a call there starts at once. Pure round-robin sent a lone caller's every other
 /// call to a shard whose worker had parked, paying a thread wake-up each time (36 µs against
-/// 0.2 µs per call in bench/lanes.sh). Once that shard is busy, calls spread round-robin,
-/// which is what sharding is for.
+/// 0.2 µs per call in bench/lanes.sh). Once that shard is busy, calls spread round-robin over
+/// the other shards, which is what sharding is for, and of the next two shards in that order
+/// the one with less work (running plus queued jobs, a snapshot) takes the call, so that a
+/// shard stuck on a long job is passed over. Shards share no queue: a burst of calls must be
+/// dealt out evenly (an earlier rotation that skipped the busy shard by an offset gave two of
+/// four shards twice the jobs of the others, and the burst took as long as the longest share).
 fn pick(sharded: *Sharded) usize {
     const count = sharded.shards.len;
     const last = sharded.last.load(.monotonic);
     assert(last < count);
-    // Round-robin over the other shards: the busy one is skipped, not just likely missed.
-    const preferred = if (count == 1 or sharded.shards[last].hasFreeWorker())
-        last
-    else
-        (last + 1 + sharded.next.fetchAdd(1, .monotonic) % (count - 1)) % count;
-    assert(preferred < count);
+    if (count == 1 or sharded.shards[last].hasFreeWorker()) return last;
+    const turn = sharded.next.fetchAdd(1, .monotonic);
+    const first = skipping(last, turn % count, count);
+    var preferred = first;
+    if (count > 2) {
+        const second = skipping(last, (first + 1) % count, count);
+        if (sharded.shards[second].load() < sharded.shards[first].load()) preferred = second;
+    }
+    assert(preferred < count and preferred != last);
     sharded.last.store(@intCast(preferred), .monotonic);
     return preferred;
+}
+
+/// `candidate`, or the shard after it when it is `busy`.
+fn skipping(busy: usize, candidate: usize, count: usize) usize {
+    assert(count >= 2 and busy < count and candidate < count);
+    return if (candidate == busy) (candidate + 1) % count else candidate;
 }
 
 /// `Lane.runTimeout` on the shard of `key` (spilling as described above).
