@@ -97,6 +97,13 @@ jobs_run: std.atomic.Value(u64) = .init(0),
 queued_hint: std.atomic.Value(u32) = .init(0),
 /// `running + queue.len`, readable without the lock (a hint for `hasFreeWorker`).
 busy_hint: std.atomic.Value(u32) = .init(0),
+/// The shards of the `Lane.Sharded` this lane belongs to (itself included), set once by
+/// `Sharded.init` after every shard started: an idle worker takes queued jobs from them
+/// (see `stealJob`). Null for a lane of its own.
+siblings: std.atomic.Value(?*const []*Lane) = .init(null),
+/// Workers on the idle list, readable without the lock (a hint: a sibling shard with a job
+/// that must wait looks for a parked worker to take it, see `wakeSibling`).
+parked_hint: std.atomic.Value(u32) = .init(0),
 /// Workers started and not yet exited; `shutdown` waits on it (futex word).
 workers_live: std.atomic.Value(u32) = .init(0),
 workers: []Worker,
@@ -177,6 +184,9 @@ pub const Stats = struct {
     /// Calls refused outright (`QueueFull`, `Overloaded`, `ShutdownInProgress`, or canceled
     /// before they asked).
     calls_rejected: u64 = 0,
+    /// Jobs this lane's workers took from the queue of a sibling shard (`Lane.Sharded`) and
+    /// ran; they are counted in `jobs_run` here, not there.
+    jobs_stolen: u64 = 0,
 };
 
 /// What `shutdown` reports.
@@ -318,6 +328,7 @@ fn stopStarted(lane: *Lane, started: []Worker) void {
     lane.phase = .draining;
     var idle = lane.idle;
     lane.idle = null;
+    lane.parked_hint.store(0, .monotonic);
     lane.lock.unlock();
     while (idle) |worker| {
         idle = worker.next_idle;
@@ -411,7 +422,7 @@ pub fn trySubmit(lane: *Lane, job: *Job) error{ShutdownInProgress}!bool {
     const admitted = lane.admit(job, null);
     const wake = lane.admitWake(admitted);
     lane.lock.unlock();
-    if (wake) |worker| wakeWorker(worker);
+    wake.send(lane);
     return switch (admitted) {
         .accepted => true,
         .full => false,
@@ -428,7 +439,7 @@ pub fn submit(lane: *Lane, job: *Job, admission: Admission) Error!void {
     const admitted = lane.admit(job, admission);
     const wake = lane.admitWake(admitted);
     lane.lock.unlock();
-    if (wake) |worker| wakeWorker(worker);
+    wake.send(lane);
     return switch (admitted) {
         .accepted, .waiting => {},
         .full => unreachable, // an admission was given
@@ -476,11 +487,50 @@ fn admit(lane: *Lane, job: *Job, admission: ?Admission) Admitted {
 
 /// The worker to wake for an admission decision (under the lock): one parked worker, and only
 /// when the queue went from empty to non-empty.
-fn admitWake(lane: *Lane, admitted: Admitted) ?*Worker {
-    return switch (admitted) {
-        .accepted => |was_empty| if (was_empty) lane.takeIdle() else null,
-        else => null,
+fn admitWake(lane: *Lane, admitted: Admitted) Wake {
+    const was_empty = switch (admitted) {
+        .accepted => |was_empty| was_empty,
+        else => return .none,
     };
+    if (was_empty) if (lane.takeIdle()) |worker| return .{ .worker = worker };
+    // Every worker of ours is running a job: the job waits, unless an idle worker of a
+    // sibling shard takes it (`stealJob`); a parked one must be woken for that.
+    const waits = lane.idle == null and lane.running >= lane.options.threads;
+    return if (waits) .sibling else .none;
+}
+
+/// Whom a submitter wakes once it released the lock.
+const Wake = union(enum) {
+    none,
+    /// A parked worker of this lane, taken off the idle list.
+    worker: *Worker,
+    /// A parked worker of a sibling shard, if any (`wakeSibling`).
+    sibling,
+
+    fn send(wake: Wake, lane: *Lane) void {
+        switch (wake) {
+            .none => {},
+            .worker => |worker| wakeWorker(worker),
+            .sibling => lane.wakeSibling(),
+        }
+    }
+};
+
+/// A job of ours waits behind busy workers: wakes one parked worker of the first sibling
+/// shard that has one, which then steals it (or, if our workers got to it first, finds
+/// nothing and parks again). Costs a load per sibling when none is parked.
+fn wakeSibling(lane: *Lane) void {
+    const siblings = (lane.siblings.load(.acquire) orelse return).*;
+    const own = std.mem.indexOfScalar(*Lane, siblings, lane).?;
+    for (1..siblings.len) |offset| {
+        if (lane.queued_hint.load(.monotonic) == 0) return; // taken meanwhile
+        const sibling = siblings[(own + offset) % siblings.len];
+        if (sibling.parked_hint.load(.seq_cst) == 0) continue;
+        sibling.lock.lock();
+        const worker = if (sibling.phase == .open) sibling.takeIdle() else null;
+        sibling.lock.unlock();
+        if (worker) |w| return wakeWorker(w);
+    }
 }
 
 /// Parks until `job` (submitted) finished or failed, or withdraws it from the admission line
@@ -577,7 +627,8 @@ fn enqueue(lane: *Lane, job: *Job) bool {
 /// Under the lock, after `queue` or `running` changed: the hints read without it.
 fn publishHints(lane: *Lane) void {
     lane.queued_hint.store(lane.queue.len, .monotonic);
-    lane.busy_hint.store(lane.running + lane.queue.len, .monotonic);
+    // seq_cst: see `park` (the hand-shake with a sibling's parking worker).
+    lane.busy_hint.store(lane.running + lane.queue.len, .seq_cst);
 }
 
 /// Whether a job submitted now would likely start at once: fewer jobs running or queued than
@@ -596,6 +647,7 @@ fn takeIdle(lane: *Lane) ?*Worker {
     const worker = lane.idle orelse return null;
     lane.idle = worker.next_idle;
     worker.next_idle = null;
+    _ = lane.parked_hint.fetchSub(1, .monotonic);
     assert(worker.signal.load(.monotonic) == Worker.parked);
     worker.signal.store(Worker.woken, .release);
     return worker;
@@ -638,6 +690,11 @@ fn workerMain(worker: *Worker) void {
         }
         if (lane.phase != .open) break;
         lane.lock.unlock();
+        if (lane.stealJob()) |job| {
+            lane.runStolen(job);
+            lane.lock.lock();
+            continue;
+        }
         const found = lane.pollQueue();
         lane.lock.lock();
         if (found or lane.queue.len > 0 or lane.phase != .open) continue;
@@ -660,14 +717,91 @@ fn startJob(lane: *Lane, job: *Job) ?*Worker {
     assert(lane.queue.len < lane.options.queue_limit);
     job.state = .running;
     lane.running += 1;
+    lane.admitOne();
+    lane.publishHints();
+    if (lane.queue.len == 0) return null;
+    return lane.takeIdle();
+}
+
+/// A queue slot was freed (under the lock): the oldest caller of the admission line takes it.
+fn admitOne(lane: *Lane) void {
     if (lane.admission.pop()) |admitted| {
         assert(admitted.state == .waiting);
         assert(lane.phase == .open); // shutdown empties the line
         _ = lane.enqueue(admitted);
     }
+}
+
+/// Work stealing between the shards of a `Lane.Sharded`: a worker with nothing queued takes
+/// the oldest queued job of the first sibling that has one, before it polls and parks. Shards
+/// share no queue, so without this a shard whose worker got less CPU (two cores shared by
+/// more threads than that) still had jobs queued while the others sat idle, and a burst took
+/// as long as its slowest share (bench/lanes.sh, contention 100:1). The job leaves the
+/// sibling's books when taken (its queue slot goes to the sibling's admission line) and
+/// enters the thief's as running, so each shard's `running`, `jobs_run` and shutdown report
+/// count what its own threads do. Only open shards give jobs: a shard shutting down keeps its
+/// queue for its own policy. Returns the job, already marked running.
+fn stealJob(lane: *Lane) ?*Job {
+    const siblings = (lane.siblings.load(.acquire) orelse return null).*;
+    const own = std.mem.indexOfScalar(*Lane, siblings, lane).?;
+    for (1..siblings.len) |offset| {
+        const victim = siblings[(own + offset) % siblings.len];
+        if (!victim.hasWaitingJob()) continue;
+        victim.lock.lock();
+        defer victim.lock.unlock();
+        // Only a job that would wait for a worker of its own shard: the first call to an
+        // idle shard is its worker's (just woken, or still polling), not a thief's.
+        if (victim.phase != .open or victim.running + victim.queue.len <= victim.options.threads) {
+            continue;
+        }
+        const job = victim.queue.pop().?;
+        assert(job.state == .queued);
+        // Under the victim's lock, where a caller's `withdraw` reads it.
+        job.state = .running;
+        victim.admitOne();
+        victim.publishHints();
+        return job;
+    }
+    return null;
+}
+
+/// Whether a job is queued behind busy workers, so that a sibling may take it (a hint).
+fn hasWaitingJob(lane: *const Lane) bool {
+    return lane.queued_hint.load(.monotonic) > 0 and
+        lane.busy_hint.load(.seq_cst) > lane.options.threads;
+}
+
+/// Whether some sibling shard has a job that `stealJob` would take (a hint).
+fn siblingHasWaitingJob(lane: *const Lane) bool {
+    const siblings = (lane.siblings.load(.acquire) orelse return false).*;
+    for (siblings) |sibling| {
+        if (sibling != lane and sibling.hasWaitingJob()) return true;
+    }
+    return false;
+}
+
+/// Runs a job `stealJob` took, counted as this lane's. Without the lock.
+fn runStolen(lane: *Lane, job: *Job) void {
+    assert(job.state == .running);
+    lane.lock.lock();
+    lane.running += 1;
+    lane.counts.jobs_stolen += 1;
     lane.publishHints();
-    if (lane.queue.len == 0) return null;
-    return lane.takeIdle();
+    lane.lock.unlock();
+    lane.finishJob(job);
+    lane.lock.lock();
+    assert(lane.running > 0);
+    lane.running -= 1;
+    lane.publishHints();
+    lane.lock.unlock();
+}
+
+/// Joins the worker threads once they exited (after `shutdown`); blocks until they have.
+/// `Lane.Sharded` joins every shard before it frees any: a worker may be looking at a
+/// sibling's queue (`stealJob`) until it exits.
+pub fn join(lane: *Lane) void {
+    assert(lane.phase == .draining);
+    if (!lane.joined) lane.joinWorkers();
 }
 
 /// Runs `job` and completes it. Without the lock.
@@ -705,12 +839,33 @@ fn park(lane: *Lane, worker: *Worker) void {
     worker.signal.store(Worker.parked, .monotonic);
     worker.next_idle = lane.idle;
     lane.idle = worker;
+    // seq_cst, then one more look at the siblings: a submitter whose job must wait publishes
+    // it (`busy_hint`, seq_cst) before it looks for a parked sibling worker (`wakeSibling`),
+    // so either it sees us parked and wakes us, or we see its job here and stay up.
+    _ = lane.parked_hint.fetchAdd(1, .seq_cst);
+    if (lane.siblingHasWaitingJob()) {
+        lane.unpark(worker);
+        return;
+    }
     lane.lock.unlock();
     // Acquire: pairs with the release store of `takeIdle`.
     while (worker.signal.load(.acquire) == Worker.parked) {
         os.futexWait(&worker.signal, Worker.parked, null);
     }
     lane.lock.lock();
+}
+
+/// Takes `worker`, which just put itself on the idle list, off it again (under the lock).
+fn unpark(lane: *Lane, worker: *Worker) void {
+    assert(worker.signal.load(.monotonic) == Worker.parked);
+    var link = &lane.idle;
+    while (link.*) |listed| : (link = &listed.next_idle) {
+        if (listed == worker) break;
+    } else unreachable; // on the list: the lock was held since it was put there
+    link.* = worker.next_idle;
+    worker.next_idle = null;
+    _ = lane.parked_hint.fetchSub(1, .monotonic);
+    worker.signal.store(Worker.woken, .monotonic);
 }
 
 // ------------------------------------------------------------------------------ shutdown
@@ -741,6 +896,7 @@ pub fn shutdown(lane: *Lane, io: Io, options: ShutdownOptions) Report {
     lane.publishHints();
     var idle = lane.idle;
     lane.idle = null;
+    lane.parked_hint.store(0, .monotonic);
     var cursor = idle;
     while (cursor) |worker| : (cursor = worker.next_idle) {
         worker.signal.store(Worker.woken, .release);

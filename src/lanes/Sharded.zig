@@ -7,9 +7,14 @@
 //! So no call is rejected while another shard has room. (Rejected alternative: a shared
 //! overflow queue; it brings back the single lock that sharding removes.)
 //!
-//! A keyed call therefore runs on its key's shard only while that shard has room: keys give
-//! locality, not exclusion. Per call, the semantics are `Lane`'s: acceptance, cancelation,
-//! deadline, error sets, shutdown.
+//! Once accepted, a job may still move: a shard's worker with nothing queued takes the oldest
+//! queued job of a sibling shard before it polls and parks (work stealing; see
+//! `Lane.stealJob`), so no job waits in one shard's queue while another shard's worker is idle.
+//! Shards that are shutting down neither give nor take jobs.
+//!
+//! A keyed call therefore runs on its key's shard only while that shard has room and its
+//! workers keep up: keys give locality, not exclusion. Per call, the semantics are `Lane`'s:
+//! acceptance, cancelation, deadline, error sets, shutdown.
 //!
 //! Thread-safety: as `Lane`. `shutdown` stops every shard with the same deadline.
 const Sharded = @This();
@@ -48,6 +53,8 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!*Sharded {
         };
     }
     sharded.* = .{ .gpa = gpa, .shards = shards };
+    // From now on idle workers take queued jobs from their siblings (`Lane.stealJob`).
+    if (shards.len > 1) for (shards) |shard| shard.siblings.store(&sharded.shards, .release);
     return sharded;
 }
 
@@ -57,6 +64,12 @@ const undefined_io: Io = Io.failing;
 /// Shuts down every shard not yet shut down (policy `.run`, no deadline), joins all workers
 /// and frees everything. Every call must have returned.
 pub fn deinit(sharded: *Sharded, io: Io) void {
+    // Every worker exits and is joined before any shard is freed: until it exits, a worker
+    // may look at a sibling's queue.
+    for (sharded.shards) |shard| {
+        if (shard.phase == .open) _ = shard.shutdown(io, .{});
+    }
+    for (sharded.shards) |shard| shard.join();
     for (sharded.shards) |shard| shard.deinit(io);
     const gpa = sharded.gpa;
     gpa.free(sharded.shards);

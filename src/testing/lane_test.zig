@@ -427,18 +427,17 @@ test "Lane.Sharded: a full shard spills to one with room; rejects only when all 
             const shard0 = sharded.shards[0];
             const shard1 = sharded.shards[1];
             var gate: Gate = .{};
+            defer gate.release(); // first, on a failure: an accepted job runs to completion
             var counter: Counter = .{};
+            // Shard 1's worker is held first, so that it cannot take what queues on shard 0.
+            var c = try io.concurrent(passKeyed, .{ sharded, io, 1, &gate, 3 });
+            try waitShape(io, shard1, .{ .running = 1, .queued = 0, .waiting = 0 });
             var a = try io.concurrent(passKeyed, .{ sharded, io, 0, &gate, 1 });
             try waitShape(io, shard0, .{ .running = 1, .queued = 0, .waiting = 0 });
             var b = try io.concurrent(passKeyed, .{ sharded, io, 0, &gate, 2 });
             try waitShape(io, shard0, .{ .running = 1, .queued = 1, .waiting = 0 });
-            // Shard 0 is full; shard 1 is idle: the keyed call spills there and runs.
-            _ = try sharded.runKeyed(io, 0, .none, Counter.bump, .{&counter});
-            try testing.expectEqual(@as(u64, 1), counter.ran.load(.monotonic));
-            try testing.expectEqual(@as(u64, 1), shard1.stats().jobs_run);
-            var c = try io.concurrent(passKeyed, .{ sharded, io, 1, &gate, 3 });
-            try waitShape(io, shard1, .{ .running = 1, .queued = 0, .waiting = 0 });
-            var d = try io.concurrent(passKeyed, .{ sharded, io, 1, &gate, 4 });
+            // Shard 0 is full; shard 1 has room: the call keyed to shard 0 spills there.
+            var d = try io.concurrent(passKeyed, .{ sharded, io, 0, &gate, 4 });
             try waitShape(io, shard1, .{ .running = 1, .queued = 1, .waiting = 0 });
             try testing.expectError(
                 error.QueueFull,
@@ -449,8 +448,8 @@ test "Lane.Sharded: a full shard spills to one with room; rejects only when all 
             try testing.expectEqual(@as(u64, 2), try b.await(io));
             try testing.expectEqual(@as(u64, 3), try c.await(io));
             try testing.expectEqual(@as(u64, 4), try d.await(io));
-            try testing.expectEqual(@as(u64, 1), counter.ran.load(.monotonic));
-            try testing.expectEqual(@as(u64, 5), sharded.stats().jobs_run);
+            try testing.expectEqual(@as(u64, 0), counter.ran.load(.monotonic));
+            try testing.expectEqual(@as(u64, 4), sharded.stats().jobs_run);
         }
     }.body);
 }
@@ -549,6 +548,90 @@ test "Lane.Sharded: a burst of calls is dealt out evenly over the shards" {
             gate.release();
             try group.await(io);
             try testing.expectEqual(@as(u32, calls), gate.passed.load(.monotonic));
+        }
+    }.body);
+}
+
+fn shardedKeyedGatePass(sharded: *Lane.Sharded, io: Io, gate: *Gate) (Lane.Error || error{Wrong})!void {
+    if (try sharded.runKeyed(io, 0, .none, Gate.pass, .{ gate, 7 }) != 7) return error.Wrong;
+}
+
+fn shardedKeyedBump(sharded: *Lane.Sharded, io: Io, counter: *Counter) Io.Cancelable!void {
+    _ = sharded.runKeyed(io, 0, .none, Counter.bump, .{counter}) catch |err| switch (err) {
+        error.Canceled => return error.Canceled,
+        else => unreachable, // `.wait` admission with room for every call, no deadline
+    };
+}
+
+test "Lane.Sharded: an idle shard's worker runs the jobs queued behind a busy shard's" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const queued = 6;
+            const sharded = try Lane.Sharded.init(testing.allocator, .{
+                .shards = 2,
+                .lane = .{ .threads = 1, .queue_limit = 8 },
+            });
+            defer sharded.deinit(io);
+            const busy = sharded.shards[0];
+            const idle = sharded.shards[1];
+            var gate: Gate = .{};
+            var counter: Counter = .{};
+            var group: Io.Group = .init;
+            defer group.cancel(io);
+            var held = try io.concurrent(shardedKeyedGatePass, .{ sharded, io, &gate });
+            defer held.cancel(io) catch {};
+            defer gate.release(); // first, on a failure: an accepted job runs to completion
+            try waitShape(io, busy, .{ .running = 1, .queued = 0, .waiting = 0 });
+            // Key 0: every call is queued on the shard whose one worker is held at the gate.
+            for (0..queued) |_| try group.concurrent(io, shardedKeyedBump, .{ sharded, io, &counter });
+            // The other shard's worker takes them all while the gate is still shut (a bounded
+            // wait: without stealing they would wait for the gate).
+            var polls: u32 = 0;
+            while (counter.ran.load(.monotonic) < queued) : (polls += 1) {
+                if (polls == 100_000) return error.StateNeverReached;
+                try io.sleep(.fromMicroseconds(20), .awake);
+            }
+            try group.await(io);
+            try testing.expectEqual(@as(u64, queued), counter.ran.load(.monotonic));
+            try testing.expectEqual(@as(u32, 0), gate.passed.load(.monotonic));
+            try testing.expectEqual(@as(u64, queued), idle.stats().jobs_stolen);
+            try testing.expectEqual(@as(u64, queued), idle.stats().jobs_run);
+            try testing.expectEqual(@as(u64, 0), busy.stats().jobs_run);
+            try waitShape(io, busy, .{ .running = 1, .queued = 0, .waiting = 0 });
+            gate.release();
+            try held.await(io);
+            try testing.expectEqual(@as(u64, 1), busy.stats().jobs_run);
+            const report = sharded.shutdown(io, .{});
+            try testing.expectEqual(@as(u64, queued + 1), report.jobs_run);
+            try testing.expectEqual(@as(u64, 0), report.jobs_left);
+        }
+    }.body);
+}
+
+fn shardedKeyedBumps(sharded: *Lane.Sharded, io: Io, counter: *Counter) Io.Cancelable!void {
+    for (0..200) |_| try shardedKeyedBump(sharded, io, counter);
+}
+
+test "Lane.Sharded: calls all keyed to one shard, spilling and stolen; every job once" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const sharded = try Lane.Sharded.init(testing.allocator, .{
+                .shards = 3,
+                .lane = .{ .threads = 1, .queue_limit = 4, .admission = .wait },
+            });
+            defer sharded.deinit(io);
+            var counter: Counter = .{};
+            var group: Io.Group = .init;
+            defer group.cancel(io);
+            for (0..10) |_| try group.concurrent(io, shardedKeyedBumps, .{ sharded, io, &counter });
+            try group.await(io);
+            try testing.expectEqual(@as(u64, 2000), counter.ran.load(.monotonic));
+            const stats = sharded.stats();
+            try testing.expectEqual(@as(u64, 2000), stats.jobs_run);
+            try testing.expect(stats.jobs_stolen <= stats.jobs_run);
+            const report = sharded.shutdown(io, .{});
+            try testing.expectEqual(@as(u64, 2000), report.jobs_run);
+            try testing.expectEqual(@as(u64, 0), report.jobs_left);
         }
     }.body);
 }
