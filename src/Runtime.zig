@@ -208,6 +208,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
             .gpa = gpa,
             .executors = executors,
             .pinned = options.pinned,
+            .cpus = @intCast(os.availableCpus()),
             .main_task = .{ .executor = &executors[0], .home = &executors[0], .kind = .main },
             .hooks = &state.hooks,
             .hooks_context = state,

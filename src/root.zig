@@ -38,6 +38,7 @@ test {
     _ = @import("fiber/context.zig");
     _ = @import("sched/Timers.zig");
     _ = @import("sched/futex.zig");
+    _ = @import("sched/cpu_demand.zig");
     _ = @import("testing/runtime_test.zig");
     _ = @import("testing/scheduler_test.zig");
     _ = @import("sched/RunQueue.zig");

@@ -74,6 +74,7 @@ const Io = std.Io;
 const config = @import("../config.zig");
 const Lock = @import("../os/Mutex.zig");
 const os = @import("../os/linux.zig");
+const cpu_demand = @import("../sched/cpu_demand.zig");
 
 gpa: std.mem.Allocator,
 options: Options,
@@ -675,9 +676,14 @@ fn workerMain(worker: *Worker) void {
     if (lane.options.nice > 0) _ = os.lowerThreadPriority(lane.options.nice);
     // After the nice value: the call keeps the nice value it finds. Refused by older kernels.
     if (lane.options.slice_ns) |slice_ns| _ = os.setThreadSlice(slice_ns);
+    // Whether this worker counts itself in `cpu_demand` (from its first job after being idle
+    // until it finds no more).
+    var busy = false;
     lane.lock.lock();
     while (true) {
         if (lane.queue.pop()) |job| {
+            if (!busy) cpu_demand.workerBusy();
+            busy = true;
             const peer = lane.startJob(job);
             lane.lock.unlock();
             if (peer) |p| wakeWorker(p);
@@ -691,10 +697,14 @@ fn workerMain(worker: *Worker) void {
         if (lane.phase != .open) break;
         lane.lock.unlock();
         if (lane.stealJob()) |job| {
+            if (!busy) cpu_demand.workerBusy();
+            busy = true;
             lane.runStolen(job);
             lane.lock.lock();
             continue;
         }
+        if (busy) cpu_demand.workerIdle();
+        busy = false;
         const found = lane.pollQueue();
         lane.lock.lock();
         if (found or lane.queue.len > 0 or lane.phase != .open) continue;
@@ -702,6 +712,7 @@ fn workerMain(worker: *Worker) void {
     }
     // Exiting: the queue is empty and admission is closed, so no job can arrive any more.
     assert(lane.queue.len == 0);
+    if (busy) cpu_demand.workerIdle();
     const io = lane.shutdown_io;
     const live = lane.workers_live.fetchSub(1, .release);
     assert(live > 0);

@@ -601,7 +601,8 @@ fn searchOrSleep(executor: *Executor) ?*Task {
 }
 
 /// Steals and polls for up to `config.executor_search_ns`, if few enough executors search
-/// already; else (and on a single executor) looks once.
+/// already and a CPU is likely idle (`Scheduler.searchMaySpin`); else (and on a single
+/// executor) looks once.
 fn search(executor: *Executor) ?*Task {
     const scheduler = executor.scheduler;
     executor.pollIo(false);
@@ -616,7 +617,9 @@ fn search(executor: *Executor) ?*Task {
         _ = scheduler.searching.fetchAdd(1, .seq_cst);
         executor.searching = true;
     }
-    const deadline_ns = os.monotonicNs() + config.executor_search_ns;
+    // At least one round; more only if a CPU is likely idle (`Scheduler.searchMaySpin`).
+    const spin_ns: u64 = if (scheduler.searchMaySpin()) config.executor_search_ns else 0;
+    const deadline_ns = os.monotonicNs() + spin_ns;
     var rounds: u32 = 0;
     while (true) : (rounds += 1) {
         if (executor.steal()) |task| {

@@ -36,6 +36,7 @@ const config = @import("../config.zig");
 const SpinLock = @import("../os/SpinLock.zig");
 const Executor = @import("Executor.zig");
 const Task = @import("Task.zig");
+const cpu_demand = @import("cpu_demand.zig");
 
 const TaskQueue = @import("../intrusive.zig").Queue(Task);
 
@@ -55,6 +56,8 @@ starved_count: std.atomic.Value(usize) = .init(0),
 searching: std.atomic.Value(u32) = .init(0),
 /// Executors on the idle list.
 sleeping: std.atomic.Value(u32) = .init(0),
+/// CPUs this process may use (`os.availableCpus` at init), for `searchMaySpin`.
+cpus: u32,
 idle_lock: SpinLock = .{},
 /// The idle list: indices into `executors`, the most recently idle last.
 idle: std.ArrayList(u32) = .empty,
@@ -206,6 +209,15 @@ pub fn notifyWork(scheduler: *Scheduler) void {
     } else {
         _ = scheduler.searching.fetchSub(1, .seq_cst);
     }
+}
+
+/// Whether an executor out of work may spin searching (`config.executor_search_ns`) rather
+/// than look once: not while busy lane workers alone want every CPU, where the spin would
+/// take a core from one of them (see sched/cpu_demand.zig). Other executors are not counted:
+/// they come and go within microseconds, and counting them stopped the spin while a single
+/// caller waited for a 10 µs job (a 1 µs round trip became one wake-up syscall per call).
+pub fn searchMaySpin(scheduler: *const Scheduler) bool {
+    return cpu_demand.busyWorkers() < scheduler.cpus;
 }
 
 /// Puts `executor` on the idle list before its last look at the queues.

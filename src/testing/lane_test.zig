@@ -636,6 +636,39 @@ test "Lane.Sharded: calls all keyed to one shard, spilling and stolen; every job
     }.body);
 }
 
+test "Lane: executors stop spinning for work while busy lane workers fill every CPU" {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    const scheduler = &rt.state.scheduler;
+    try testing.expect(scheduler.searchMaySpin()); // no lane work: the search spins
+    const lane = try Lane.init(testing.allocator, .{ .threads = scheduler.cpus, .queue_limit = 64 });
+    defer lane.deinit(io);
+    var gate: Gate = .{};
+    var group: Io.Group = .init;
+    defer group.cancel(io);
+    defer gate.release(); // first, on a failure: an accepted job runs to completion
+    for (0..scheduler.cpus) |i| try group.concurrent(io, passThroughAny, .{ lane, io, &gate, i });
+    // Every worker held by a job: the lanes want every CPU.
+    try waitShape(io, lane, .{ .running = scheduler.cpus, .queued = 0, .waiting = 0 });
+    try testing.expect(!scheduler.searchMaySpin());
+    gate.release();
+    try group.await(io);
+    // Each worker counts itself idle once it finds its queue empty, just after its last job.
+    var polls: u32 = 0;
+    while (!scheduler.searchMaySpin()) : (polls += 1) {
+        if (polls == 100_000) return error.StateNeverReached;
+        try io.sleep(.fromMicroseconds(20), .awake);
+    }
+}
+
+fn passThroughAny(lane: *Lane, io: Io, gate: *Gate, value: u64) Io.Cancelable!void {
+    _ = lane.run(io, Gate.pass, .{ gate, value }) catch |err| switch (err) {
+        error.Canceled => return error.Canceled,
+        else => unreachable, // room for every call, no deadline
+    };
+}
+
 test "Lane.Sharded: many fibers, every job once; shutdown sums reports" {
     try withRuntime(struct {
         fn body(io: Io) !void {
