@@ -15,7 +15,8 @@
 //!
 //! An executor out of work first *searches*: it steals from the other executors' rings and
 //! looks at the injection queues for up to `config.executor_search_ns`. At most half of the
-//! executors search at once. One that finds nothing puts itself on the idle list and blocks in
+//! executors search at once, and the search does not spin past its first round while busy
+//! lane workers want every CPU (`searchMaySpin`). One that finds nothing puts itself on the idle list and blocks in
 //! its loop (its own I/O and timers still wake it). Whoever makes stealable work available
 //! calls `notifyWork`, which wakes an idle executor only when no executor is searching (the
 //! searcher will find the work) and some executor is idle: the waker claims the search on the
