@@ -208,7 +208,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
             .gpa = gpa,
             .executors = executors,
             .pinned = options.pinned,
-            .cpus = @intCast(os.availableCpus()),
+            .cpus = CpuLane.cpusAvailable(),
             .main_task = .{ .executor = &executors[0], .home = &executors[0], .kind = .main },
             .hooks = &state.hooks,
             .hooks_context = state,
@@ -283,7 +283,7 @@ fn chooseExecutors(options: Options) error{InvalidOptions}!usize {
         std.fmt.parseInt(usize, value, 10) catch return error.InvalidOptions
     else
         null;
-    const count = options.executors orelse from_env orelse os.availableCpus();
+    const count = options.executors orelse from_env orelse CpuLane.cpusAvailable();
     if (count == 0 or count > config.executors_max) return error.InvalidOptions;
     return count;
 }

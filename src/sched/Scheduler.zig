@@ -57,7 +57,7 @@ starved_count: std.atomic.Value(usize) = .init(0),
 searching: std.atomic.Value(u32) = .init(0),
 /// Executors on the idle list.
 sleeping: std.atomic.Value(u32) = .init(0),
-/// CPUs this process may use (`os.availableCpus` at init), for `searchMaySpin`.
+/// CPUs this process may use (`CpuLane.cpusAvailable` at init), for `searchMaySpin`.
 cpus: u32,
 idle_lock: SpinLock = .{},
 /// The idle list: indices into `executors`, the most recently idle last.
