@@ -102,6 +102,8 @@ busy_hint: std.atomic.Value(u32) = .init(0),
 /// `Sharded.init` after every shard started: an idle worker takes queued jobs from them
 /// (see `stealJob`). Null for a lane of its own.
 siblings: std.atomic.Value(?*const []*Lane) = .init(null),
+/// This lane's place in `siblings` (written before `siblings` is published, then constant).
+shard_index: u32 = 0,
 /// Workers on the idle list, readable without the lock (a hint: a sibling shard with a job
 /// that must wait looks for a parked worker to take it, see `wakeSibling`).
 parked_hint: std.atomic.Value(u32) = .init(0),
@@ -522,7 +524,7 @@ const Wake = union(enum) {
 /// nothing and parks again). Costs a load per sibling when none is parked.
 fn wakeSibling(lane: *Lane) void {
     const siblings = (lane.siblings.load(.acquire) orelse return).*;
-    const own = std.mem.indexOfScalar(*Lane, siblings, lane).?;
+    const own = lane.shard_index;
     for (1..siblings.len) |offset| {
         if (lane.queued_hint.load(.monotonic) == 0) return; // taken meanwhile
         const sibling = siblings[(own + offset) % siblings.len];
@@ -689,9 +691,7 @@ fn workerMain(worker: *Worker) void {
             if (peer) |p| wakeWorker(p);
             lane.finishJob(job);
             lane.lock.lock();
-            assert(lane.running > 0);
-            lane.running -= 1;
-            lane.publishHints();
+            lane.jobDone();
             continue;
         }
         if (lane.phase != .open) break;
@@ -700,7 +700,6 @@ fn workerMain(worker: *Worker) void {
             if (!busy) cpu_demand.workerBusy();
             busy = true;
             lane.runStolen(job);
-            lane.lock.lock();
             continue;
         }
         if (busy) cpu_demand.workerIdle();
@@ -754,7 +753,7 @@ fn admitOne(lane: *Lane) void {
 /// queue for its own policy. Returns the job, already marked running.
 fn stealJob(lane: *Lane) ?*Job {
     const siblings = (lane.siblings.load(.acquire) orelse return null).*;
-    const own = std.mem.indexOfScalar(*Lane, siblings, lane).?;
+    const own = lane.shard_index;
     for (1..siblings.len) |offset| {
         const victim = siblings[(own + offset) % siblings.len];
         if (!victim.hasWaitingJob()) continue;
@@ -791,7 +790,8 @@ fn siblingHasWaitingJob(lane: *const Lane) bool {
     return false;
 }
 
-/// Runs a job `stealJob` took, counted as this lane's. Without the lock.
+/// Runs a job `stealJob` took, counted as this lane's. Called without the lock; returns with
+/// it held, as the worker loop goes on.
 fn runStolen(lane: *Lane, job: *Job) void {
     assert(job.state == .running);
     lane.lock.lock();
@@ -801,10 +801,14 @@ fn runStolen(lane: *Lane, job: *Job) void {
     lane.lock.unlock();
     lane.finishJob(job);
     lane.lock.lock();
+    lane.jobDone();
+}
+
+/// A worker finished a job it counted in `running` (under the lock).
+fn jobDone(lane: *Lane) void {
     assert(lane.running > 0);
     lane.running -= 1;
     lane.publishHints();
-    lane.lock.unlock();
 }
 
 /// Joins the worker threads once they exited (after `shutdown`); blocks until they have.

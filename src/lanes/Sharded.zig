@@ -54,7 +54,10 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!*Sharded {
     }
     sharded.* = .{ .gpa = gpa, .shards = shards };
     // From now on idle workers take queued jobs from their siblings (`Lane.stealJob`).
-    if (shards.len > 1) for (shards) |shard| shard.siblings.store(&sharded.shards, .release);
+    if (shards.len > 1) for (shards, 0..) |shard, index| {
+        shard.shard_index = @intCast(index);
+        shard.siblings.store(&sharded.shards, .release);
+    };
     return sharded;
 }
 
