@@ -615,25 +615,42 @@ fn shardedKeyedBumps(sharded: *Lane.Sharded, io: Io, counter: *Counter) Io.Cance
 test "Lane.Sharded: calls all keyed to one shard, spilling and stolen; every job once" {
     try withRuntime(struct {
         fn body(io: Io) !void {
-            const sharded = try Lane.Sharded.init(testing.allocator, .{
-                .shards = 3,
-                .lane = .{ .threads = 1, .queue_limit = 4, .admission = .wait },
-            });
-            defer sharded.deinit(io);
-            var counter: Counter = .{};
-            var group: Io.Group = .init;
-            defer group.cancel(io);
-            for (0..10) |_| try group.concurrent(io, shardedKeyedBumps, .{ sharded, io, &counter });
-            try group.await(io);
-            try testing.expectEqual(@as(u64, 2000), counter.ran.load(.monotonic));
-            const stats = sharded.stats();
-            try testing.expectEqual(@as(u64, 2000), stats.jobs_run);
-            try testing.expect(stats.jobs_stolen <= stats.jobs_run);
-            const report = sharded.shutdown(io, .{});
-            try testing.expectEqual(@as(u64, 2000), report.jobs_run);
-            try testing.expectEqual(@as(u64, 0), report.jobs_left);
+            try floodSharded(io, 4, shardedKeyedBumps, 10, 2000);
         }
     }.body);
+}
+
+/// `fibers` fibers each make their calls (`task`) to 3 one-worker shards with `queue_limit`
+/// each; every call runs once, the counts and the shutdown report agree, and later calls are
+/// refused.
+fn floodSharded(
+    io: Io,
+    queue_limit: u32,
+    comptime task: fn (*Lane.Sharded, Io, *Counter) Io.Cancelable!void,
+    fibers: usize,
+    calls_total: u64,
+) !void {
+    const sharded = try Lane.Sharded.init(testing.allocator, .{
+        .shards = 3,
+        .lane = .{ .threads = 1, .queue_limit = queue_limit, .admission = .wait },
+    });
+    defer sharded.deinit(io);
+    var counter: Counter = .{};
+    var group: Io.Group = .init;
+    defer group.cancel(io);
+    for (0..fibers) |_| try group.concurrent(io, task, .{ sharded, io, &counter });
+    try group.await(io);
+    try testing.expectEqual(calls_total, counter.ran.load(.monotonic));
+    var jobs_total: u64 = 0;
+    for (sharded.shards) |shard| jobs_total += shard.stats().jobs_run;
+    try testing.expectEqual(calls_total, jobs_total);
+    const stats = sharded.stats();
+    try testing.expectEqual(calls_total, stats.jobs_run);
+    try testing.expect(stats.jobs_stolen <= stats.jobs_run);
+    const report = sharded.shutdown(io, .{});
+    try testing.expectEqual(calls_total, report.jobs_run);
+    try testing.expectEqual(@as(u64, 0), report.jobs_left);
+    try testing.expectError(error.ShutdownInProgress, sharded.run(io, square, .{2}));
 }
 
 test "Lane: executors stop spinning for work while busy lane workers fill every CPU" {
@@ -672,24 +689,7 @@ fn passThroughAny(lane: *Lane, io: Io, gate: *Gate, value: u64) Io.Cancelable!vo
 test "Lane.Sharded: many fibers, every job once; shutdown sums reports" {
     try withRuntime(struct {
         fn body(io: Io) !void {
-            const sharded = try Lane.Sharded.init(testing.allocator, .{
-                .shards = 3,
-                .lane = .{ .threads = 1, .queue_limit = 2, .admission = .wait },
-            });
-            defer sharded.deinit(io);
-            var counter: Counter = .{};
-            var group: Io.Group = .init;
-            defer group.cancel(io);
-            for (0..8) |_| try group.concurrent(io, shardedBumps, .{ sharded, io, &counter });
-            try group.await(io);
-            try testing.expectEqual(@as(u64, 800), counter.ran.load(.monotonic));
-            var jobs_total: u64 = 0;
-            for (sharded.shards) |shard| jobs_total += shard.stats().jobs_run;
-            try testing.expectEqual(@as(u64, 800), jobs_total);
-            const report = sharded.shutdown(io, .{});
-            try testing.expectEqual(@as(u64, 800), report.jobs_run);
-            try testing.expectEqual(@as(u64, 0), report.jobs_left);
-            try testing.expectError(error.ShutdownInProgress, sharded.run(io, square, .{2}));
+            try floodSharded(io, 2, shardedBumps, 8, 800);
         }
     }.body);
 }
