@@ -66,6 +66,22 @@ pub const lifo_streak_max = 3;
 /// Longer burns a core for nothing when the work really has dried up.
 pub const executor_search_ns = 20 * std.time.ns_per_us;
 
+/// The window over which an executor measures how long its thread waited for a CPU
+/// (sched/RunDelay.zig). Long enough that one sample (a pread of procfs, about a microsecond)
+/// costs little; short enough to notice a load generator within a few milliseconds.
+pub const run_delay_window_ns = 1 * std.time.ns_per_ms;
+
+/// An executor whose thread waited for a CPU more than 1/16 of a window stops spinning in its
+/// search (sched/RunDelay.zig). Measured on 2 cores shared with wrk: a spinning executor
+/// waited 30-60% of the time, a non-spinning one under 1%.
+pub const run_delay_ratio_max = 16;
+
+/// How long spinning stays off after a contended window, doubling each time spinning again
+/// brings the contention back. The maximum bounds how long spins stay off after the other
+/// load is gone.
+pub const run_delay_backoff_ns_min = 4 * std.time.ns_per_ms;
+pub const run_delay_backoff_ns_max = 256 * std.time.ns_per_ms;
+
 /// Spins of a wait for another executor's few instructions (leaving a task's stack) before
 /// the waiter yields its CPU: if the other thread was preempted there, spinning is futile.
 pub const spin_before_yield_max = 128;
@@ -199,6 +215,9 @@ comptime {
     assert(std.math.isPowerOfTwo(run_queue_len) and run_queue_len >= 4);
     assert(lifo_streak_max >= 1);
     assert(executor_search_ns < std.time.ns_per_ms); // a spin, not a busy executor
+    assert(run_delay_window_ns > executor_search_ns); // a window spans several searches
+    assert(run_delay_ratio_max >= 2);
+    assert(run_delay_backoff_ns_min <= run_delay_backoff_ns_max);
     assert(executors_max >= 1);
     assert(stack_size_bytes_default % std.heap.page_size_min == 0);
     assert(stack_size_bytes_min % std.heap.page_size_min == 0);

@@ -39,6 +39,7 @@ test {
     _ = @import("sched/Timers.zig");
     _ = @import("sched/futex.zig");
     _ = @import("sched/cpu_demand.zig");
+    _ = @import("sched/RunDelay.zig");
     _ = @import("testing/runtime_test.zig");
     _ = @import("testing/scheduler_test.zig");
     _ = @import("sched/RunQueue.zig");

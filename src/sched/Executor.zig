@@ -48,6 +48,7 @@ const stack_mod = @import("../fiber/stack.zig");
 const Task = @import("Task.zig");
 const Timers = @import("Timers.zig");
 const Scheduler = @import("Scheduler.zig");
+const RunDelay = @import("RunDelay.zig");
 const RunQueue = @import("RunQueue.zig").RunQueue(Task, config.run_queue_len);
 
 const TaskQueue = @import("../intrusive.zig").Queue(Task);
@@ -97,6 +98,8 @@ searching: bool = false,
 /// Guarded by `Scheduler.idle_lock`.
 idle_listed: bool = false,
 woken_to_search: bool = false,
+/// How long this executor's thread waits for a CPU; opened by `start` on that thread.
+run_delay: RunDelay = .{},
 /// Picks steal victims (xorshift); any sequence that visits every executor will do.
 random_state: u32,
 thread: ?std.Thread = null,
@@ -140,6 +143,9 @@ pub fn start(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
     errdefer executor.loop.deinit();
     executor.started = true;
     errdefer executor.started = false;
+    // Only searches with other executors to steal from spin (see `search`).
+    if (executor.scheduler.executors.len > 1) executor.run_delay = .open(os.monotonicNs());
+    errdefer executor.run_delay.close();
     if (executor.index == 0) {
         // Its own mapping, not a pool stack: it is not a task's, and its size is the
         // executor's need (callbacks, timers), not the tasks' configured one.
@@ -163,6 +169,7 @@ pub fn deinit(executor: *Executor) void {
     assert(executor.ring.isEmpty());
     assert(executor.inject.isEmpty());
     if (current_executor == executor) current_executor = null;
+    executor.run_delay.close();
     if (executor.started) executor.loop.deinit();
     if (executor.idle_stack) |idle_stack| {
         context.finish(@intFromPtr(idle_stack.ptr) + idle_stack.len);
@@ -601,8 +608,9 @@ fn searchOrSleep(executor: *Executor) ?*Task {
 }
 
 /// Steals and polls for up to `config.executor_search_ns`, if few enough executors search
-/// already and a CPU is likely idle (`Scheduler.searchMaySpin`); else (and on a single
-/// executor) looks once.
+/// already and a CPU is likely idle: lane workers leave one (`Scheduler.searchMaySpin`) and
+/// this thread has not been waiting for a CPU lately (`RunDelay`, which sees other processes).
+/// Else (and on a single executor) looks once.
 fn search(executor: *Executor) ?*Task {
     const scheduler = executor.scheduler;
     executor.pollIo(false);
@@ -617,9 +625,13 @@ fn search(executor: *Executor) ?*Task {
         _ = scheduler.searching.fetchAdd(1, .seq_cst);
         executor.searching = true;
     }
-    // At least one round; more only if a CPU is likely idle (`Scheduler.searchMaySpin`).
-    const spin_ns: u64 = if (scheduler.searchMaySpin()) config.executor_search_ns else 0;
-    const deadline_ns = os.monotonicNs() + spin_ns;
+    // At least one round; more only if a CPU is likely idle.
+    const now_ns = os.monotonicNs();
+    if (executor.run_delay.sample(now_ns)) |until_ns| scheduler.noteContention(until_ns);
+    const spin = scheduler.searchMaySpin() and executor.run_delay.spinAllowed(now_ns) and
+        !scheduler.cpusContended(now_ns);
+    const spin_ns: u64 = if (spin) config.executor_search_ns else 0;
+    const deadline_ns = now_ns + spin_ns;
     var rounds: u32 = 0;
     while (true) : (rounds += 1) {
         if (executor.steal()) |task| {
@@ -690,14 +702,19 @@ fn pollIo(executor: *Executor, block: bool) void {
 /// completion is the common case of latency-bound work (a request, its reply); waking a
 /// sleeping executor for it costs a syscall and a CPU that spins searching, on a machine whose
 /// other cores often run the very clients of that work (measured on echo with 2 executors), while
-/// this executor runs the task within the next few dispatches. The work is visible before this
-/// check, so no wake-up is lost: either another executor finds it, or it runs here.
+/// this executor runs the task within the next few dispatches. Nor while the CPUs are contended
+/// (`Scheduler.cpusContended`): the woken executor would find no idle CPU to run on. The work
+/// is visible before this check, so no wake-up is lost: either another executor finds it, or
+/// it runs here.
 fn notifyAfterPoll(executor: *Executor) void {
     if (!executor.poll_queued) return;
     executor.poll_queued = false;
     const runs_next_here = executor.ring.len() == 1 and executor.lifo == null and
         executor.local.isEmpty();
-    if (!runs_next_here) executor.scheduler.notifyWork();
+    if (runs_next_here) return;
+    const scheduler = executor.scheduler;
+    if (scheduler.cpusContended(os.monotonicNs())) return;
+    scheduler.notifyWork();
 }
 
 fn peekDeadline(executor: *Executor) ?u64 {

@@ -59,6 +59,9 @@ searching: std.atomic.Value(u32) = .init(0),
 sleeping: std.atomic.Value(u32) = .init(0),
 /// CPUs this process may use (`CpuLane.cpusAvailable` at init), for `searchMaySpin`.
 cpus: u32,
+/// Until then (CLOCK_MONOTONIC ns) the CPUs count as contended: an executor's thread waited
+/// for one lately (sched/RunDelay.zig). See `cpusContended`.
+contended_until_ns: std.atomic.Value(u64) = .init(0),
 idle_lock: SpinLock = .{},
 /// The idle list: indices into `executors`, the most recently idle last.
 idle: std.ArrayList(u32) = .empty,
@@ -219,6 +222,21 @@ pub fn notifyWork(scheduler: *Scheduler) void {
 /// caller waited for a 10 µs job (a 1 µs round trip became one wake-up syscall per call).
 pub fn searchMaySpin(scheduler: *const Scheduler) bool {
     return cpu_demand.busyWorkers() < scheduler.cpus;
+}
+
+/// Whether an executor of this runtime recently waited for a CPU (sched/RunDelay.zig): other
+/// threads, of this process or another, want every CPU. Then a spinning search, or a sleeping
+/// executor woken to share a poll's completions, would only take a CPU from them: the awake
+/// executor runs the work itself. Measured with HTTP on 2 executors sharing 2 cores with wrk:
+/// the second executor's spins and steals made every thread wait for a CPU and a connection's
+/// reply wait out a preempted executor's time slice.
+pub fn cpusContended(scheduler: *const Scheduler, now_ns: u64) bool {
+    return now_ns < scheduler.contended_until_ns.load(.monotonic);
+}
+
+/// An executor found its thread waiting for a CPU: contended until `until_ns`.
+pub fn noteContention(scheduler: *Scheduler, until_ns: u64) void {
+    _ = scheduler.contended_until_ns.fetchMax(until_ns, .monotonic);
 }
 
 /// Puts `executor` on the idle list before its last look at the queues.
