@@ -43,6 +43,12 @@ pub const Options = struct {
     /// anywhere else. No stealing, no migration: a fit for many independent, evenly loaded tasks
     /// whose caches matter (one per connection); a busy executor then cannot shed its load.
     pinned: bool = false,
+    /// `.adapt` (default): executors measure how long their threads wait for a CPU and, while
+    /// other threads (of this process or another) want every CPU, stop spinning in their
+    /// searches and retire down to fewer executors (docs/internals/scheduler.md, "Sharing the
+    /// CPUs"). `.ignore`: they never do, as if the CPUs were theirs alone: for a machine given
+    /// to this process, where a neighbour's burst should not cost an executor.
+    cpu_contention: Scheduler.ContentionPolicy = .adapt,
     /// The loop backend; `.auto` honours the `WEFT_BACKEND` environment variable
     /// (`io_uring` or `epoll`), else takes io_uring and falls back to epoll.
     backend: Loop.Choice = .auto,
@@ -208,6 +214,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
             .gpa = gpa,
             .executors = executors,
             .pinned = options.pinned,
+            .contention_policy = options.cpu_contention,
             .cpus = CpuLane.cpusAvailable(),
             .main_task = .{ .executor = &executors[0], .home = &executors[0], .kind = .main },
             .hooks = &state.hooks,

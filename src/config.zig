@@ -82,6 +82,13 @@ pub const run_delay_ratio_max = 16;
 pub const run_delay_backoff_ns_min = 4 * std.time.ns_per_ms;
 pub const run_delay_backoff_ns_max = 256 * std.time.ns_per_ms;
 
+/// Executors retire (sched/Scheduler.zig, "Retiring executors") only once an executor's
+/// thread has waited for a CPU in every window for this long. Blips last less: a new
+/// executor thread placed on its creator's busy CPU waited 2.5 ms of its first window here
+/// before the kernel moved it, and retiring for that halved a 10 ms yield storm. A load
+/// generator sharing the cores keeps the executors waiting for as long as it runs.
+pub const retire_contention_ns_min = 8 * std.time.ns_per_ms;
+
 /// Spins of a wait for another executor's few instructions (leaving a task's stack) before
 /// the waiter yields its CPU: if the other thread was preempted there, spinning is futile.
 pub const spin_before_yield_max = 128;
@@ -218,6 +225,7 @@ comptime {
     assert(run_delay_window_ns > executor_search_ns); // a window spans several searches
     assert(run_delay_ratio_max >= 2);
     assert(run_delay_backoff_ns_min <= run_delay_backoff_ns_max);
+    assert(retire_contention_ns_min > run_delay_window_ns); // several windows in a row
     assert(executors_max >= 1);
     assert(stack_size_bytes_default % std.heap.page_size_min == 0);
     assert(stack_size_bytes_min % std.heap.page_size_min == 0);

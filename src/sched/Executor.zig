@@ -278,14 +278,7 @@ pub fn pushInject(executor: *Executor, task: *Task) void {
 }
 
 fn takeInjected(executor: *Executor) ?*Task {
-    if (executor.inject_count.load(.acquire) > 0) {
-        executor.inject_lock.lock();
-        const count = executor.inject.count;
-        executor.local.pushAll(&executor.inject);
-        _ = executor.inject_count.fetchSub(count, .monotonic);
-        executor.inject_lock.unlock();
-        if (executor.local.pop()) |task| return task;
-    }
+    if (executor.takeInjectedBound()) |task| return task;
     // Take no more than the ring has room for, plus the one we run now.
     const room = RunQueue.len_max - executor.ring.len();
     const take_max = @min(executor.steal_buffer.len, room + 1);
@@ -296,8 +289,20 @@ fn takeInjected(executor: *Executor) ?*Task {
     return executor.steal_buffer[0];
 }
 
+/// Moves the bound tasks other threads woke to `local`, and takes the first.
+fn takeInjectedBound(executor: *Executor) ?*Task {
+    if (executor.inject_count.load(.acquire) == 0) return null;
+    executor.inject_lock.lock();
+    const count = executor.inject.count;
+    executor.local.pushAll(&executor.inject);
+    _ = executor.inject_count.fetchSub(count, .monotonic);
+    executor.inject_lock.unlock();
+    return executor.local.pop();
+}
+
 /// Looks at every queue of this executor, without blocking; see the order at the top.
 fn findReady(executor: *Executor) ?*Task {
+    if (executor.scheduler.isRetired(executor)) return executor.findReadyRetired();
     executor.dispatches +%= 1;
     if (executor.dispatches % config.dispatches_per_poll == 0) {
         executor.pollIo(false);
@@ -318,6 +323,33 @@ fn findReady(executor: *Executor) ?*Task {
     if (executor.local.pop()) |task| return task;
     if (executor.ring.pop()) |task| return task;
     return executor.takeInjected();
+}
+
+/// `findReady` of a retired executor (see Scheduler.zig, "Retiring executors"): hands every
+/// ready task that may move to the global queue, and runs only those bound here.
+fn findReadyRetired(executor: *Executor) ?*Task {
+    const scheduler = executor.scheduler;
+    var count: usize = 0;
+    if (executor.lifo) |task| {
+        executor.lifo = null;
+        if (task.home == executor) {
+            executor.local.pushFront(task);
+        } else {
+            executor.steal_buffer[0] = task;
+            count = 1;
+        }
+    }
+    while (executor.ring.pop()) |task| {
+        if (count == executor.steal_buffer.len) {
+            scheduler.pushGlobalBatch(executor.steal_buffer[0..count]);
+            count = 0;
+        }
+        executor.steal_buffer[count] = task;
+        count += 1;
+    }
+    if (count > 0) scheduler.pushGlobalBatch(executor.steal_buffer[0..count]);
+    if (executor.local.pop()) |task| return task;
+    return executor.takeInjectedBound();
 }
 
 /// `findReady`, and gives a task that never ran its stack. Null when nothing is ready.
@@ -421,6 +453,19 @@ pub fn runFirst(executor: *Executor, child: *Task) void {
 pub fn yield(task: *Task) void {
     task.executor.enqueue(task);
     park(task);
+}
+
+/// Moves the running `task` to the global queue, for an executor that is not retired to
+/// continue, when its own executor retired (Scheduler.zig, "Retiring executors") and nothing
+/// binds it here. Called between two I/O operations: the completion of one wakes the task
+/// where it was submitted, and without this the next would be submitted there again, the
+/// connection never leaving. One load when not retired.
+pub fn leaveIfRetired(task: *Task) void {
+    const executor = task.executor;
+    assert(executor.current == task);
+    if (task.home != null) return;
+    if (!executor.scheduler.isRetired(executor)) return;
+    yield(task);
 }
 
 /// Ends the running task: its stack is released once we have switched away from it. Called
@@ -619,6 +664,17 @@ fn search(executor: *Executor) ?*Task {
         return task;
     }
     if (scheduler.executors.len == 1) return null;
+    const now_ns = os.monotonicNs();
+    if (scheduler.contention_policy == .adapt) {
+        if (executor.run_delay.sample(now_ns)) |contention| {
+            scheduler.noteContention(now_ns, contention);
+        }
+    }
+    scheduler.reviewRetired(now_ns);
+    if (scheduler.isRetired(executor)) {
+        executor.stopSearchingRetired();
+        return null;
+    }
     if (!executor.searching) {
         const searchers = scheduler.searching.load(.monotonic);
         if (2 * searchers >= scheduler.executors.len) return null;
@@ -626,8 +682,6 @@ fn search(executor: *Executor) ?*Task {
         executor.searching = true;
     }
     // At least one round; more only if a CPU is likely idle.
-    const now_ns = os.monotonicNs();
-    if (executor.run_delay.sample(now_ns)) |until_ns| scheduler.noteContention(until_ns);
     const spin = scheduler.searchMaySpin() and executor.run_delay.spinAllowed(now_ns) and
         !scheduler.cpusContended(now_ns);
     const spin_ns: u64 = if (spin) config.executor_search_ns else 0;
@@ -648,10 +702,24 @@ fn search(executor: *Executor) ?*Task {
             return task;
         }
         if (os.monotonicNs() >= deadline_ns) break;
+        if (scheduler.isRetired(executor)) {
+            executor.stopSearchingRetired();
+            return null;
+        }
         std.atomic.spinLoopHint();
     }
     executor.stopSearching(false);
     return null;
+}
+
+/// `stopSearching(false)` on an executor that retired: it does not steal. While it held a
+/// count of `searching`, producers woke no one else, and their work waits in queues it no
+/// longer takes from (its idle check skips them too): pass the search on to an active
+/// executor, or that work could sit there with every active executor asleep.
+fn stopSearchingRetired(executor: *Executor) void {
+    const held = executor.searching;
+    executor.stopSearching(false);
+    if (held) executor.scheduler.notifyWork();
 }
 
 /// Gives up this executor's count of `searching`, if it holds one. The last searcher to find
@@ -682,8 +750,9 @@ fn pollIo(executor: *Executor, block: bool) void {
         // Announce the sleep, then look once more: a waker either sees `sleeping` or its
         // task is in an injection queue by now (seq_cst on both sides).
         executor.loop.sleeping.store(true, .seq_cst);
+        const global_count = executor.scheduler.inject_count.load(.seq_cst);
         if (executor.inject_count.load(.seq_cst) > 0 or
-            executor.scheduler.inject_count.load(.seq_cst) > 0) timeout_ns = 0;
+            (global_count > 0 and !executor.scheduler.isRetired(executor))) timeout_ns = 0;
     }
     // A non-blocking poll with nothing in flight cannot reap anything: skip the syscall on the
     // all-CPU path (timers still fire below).
@@ -713,7 +782,9 @@ fn notifyAfterPoll(executor: *Executor) void {
         executor.local.isEmpty();
     if (runs_next_here) return;
     const scheduler = executor.scheduler;
-    if (scheduler.cpusContended(os.monotonicNs())) return;
+    const now_ns = os.monotonicNs();
+    if (scheduler.cpusContended(now_ns)) return;
+    scheduler.reviewRetired(now_ns);
     scheduler.notifyWork();
 }
 

@@ -34,6 +34,17 @@ quiet_until_ns: u64 = 0,
 backoff_ns: u64 = config.run_delay_backoff_ns_min,
 /// Windows that found the thread waiting for a CPU (for tests and diagnostics).
 contended_windows: u64 = 0,
+/// The start of the run of contended windows that the last window ended, or null if it was
+/// not contended: how long the contention has lasted without a break.
+contended_since_ns: ?u64 = null,
+
+/// What a contended window tells the scheduler.
+pub const Contention = struct {
+    /// Spinning stays off until then.
+    quiet_until_ns: u64,
+    /// Contended without a break since then (the start of the first contended window).
+    since_ns: u64,
+};
 
 /// Opens the calling thread's schedstat: call on the executor's own thread.
 pub fn open(now_ns: u64) RunDelay {
@@ -52,9 +63,9 @@ pub fn close(run_delay: *RunDelay) void {
     run_delay.fd = null;
 }
 
-/// Ends the window if it is long enough. Returns the end of the quiet period when the window
-/// was contended (for the scheduler to tell every executor), else null.
-pub fn sample(run_delay: *RunDelay, now_ns: u64) ?u64 {
+/// Ends the window if it is long enough. Returns the contention when the window was contended
+/// (for the scheduler to tell every executor), else null.
+pub fn sample(run_delay: *RunDelay, now_ns: u64) ?Contention {
     if (run_delay.fd == null) return null;
     if (now_ns -| run_delay.window_start_ns < config.run_delay_window_ns) return null;
     const delay_ns = run_delay.read() orelse {
@@ -63,7 +74,8 @@ pub fn sample(run_delay: *RunDelay, now_ns: u64) ?u64 {
     };
     const contended_before = run_delay.contended_windows;
     run_delay.update(now_ns, delay_ns);
-    return if (run_delay.contended_windows > contended_before) run_delay.quiet_until_ns else null;
+    if (run_delay.contended_windows == contended_before) return null;
+    return .{ .quiet_until_ns = run_delay.quiet_until_ns, .since_ns = run_delay.contended_since_ns.? };
 }
 
 /// Whether spinning is allowed by this thread's own measurements.
@@ -82,17 +94,22 @@ pub fn update(run_delay: *RunDelay, now_ns: u64, delay_ns: u64) void {
     const waited_ns = delay_ns -| run_delay.window_start_delay_ns;
     // Spinning was allowed for the whole window: it probed whether spinning brings contention.
     const spinning = run_delay.quiet_until_ns <= run_delay.window_start_ns;
+    const window_start_ns = run_delay.window_start_ns;
     run_delay.window_start_ns = now_ns;
     run_delay.window_start_delay_ns = delay_ns;
     if (waited_ns *| config.run_delay_ratio_max > elapsed_ns) {
         run_delay.contended_windows += 1;
+        if (run_delay.contended_since_ns == null) run_delay.contended_since_ns = window_start_ns;
         run_delay.quiet_until_ns = @max(run_delay.quiet_until_ns, now_ns + run_delay.backoff_ns);
         if (spinning) {
             run_delay.backoff_ns = @min(2 * run_delay.backoff_ns, config.run_delay_backoff_ns_max);
         }
-    } else if (spinning and now_ns - run_delay.quiet_until_ns >= run_delay.backoff_ns) {
-        // As long without contention as the last quiet period lasted: the cause has gone.
-        run_delay.backoff_ns = config.run_delay_backoff_ns_min;
+    } else {
+        run_delay.contended_since_ns = null;
+        if (spinning and now_ns - run_delay.quiet_until_ns >= run_delay.backoff_ns) {
+            // As long without contention as the last quiet period lasted: the cause has gone.
+            run_delay.backoff_ns = config.run_delay_backoff_ns_min;
+        }
     }
 }
 
@@ -179,6 +196,22 @@ test "RunDelay: contention stops spinning, doubling the backoff while it returns
     try testing.expectEqual(min, clock.run_delay.backoff_ns);
     try testing.expect(clock.run_delay.spinAllowed(clock.now_ns));
     try testing.expectEqual(@as(u64, 18), clock.run_delay.contended_windows);
+}
+
+test "RunDelay: how long the contention lasted without a break" {
+    var run_delay: RunDelay = .{ .fd = 0, .window_start_ns = 0 };
+    run_delay.update(1 * ms, 0);
+    try testing.expectEqual(@as(?u64, null), run_delay.contended_since_ns);
+    // Three contended windows in a row date from the start of the first.
+    run_delay.update(2 * ms, ms / 2);
+    run_delay.update(3 * ms, ms);
+    run_delay.update(5 * ms, 2 * ms);
+    try testing.expectEqual(@as(?u64, 1 * ms), run_delay.contended_since_ns);
+    // One clean window breaks the run; the next contended one starts another.
+    run_delay.update(6 * ms, 2 * ms);
+    try testing.expectEqual(@as(?u64, null), run_delay.contended_since_ns);
+    run_delay.update(7 * ms, 3 * ms);
+    try testing.expectEqual(@as(?u64, 6 * ms), run_delay.contended_since_ns);
 }
 
 test "RunDelay: two threads sharing one CPU see their run delay" {

@@ -25,6 +25,24 @@
 //! if any, keeps one executor looking. Wake-heavy work where the woken task runs on the
 //! waker's executor (the LIFO slot) notifies no one and pays no syscall.
 //!
+//! ## Retiring executors
+//!
+//! An executor's thread that waits for a CPU more than a sixteenth of the time
+//! (sched/RunDelay.zig) makes the CPUs count as contended for a while (`cpusContended`):
+//! other threads, of this process or another, want every CPU. Then no executor spins in its
+//! search nor is woken to share a poll's completions, and, once the contention has lasted
+//! `config.retire_contention_ns_min`, the executors retire one by one from the highest index,
+//! at most one per `config.run_delay_backoff_ns_min` (`noteContention`).
+//! A retired executor runs only the tasks bound to it (their I/O is on its ring); it hands
+//! every other task it finds ready (woken by its completions or timers) to the global queue,
+//! does not steal, and is not woken for stealable work. Its connections move to the executors
+//! still active, one I/O operation at a time, and it sleeps. Measured with HTTP on 2 executors
+//! sharing 2 cores with wrk: 3 threads wanting 2 CPUs took turns, and a reply whose completion
+//! sat with a preempted executor waited out its time slice. Executor 0 never retires. Once the
+//! contention has passed, the first executor that notices (`reviewRetired`, called where the
+//! clock is read anyway, and by `notifyWork` before it would find only retired executors idle)
+//! brings them all back; if they bring the contention back too, each quiet period is longer.
+//!
 //! No wake-up is lost: an executor announces itself idle (a seq_cst increment of `sleeping`)
 //! *before* it looks at every queue one last time, and a producer makes its work visible
 //! before it reads `searching` and `sleeping` (seq_cst): either the executor sees the work,
@@ -34,8 +52,10 @@ const Scheduler = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const config = @import("../config.zig");
+const os = @import("../os/linux.zig");
 const SpinLock = @import("../os/SpinLock.zig");
 const Executor = @import("Executor.zig");
+const RunDelay = @import("RunDelay.zig");
 const Task = @import("Task.zig");
 const cpu_demand = @import("cpu_demand.zig");
 
@@ -62,6 +82,11 @@ cpus: u32,
 /// Until then (CLOCK_MONOTONIC ns) the CPUs count as contended: an executor's thread waited
 /// for one lately (sched/RunDelay.zig). See `cpusContended`.
 contended_until_ns: std.atomic.Value(u64) = .init(0),
+contention_policy: ContentionPolicy = .adapt,
+/// The last `retired` executors (by index) are retired: see "Retiring executors" above.
+retired: std.atomic.Value(u32) = .init(0),
+/// No further executor retires before then: one per `config.run_delay_backoff_ns_min`.
+retire_next_ns: std.atomic.Value(u64) = .init(0),
 idle_lock: SpinLock = .{},
 /// The idle list: indices into `executors`, the most recently idle last.
 idle: std.ArrayList(u32) = .empty,
@@ -199,8 +224,12 @@ pub fn notifyWork(scheduler: *Scheduler) void {
     // Claim the search for the executor we are about to wake, so that concurrent producers
     // see a searcher and do not wake a second one.
     if (scheduler.searching.cmpxchgStrong(0, 1, .seq_cst, .monotonic) != null) return;
+    // Retired executors are not woken for stealable work: bring them back first if the
+    // contention has passed (`reviewRetired` is never called by a saturated executor that
+    // neither searches nor polls completions, and its work would stay on it).
+    if (scheduler.retired.load(.monotonic) > 0) scheduler.reviewRetired(os.monotonicNs());
     scheduler.idle_lock.lock();
-    const woken: ?*Executor = if (scheduler.idle.pop()) |index| &scheduler.executors[index] else null;
+    const woken = scheduler.popIdleActive();
     if (woken) |executor| {
         assert(executor.idle_listed);
         executor.idle_listed = false;
@@ -213,6 +242,20 @@ pub fn notifyWork(scheduler: *Scheduler) void {
     } else {
         _ = scheduler.searching.fetchSub(1, .seq_cst);
     }
+}
+
+/// Under `idle_lock`: takes the most recently idle executor that is not retired off the idle
+/// list.
+fn popIdleActive(scheduler: *Scheduler) ?*Executor {
+    var position = scheduler.idle.items.len;
+    while (position > 0) {
+        position -= 1;
+        const executor = &scheduler.executors[scheduler.idle.items[position]];
+        if (scheduler.isRetired(executor)) continue;
+        _ = scheduler.idle.orderedRemove(position);
+        return executor;
+    }
+    return null;
 }
 
 /// Whether an executor out of work may spin searching (`config.executor_search_ns`) rather
@@ -234,10 +277,50 @@ pub fn cpusContended(scheduler: *const Scheduler, now_ns: u64) bool {
     return now_ns < scheduler.contended_until_ns.load(.monotonic);
 }
 
-/// An executor found its thread waiting for a CPU: contended until `until_ns`.
-pub fn noteContention(scheduler: *Scheduler, until_ns: u64) void {
-    _ = scheduler.contended_until_ns.fetchMax(until_ns, .monotonic);
+/// An executor found its thread waiting for a CPU at `now_ns`: the CPUs count as contended
+/// until the end of its quiet period. Once the contention has lasted
+/// `config.retire_contention_ns_min` without a break, retires one more executor (never
+/// executor 0), unless one retired less than `config.run_delay_backoff_ns_min` ago.
+pub fn noteContention(scheduler: *Scheduler, now_ns: u64, contention: RunDelay.Contention) void {
+    assert(contention.quiet_until_ns > now_ns);
+    assert(contention.since_ns <= now_ns);
+    _ = scheduler.contended_until_ns.fetchMax(contention.quiet_until_ns, .monotonic);
+    if (now_ns - contention.since_ns < config.retire_contention_ns_min) return;
+    const next_ns = scheduler.retire_next_ns.load(.monotonic);
+    if (now_ns < next_ns) return;
+    const next_new_ns = now_ns + config.run_delay_backoff_ns_min;
+    if (scheduler.retire_next_ns.cmpxchgStrong(next_ns, next_new_ns, .monotonic, .monotonic) != null) {
+        return; // another executor retires one now
+    }
+    var retired = scheduler.retired.load(.monotonic);
+    while (retired + 1 < scheduler.executors.len) {
+        retired = scheduler.retired.cmpxchgWeak(retired, retired + 1, .monotonic, .monotonic) orelse
+            return;
+    }
 }
+
+/// Brings the retired executors back once the contention has passed. For callers that have
+/// read the clock anyway; costs one load while none is retired. A returning executor may sleep
+/// with nothing to do: the next stealable work wakes it (`notifyWork`).
+pub fn reviewRetired(scheduler: *Scheduler, now_ns: u64) void {
+    if (scheduler.retired.load(.monotonic) == 0) return;
+    if (scheduler.cpusContended(now_ns)) return;
+    scheduler.retired.store(0, .monotonic);
+}
+
+/// Whether `executor` is retired (see "Retiring executors" above). One load.
+pub fn isRetired(scheduler: *const Scheduler, executor: *const Executor) bool {
+    const retired = scheduler.retired.load(.monotonic);
+    assert(retired < scheduler.executors.len);
+    return executor.index + retired >= scheduler.executors.len;
+}
+
+pub const ContentionPolicy = enum {
+    /// Measure run delay; stop spinning and retire executors under lasting contention.
+    adapt,
+    /// Never look: executors spin and stay as if the CPUs were theirs alone.
+    ignore,
+};
 
 /// Puts `executor` on the idle list before its last look at the queues.
 pub fn announceIdle(scheduler: *Scheduler, executor: *Executor) void {
@@ -267,12 +350,56 @@ pub fn leaveIdle(scheduler: *Scheduler, executor: *Executor) bool {
     return woken;
 }
 
-/// Whether any queue another executor could take from holds a task (a seq_cst snapshot).
+/// Whether any queue `executor` could take from holds a task (a seq_cst snapshot): for a
+/// retired executor, only its own injection queue (bound tasks).
 pub fn hasWorkFor(scheduler: *Scheduler, executor: *Executor) bool {
-    if (scheduler.inject_count.load(.seq_cst) > 0) return true;
     if (executor.inject_count.load(.seq_cst) > 0) return true;
+    if (scheduler.isRetired(executor)) return false;
+    if (scheduler.inject_count.load(.seq_cst) > 0) return true;
     for (scheduler.executors) |*other| {
         if (other != executor and !other.ring.isEmpty()) return true;
     }
     return false;
+}
+
+test "Scheduler: executors retire one at a time under lasting contention, never executor 0" {
+    const ms = std.time.ns_per_ms;
+    var executors: [3]Executor = undefined;
+    for (&executors, 0..) |*executor, index| executor.index = @intCast(index);
+    var scheduler: Scheduler = .{
+        .gpa = std.testing.allocator,
+        .executors = &executors,
+        .cpus = 3,
+        .pinned = false,
+        .main_task = undefined,
+        .hooks = undefined,
+        .hooks_context = undefined,
+    };
+    const start_ns = 1_000 * ms;
+    const until_ns = start_ns + 100 * ms;
+    // A blip: contended, nobody retires.
+    scheduler.noteContention(start_ns, .{ .quiet_until_ns = until_ns, .since_ns = start_ns - 1 * ms });
+    try std.testing.expect(scheduler.cpusContended(start_ns));
+    try std.testing.expectEqual(@as(u32, 0), scheduler.retired.load(.monotonic));
+    // Lasting: the highest executor retires, then no other for a backoff.
+    const lasting: RunDelay.Contention = .{
+        .quiet_until_ns = until_ns,
+        .since_ns = start_ns - config.retire_contention_ns_min,
+    };
+    scheduler.noteContention(start_ns, lasting);
+    scheduler.noteContention(start_ns + 1, lasting);
+    try std.testing.expectEqual(@as(u32, 1), scheduler.retired.load(.monotonic));
+    try std.testing.expect(scheduler.isRetired(&executors[2]));
+    try std.testing.expect(!scheduler.isRetired(&executors[1]));
+    const next_ns = start_ns + config.run_delay_backoff_ns_min;
+    scheduler.noteContention(next_ns, lasting);
+    try std.testing.expect(scheduler.isRetired(&executors[1]));
+    scheduler.noteContention(next_ns + config.run_delay_backoff_ns_min, lasting);
+    try std.testing.expectEqual(@as(u32, 2), scheduler.retired.load(.monotonic));
+    try std.testing.expect(!scheduler.isRetired(&executors[0]));
+    // They all come back once the contention has passed, not before.
+    scheduler.reviewRetired(until_ns - 1);
+    try std.testing.expectEqual(@as(u32, 2), scheduler.retired.load(.monotonic));
+    scheduler.reviewRetired(until_ns);
+    try std.testing.expectEqual(@as(u32, 0), scheduler.retired.load(.monotonic));
 }

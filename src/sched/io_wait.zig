@@ -58,6 +58,9 @@ pub fn perform(op: Completion.Op, deadline_ns: ?u64) Error!i32 {
     const task = Executor.currentTask() orelse
         return nonblocking.performBlocking(&current, deadline_ns) orelse error.Timeout;
     try task.checkCancel();
+    // The task continues where the completion ran it, its executor's CPU permitting: a
+    // retired executor hands it on (see Scheduler.zig, "Retiring executors").
+    defer Executor.leaveIfRetired(task);
     // Bounded: a kernel that hands EAGAIN back for a non-blocking socket (io_uring before it
     // learned to poll internally) gets one readiness wait per retry, and each retry either
     // completes or waits again; a spurious readiness costs one round.

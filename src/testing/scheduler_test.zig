@@ -6,6 +6,10 @@ const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const Executor = @import("../sched/Executor.zig");
+const os = @import("../os/linux.zig");
+const net = Io.net;
+const RunDelay = @import("../sched/RunDelay.zig");
+const weft_config = @import("../config.zig");
 
 fn withExecutors(executors: usize, comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{ .executors = executors });
@@ -265,4 +269,186 @@ test "scheduler: pinned mode spreads tasks round robin and never migrates them" 
 test "scheduler: executor counts out of range are InvalidOptions" {
     try testing.expectError(error.InvalidOptions, Runtime.init(testing.allocator, .{ .executors = 0 }));
     try testing.expectError(error.InvalidOptions, Runtime.init(testing.allocator, .{ .executors = 100_000 }));
+}
+
+// ------------------------------------------------------------------------ retiring executors
+
+/// Tasks that wait in turn, on a timer or on socket I/O, counting the executor each resumes
+/// on after its waits, per phase of the test.
+const Waiters = struct {
+    const tasks = 8;
+    const Wait = enum { timer, socket };
+    const Phase = enum(u32) {
+        /// Timer wakes spread the tasks over both executors.
+        spread,
+        /// `.socket` tasks wait only for their own I/O completions, and so stay on the
+        /// executor whose ring has them.
+        settled,
+        /// Executor 1 retired.
+        contended,
+        /// The contention passed: as `spread`.
+        after,
+        done,
+    };
+
+    wait: Wait,
+    phase: std.atomic.Value(Phase) = .init(.spread),
+    /// Resumptions per phase and executor.
+    resumed: [4][2]std.atomic.Value(u32) = @splat(@splat(.init(0))),
+    /// A task's socket failed.
+    failed: std.atomic.Value(bool) = .init(false),
+
+    fn run(waiters: *Waiters, io: Io) Io.Cancelable!void {
+        waiters.runFallible(io) catch |err| switch (err) {
+            error.Canceled => return error.Canceled,
+            else => waiters.failed.store(true, .monotonic),
+        };
+    }
+
+    fn runFallible(waiters: *Waiters, io: Io) !void {
+        // A datagram socket that sends to itself: two I/O operations on the loop per round.
+        const socket = try net.IpAddress.bind(&.{ .ip4 = .loopback(0) }, io, .{ .mode = .dgram });
+        defer socket.close(io);
+        var buffer: [8]u8 = undefined;
+        while (true) {
+            const phase = waiters.phase.load(.acquire);
+            const timer = switch (phase) {
+                .spread, .after => true,
+                .settled, .contended => waiters.wait == .timer,
+                .done => return,
+            };
+            if (timer) try io.sleep(.fromMicroseconds(20), .awake);
+            if (waiters.wait == .socket) {
+                try socket.send(io, &socket.address, "x");
+                const message = try socket.receive(io, &buffer);
+                try testing.expectEqualStrings("x", message.data);
+            }
+            const index = Executor.ofThread().?.index;
+            _ = waiters.resumed[@intFromEnum(phase)][index].fetchAdd(1, .monotonic);
+        }
+    }
+
+    fn resumedOn(waiters: *Waiters, phase: Phase, executor: u32) u32 {
+        return waiters.resumed[@intFromEnum(phase)][executor].load(.monotonic);
+    }
+
+    /// Waits, sleeping for up to `rounds` ms, until a task resumed on `executor` in `phase`.
+    fn awaitResumed(waiters: *Waiters, io: Io, phase: Phase, executor: u32, rounds: u32) !bool {
+        for (0..rounds) |_| {
+            if (waiters.resumedOn(phase, executor) > 0) return true;
+            try io.sleep(.fromMilliseconds(1), .awake);
+        }
+        return false;
+    }
+};
+
+/// Executor 1 of 2 retires under forced contention: the tasks waiting in `wait` all move to
+/// executor 0 and stay there; once the contention is over, executor 1 runs some again.
+fn expectRetiring(wait: Waiters.Wait) !void {
+    // This machine's own load (other tests run alongside) must not retire executor 1 but
+    // where the test says so: the executors do not measure contention themselves.
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2, .cpu_contention = .ignore });
+    defer rt.deinit();
+    const io = rt.io();
+    const scheduler = &rt.state.scheduler;
+    var waiters: Waiters = .{ .wait = wait };
+    var group: Io.Group = .init;
+    defer group.cancel(io);
+    for (0..Waiters.tasks) |_| try group.concurrent(io, Waiters.run, .{ &waiters, io });
+
+    // Some task settles on executor 1.
+    for (0..100) |_| {
+        waiters.resumed[@intFromEnum(Waiters.Phase.spread)][1].store(0, .monotonic);
+        waiters.phase.store(.spread, .release);
+        try testing.expect(try waiters.awaitResumed(io, .spread, 1, 10_000));
+        waiters.phase.store(.settled, .release);
+        if (try waiters.awaitResumed(io, .settled, 1, 100)) break;
+    } else return error.TestUnexpectedResult;
+
+    // Contended for an hour, and long enough already: executor 1 retires at once and resumes
+    // no task after.
+    const now_ns = os.monotonicNs();
+    const contended_for_an_hour: RunDelay.Contention = .{
+        .quiet_until_ns = now_ns + std.time.ns_per_hour,
+        .since_ns = now_ns - weft_config.retire_contention_ns_min,
+    };
+    scheduler.noteContention(now_ns, contended_for_an_hour);
+    try testing.expect(scheduler.isRetired(&scheduler.executors[1]));
+    try testing.expect(!scheduler.isRetired(&scheduler.executors[0]));
+    waiters.phase.store(.contended, .release);
+    try testing.expect(try waiters.awaitResumed(io, .contended, 0, 10_000));
+    for (0..200) |_| try io.sleep(.fromMicroseconds(500), .awake);
+    try testing.expect(waiters.resumedOn(.contended, 0) >= 100);
+    try testing.expectEqual(@as(u32, 0), waiters.resumedOn(.contended, 1));
+    // Never more than all but executor 0.
+    scheduler.retire_next_ns.store(0, .monotonic);
+    scheduler.noteContention(now_ns, contended_for_an_hour);
+    try testing.expectEqual(@as(u32, 1), scheduler.retired.load(.monotonic));
+
+    // The contention passes: the first executor to notice brings executor 1 back.
+    scheduler.contended_until_ns.store(0, .monotonic);
+    waiters.phase.store(.after, .release);
+    try testing.expect(try waiters.awaitResumed(io, .after, 1, 10_000));
+    waiters.phase.store(.done, .release);
+    try group.await(io);
+    try testing.expect(!waiters.failed.load(.monotonic));
+}
+
+test "scheduler: a retired executor hands the tasks its timers wake to the others" {
+    try expectRetiring(.timer);
+}
+
+test "scheduler: a retired executor hands on the tasks its I/O completions wake" {
+    try expectRetiring(.socket);
+}
+
+/// Tasks that alternate 200 µs of work with 100 µs of sleep for 100 ms: the executors search
+/// (and sample their run delay) between bursts.
+fn burstsAndSleeps(io: Io) Io.Cancelable!void {
+    const start_ns = os.monotonicNs();
+    while (os.monotonicNs() - start_ns < 100 * std.time.ns_per_ms) {
+        const burst_ns = os.monotonicNs();
+        while (os.monotonicNs() - burst_ns < 200 * std.time.ns_per_us) std.atomic.spinLoopHint();
+        try io.sleep(.fromMicroseconds(100), .awake);
+    }
+}
+
+/// Runs 4 `burstsAndSleeps` tasks on 2 executors whose threads share one CPU; returns whether
+/// the scheduler found the CPUs contended.
+fn contendedOnOneCpu(policy: @FieldType(Runtime.Options, "cpu_contention")) !bool {
+    const linux = std.os.linux;
+    var allowed_cpus: linux.cpu_set_t = undefined;
+    if (linux.sched_getaffinity(0, @sizeOf(linux.cpu_set_t), &allowed_cpus) != 0) {
+        return error.SkipZigTest;
+    }
+    // The lowest CPU this thread may use, alone in the set; the executor threads inherit it.
+    var one_cpu: linux.cpu_set_t = @splat(0);
+    for (allowed_cpus, &one_cpu) |word, *single| {
+        if (word == 0) continue;
+        single.* = word & (~word + 1);
+        break;
+    } else return error.SkipZigTest;
+    linux.sched_setaffinity(0, &one_cpu) catch return error.SkipZigTest;
+    defer linux.sched_setaffinity(0, &allowed_cpus) catch {};
+
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2, .cpu_contention = policy });
+    defer rt.deinit();
+    const io = rt.io();
+    var group: Io.Group = .init;
+    defer group.cancel(io);
+    for (0..4) |_| try group.concurrent(io, burstsAndSleeps, .{io});
+    try group.await(io);
+    const scheduler = &rt.state.scheduler;
+    return scheduler.contended_until_ns.load(.monotonic) != 0 or
+        scheduler.retired.load(.monotonic) != 0;
+}
+
+test "scheduler: executors sharing one CPU notice it, unless told to ignore contention" {
+    // Where schedstat is missing there is nothing to notice.
+    const probe = RunDelay.open(os.monotonicNs());
+    if (probe.fd == null) return error.SkipZigTest;
+    var closing = probe;
+    closing.close();
+    try testing.expect(try contendedOnOneCpu(.adapt));
+    try testing.expect(!try contendedOnOneCpu(.ignore));
 }
