@@ -89,6 +89,11 @@ pub const run_delay_backoff_ns_max = 256 * std.time.ns_per_ms;
 /// generator sharing the cores keeps the executors waiting for as long as it runs.
 pub const retire_contention_ns_min = 8 * std.time.ns_per_ms;
 
+/// The process's CPU usage that decides a retirement is measured between two looks at most
+/// this far apart (they come every `run_delay_backoff_ns_min` while the contention lasts);
+/// an older mark only starts a new interval.
+pub const retire_usage_window_ns_max = 4 * run_delay_backoff_ns_min;
+
 /// Spins of a wait for another executor's few instructions (leaving a task's stack) before
 /// the waiter yields its CPU: if the other thread was preempted there, spinning is futile.
 pub const spin_before_yield_max = 128;

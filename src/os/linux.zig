@@ -230,6 +230,11 @@ pub fn monotonicNs() u64 {
     return clockNs(.MONOTONIC) orelse unreachable; // CLOCK_MONOTONIC always exists on Linux.
 }
 
+/// The CPU time of the whole process (every thread, user and system) in nanoseconds.
+pub fn processCpuNs() u64 {
+    return clockNs(.PROCESS_CPUTIME_ID) orelse 0; // exists since Linux 2.6.12
+}
+
 /// Gives the calling thread's CPU to another runnable thread, if any (sched_yield cannot fail).
 pub fn yieldThread() void {
     _ = linux.sched_yield();

@@ -365,14 +365,17 @@ fn expectRetiring(wait: Waiters.Wait) !void {
         if (try waiters.awaitResumed(io, .settled, 1, 100)) break;
     } else return error.TestUnexpectedResult;
 
-    // Contended for an hour, and long enough already: executor 1 retires at once and resumes
-    // no task after.
+    // Contended for an hour, long enough already, and two looks at the process's CPU time
+    // find it idle: executor 1 retires at once and resumes no task after.
     const now_ns = os.monotonicNs();
+    const look_ns = weft_config.run_delay_backoff_ns_min;
     const contended_for_an_hour: RunDelay.Contention = .{
         .quiet_until_ns = now_ns + std.time.ns_per_hour,
-        .since_ns = now_ns - weft_config.retire_contention_ns_min,
+        .since_ns = now_ns - look_ns - weft_config.retire_contention_ns_min,
     };
-    scheduler.noteContention(now_ns, contended_for_an_hour);
+    scheduler.noteContention(now_ns - look_ns, contended_for_an_hour, 0);
+    try testing.expect(!scheduler.isRetired(&scheduler.executors[1]));
+    scheduler.noteContention(now_ns, contended_for_an_hour, 0);
     try testing.expect(scheduler.isRetired(&scheduler.executors[1]));
     try testing.expect(!scheduler.isRetired(&scheduler.executors[0]));
     waiters.phase.store(.contended, .release);
@@ -381,8 +384,7 @@ fn expectRetiring(wait: Waiters.Wait) !void {
     try testing.expect(waiters.resumedOn(.contended, 0) >= 100);
     try testing.expectEqual(@as(u32, 0), waiters.resumedOn(.contended, 1));
     // Never more than all but executor 0.
-    scheduler.retire_next_ns.store(0, .monotonic);
-    scheduler.noteContention(now_ns, contended_for_an_hour);
+    scheduler.noteContention(now_ns + look_ns, contended_for_an_hour, 0);
     try testing.expectEqual(@as(u32, 1), scheduler.retired.load(.monotonic));
 
     // The contention passes: the first executor to notice brings executor 1 back.
