@@ -329,6 +329,10 @@ fn findReady(executor: *Executor) ?*Task {
 /// ready task that may move to the global queue, and runs only those bound here.
 fn findReadyRetired(executor: *Executor) ?*Task {
     const scheduler = executor.scheduler;
+    // Bound tasks may keep `local` busy: their completions and timers still need a poll now
+    // and then (the tasks it wakes that may move are handed on below).
+    executor.dispatches +%= 1;
+    if (executor.dispatches % config.dispatches_per_poll == 0) executor.pollIo(false);
     var count: usize = 0;
     if (executor.lifo) |task| {
         executor.lifo = null;

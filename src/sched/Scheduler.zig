@@ -299,6 +299,8 @@ pub fn noteContention(
     assert(contention.quiet_until_ns > now_ns);
     assert(contention.since_ns <= now_ns);
     _ = scheduler.contended_until_ns.fetchMax(contention.quiet_until_ns, .monotonic);
+    // Pinned tasks never move: a retired executor would run them all the same.
+    if (scheduler.pinned) return;
     if (now_ns - contention.since_ns < config.retire_contention_ns_min) return;
     const next_ns = scheduler.retire_next_ns.load(.monotonic);
     if (now_ns < next_ns) return;
@@ -449,5 +451,13 @@ test "Scheduler: executors retire one at a time under lasting contention while t
     scheduler.reviewRetired(until_ns - 1);
     try std.testing.expectEqual(@as(u32, 2), scheduler.retired.load(.monotonic));
     scheduler.reviewRetired(until_ns);
+    try std.testing.expectEqual(@as(u32, 0), scheduler.retired.load(.monotonic));
+    // Pinned tasks never move: no executor retires in pinned mode.
+    scheduler.pinned = true;
+    for (0..2) |_| {
+        now_ns += look_ns;
+        scheduler.noteContention(now_ns, lasting, cpu_ns);
+    }
+    try std.testing.expect(scheduler.cpusContended(now_ns));
     try std.testing.expectEqual(@as(u32, 0), scheduler.retired.load(.monotonic));
 }
