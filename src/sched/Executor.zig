@@ -30,6 +30,10 @@
 //! 4. `ring`: the stealable FIFO ring (sched/RunQueue.zig);
 //! 5. `inject`: bound tasks woken by other threads, then the scheduler's global queue.
 //!
+//! A retired executor (Scheduler.zig, "Retiring executors") looks only at its loop, `local`
+//! and its own `inject`, and moves what `lifo` and `ring` hold to the global queue
+//! (`findReadyRetired`).
+//!
 //! ## Thread-locals across migration
 //!
 //! A task may resume on another thread than the one it parked on. Code after a switch must not
