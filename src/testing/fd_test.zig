@@ -38,7 +38,7 @@ fn forEachOpenFd(context: anytype, comptime onEntry: fn (@TypeOf(context), i32) 
     }
 }
 
-/// Open descriptors of this process (the lookup tests count them too).
+/// Open descriptors of this process.
 pub fn openFdCount() !usize {
     var count: usize = 0;
     try forEachOpenFd(&count, struct {
