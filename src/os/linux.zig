@@ -235,6 +235,25 @@ pub fn processCpuNs() u64 {
     return clockNs(.PROCESS_CPUTIME_ID) orelse 0; // exists since Linux 2.6.12
 }
 
+/// The calling thread's CPU affinity, and the lowest CPU in it alone in a set of its own.
+pub const AllowedCpus = struct {
+    allowed: linux.cpu_set_t,
+    lowest_only: linux.cpu_set_t,
+};
+
+/// Reads the calling thread's affinity: for tests that make threads share one CPU (set
+/// `lowest_only`, then restore `allowed`). Null where it cannot be read or is empty.
+pub fn allowedCpus() ?AllowedCpus {
+    var cpus: AllowedCpus = .{ .allowed = undefined, .lowest_only = @splat(0) };
+    if (linux.sched_getaffinity(0, @sizeOf(linux.cpu_set_t), &cpus.allowed) != 0) return null;
+    for (cpus.allowed, &cpus.lowest_only) |word, *single| {
+        if (word == 0) continue;
+        single.* = word & (~word + 1);
+        return cpus;
+    }
+    return null;
+}
+
 /// Gives the calling thread's CPU to another runnable thread, if any (sched_yield cannot fail).
 pub fn yieldThread() void {
     _ = linux.sched_yield();

@@ -235,21 +235,12 @@ test "RunDelay: two threads sharing one CPU see their run delay" {
             };
         }
     };
-    var allowed_cpus: linux.cpu_set_t = undefined;
-    if (linux.sched_getaffinity(0, @sizeOf(linux.cpu_set_t), &allowed_cpus) != 0) {
-        return error.SkipZigTest;
-    }
     // The lowest CPU this process may use, alone in the set.
-    var one_cpu: linux.cpu_set_t = @splat(0);
-    for (allowed_cpus, &one_cpu) |word, *single| {
-        if (word == 0) continue;
-        single.* = word & (~word + 1);
-        break;
-    } else return error.SkipZigTest;
+    const cpus = os.allowedCpus() orelse return error.SkipZigTest;
     var results: [2]?Outcome = .{ null, null };
     var threads: [2]std.Thread = undefined;
     for (&threads, &results) |*thread, *result| {
-        thread.* = try std.Thread.spawn(.{}, Spinner.run, .{ &one_cpu, result });
+        thread.* = try std.Thread.spawn(.{}, Spinner.run, .{ &cpus.lowest_only, result });
     }
     for (threads) |thread| thread.join();
     for (results) |result| {

@@ -17,8 +17,11 @@ const Server = @import("../server/Server.zig");
 const loopback: net.IpAddress = .{ .ip4 = .loopback(0) };
 
 /// Calls `onEntry(context, fd)` for each open descriptor, from /proc/self/fd (the listing's
-/// own descriptor included).
-fn forEachOpenFd(context: anytype, comptime onEntry: fn (@TypeOf(context), i32) void) !void {
+/// own descriptor included); stops at its first error.
+pub fn forEachOpenFd(
+    context: anytype,
+    comptime onEntry: fn (@TypeOf(context), i32) error{Unexpected}!void,
+) !void {
     const rc = linux.open("/proc/self/fd", .{ .DIRECTORY = true, .CLOEXEC = true }, 0);
     if (linux.errno(rc) != .SUCCESS) return error.SkipZigTest; // no /proc here
     const dir: i32 = @intCast(rc);
@@ -32,7 +35,7 @@ fn forEachOpenFd(context: anytype, comptime onEntry: fn (@TypeOf(context), i32) 
         while (offset < n) {
             const entry: *align(1) const linux.dirent64 = @ptrCast(&buffer[offset]);
             const name = std.mem.sliceTo(@as([*:0]const u8, @ptrCast(&entry.name)), 0);
-            if (std.fmt.parseInt(i32, name, 10)) |fd| onEntry(context, fd) else |_| {}
+            if (std.fmt.parseInt(i32, name, 10)) |fd| try onEntry(context, fd) else |_| {}
             offset += entry.reclen;
         }
     }
@@ -42,7 +45,7 @@ fn forEachOpenFd(context: anytype, comptime onEntry: fn (@TypeOf(context), i32) 
 pub fn openFdCount() !usize {
     var count: usize = 0;
     try forEachOpenFd(&count, struct {
-        fn f(c: *usize, _: i32) void {
+        fn f(c: *usize, _: i32) error{Unexpected}!void {
             c.* += 1;
         }
     }.f);
@@ -52,7 +55,7 @@ pub fn openFdCount() !usize {
 fn highestOpenFd() !i32 {
     var highest: i32 = 0;
     try forEachOpenFd(&highest, struct {
-        fn f(h: *i32, fd: i32) void {
+        fn f(h: *i32, fd: i32) error{Unexpected}!void {
             h.* = @max(h.*, fd);
         }
     }.f);

@@ -10,6 +10,7 @@ const Runtime = @import("../Runtime.zig");
 const dns = @import("../net/dns.zig");
 const weft_config = @import("../config.zig");
 const linux = std.os.linux;
+const fd_test = @import("fd_test.zig");
 
 /// What one lookup put into its queue.
 const Collected = struct {
@@ -671,42 +672,32 @@ test "netLookup: use-vc asks over TCP only" {
 /// descriptors depending on the moment of the count, but never a socket. A socket the
 /// resolver leaked still counts, even if only a dup of it is left open.
 fn openFileCount() !usize {
-    const rc = linux.open("/proc/self/fd", .{ .DIRECTORY = true, .CLOEXEC = true }, 0);
-    if (linux.errno(rc) != .SUCCESS) return error.SkipZigTest; // no /proc here
-    const dir: i32 = @intCast(rc);
-    defer _ = linux.close(dir);
-    var socket_inodes: [256]u64 = undefined;
-    var sockets: usize = 0;
-    var others: usize = 0;
-    var buffer: [4096]u8 align(8) = undefined;
-    while (true) {
-        const n = linux.getdents64(dir, &buffer, buffer.len);
-        if (linux.errno(n) != .SUCCESS) return error.Unexpected;
-        if (n == 0) break;
-        var offset: usize = 0;
-        while (offset < n) {
-            const entry: *align(1) const linux.dirent64 = @ptrCast(&buffer[offset]);
-            offset += entry.reclen;
-            const name = std.mem.sliceTo(@as([*:0]const u8, @ptrCast(&entry.name)), 0);
-            const fd = std.fmt.parseInt(i32, name, 10) catch continue; // "." and ".."
+    const Count = struct {
+        socket_inodes: [256]u64 = undefined,
+        sockets: usize = 0,
+        others: usize = 0,
+
+        fn add(count: *@This(), fd: i32) error{Unexpected}!void {
             var stat: linux.Statx = undefined;
             const mask: linux.STATX = .{ .TYPE = true, .INO = true };
             switch (linux.errno(linux.statx(fd, "", linux.AT.EMPTY_PATH, mask, &stat))) {
                 .SUCCESS => {},
-                .BADF => continue, // a dup closed since the listing was read
+                .BADF => return, // a dup closed since the listing was read
                 else => return error.Unexpected,
             }
             if (!linux.S.ISSOCK(stat.mode)) {
-                others += 1;
-            } else if (std.mem.indexOfScalar(u64, socket_inodes[0..sockets], stat.ino) == null) {
+                count.others += 1;
+            } else if (std.mem.indexOfScalar(u64, count.socket_inodes[0..count.sockets], stat.ino) == null) {
                 // Bounded: far more sockets than a lookup test opens.
-                if (sockets == socket_inodes.len) return error.Unexpected;
-                socket_inodes[sockets] = stat.ino;
-                sockets += 1;
+                if (count.sockets == count.socket_inodes.len) return error.Unexpected;
+                count.socket_inodes[count.sockets] = stat.ino;
+                count.sockets += 1;
             }
         }
-    }
-    return others + sockets;
+    };
+    var count: Count = .{};
+    try fd_test.forEachOpenFd(&count, Count.add);
+    return count.others + count.sockets;
 }
 
 /// Resolves `name`, which must fail with `error.NameServerFailure` after one TCP connection

@@ -419,19 +419,10 @@ fn burstsAndSleeps(io: Io) Io.Cancelable!void {
 /// the scheduler found the CPUs contended.
 fn contendedOnOneCpu(policy: @FieldType(Runtime.Options, "cpu_contention")) !bool {
     const linux = std.os.linux;
-    var allowed_cpus: linux.cpu_set_t = undefined;
-    if (linux.sched_getaffinity(0, @sizeOf(linux.cpu_set_t), &allowed_cpus) != 0) {
-        return error.SkipZigTest;
-    }
-    // The lowest CPU this thread may use, alone in the set; the executor threads inherit it.
-    var one_cpu: linux.cpu_set_t = @splat(0);
-    for (allowed_cpus, &one_cpu) |word, *single| {
-        if (word == 0) continue;
-        single.* = word & (~word + 1);
-        break;
-    } else return error.SkipZigTest;
-    linux.sched_setaffinity(0, &one_cpu) catch return error.SkipZigTest;
-    defer linux.sched_setaffinity(0, &allowed_cpus) catch {};
+    // The lowest CPU this thread may use, alone; the executor threads inherit it.
+    const cpus = os.allowedCpus() orelse return error.SkipZigTest;
+    linux.sched_setaffinity(0, &cpus.lowest_only) catch return error.SkipZigTest;
+    defer linux.sched_setaffinity(0, &cpus.allowed) catch {};
 
     var rt = try Runtime.init(testing.allocator, .{ .executors = 2, .cpu_contention = policy });
     defer rt.deinit();
