@@ -675,7 +675,9 @@ fn search(executor: *Executor) ?*Task {
     const now_ns = os.monotonicNs();
     if (scheduler.contention_policy == .adapt) {
         if (executor.run_delay.sample(now_ns)) |contention| {
-            scheduler.noteContention(now_ns, contention, os.processCpuNs());
+            if (scheduler.noteContention(now_ns, contention)) {
+                scheduler.considerRetiring(now_ns, os.processCpuNs());
+            }
         }
     }
     scheduler.reviewRetired(now_ns);

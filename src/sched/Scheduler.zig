@@ -33,7 +33,7 @@
 //! search nor is woken to share a poll's completions, and, once the contention has lasted
 //! `config.retire_contention_ns_min`, the executors retire one by one from the highest index,
 //! at most one per `config.run_delay_backoff_ns_min`, as long as the process uses less CPU
-//! time than the executors left but one could (`noteContention`).
+//! time than the executors left but one could (`noteContention`, `considerRetiring`).
 //! A retired executor runs only the tasks bound to it (their I/O is on its ring); it hands
 //! every other task it finds ready (woken by its completions or timers) to the global queue,
 //! does not steal, and is not woken for stealable work. Its connections move to the executors
@@ -83,12 +83,13 @@ cpus: u32,
 /// Until then (CLOCK_MONOTONIC ns) the CPUs count as contended: an executor's thread waited
 /// for one lately (sched/RunDelay.zig). See `cpusContended`.
 contended_until_ns: std.atomic.Value(u64) = .init(0),
+/// Whether executors measure their run delay at all (`Runtime.Options.cpu_contention`).
 contention_policy: ContentionPolicy = .adapt,
 /// The last `retired` executors (by index) are retired: see "Retiring executors" above.
 retired: std.atomic.Value(u32) = .init(0),
 /// No further executor retires before then: one per `config.run_delay_backoff_ns_min`.
 retire_next_ns: std.atomic.Value(u64) = .init(0),
-/// When `noteContention` last looked at the process's CPU time, and that time
+/// When `considerRetiring` last looked at the process's CPU time, and that time
 /// (`os.processCpuNs`): the usage since then decides whether one more executor retires.
 usage_mark_ns: std.atomic.Value(u64) = .init(0),
 usage_mark_cpu_ns: std.atomic.Value(u64) = .init(0),
@@ -282,32 +283,32 @@ pub fn cpusContended(scheduler: *const Scheduler, now_ns: u64) bool {
     return now_ns < scheduler.contended_until_ns.load(.monotonic);
 }
 
-/// An executor found its thread waiting for a CPU at `now_ns`, when the process had used
-/// `cpu_ns` of CPU time (`os.processCpuNs`): the CPUs count as contended until the end of its
-/// quiet period. Once the contention has lasted `config.retire_contention_ns_min` without a
-/// break, looks at most once per `config.run_delay_backoff_ns_min` whether one executor fewer
-/// would do: if the process used less CPU time since the last look than the active executors
-/// but one could have, one more retires (never executor 0). Else the executors are busy and
-/// the waits are the price of running them all (a VM's idle CPU is slow to wake, which
-/// schedstat counts too): a tree of tasks spawning tasks ran 15 % slower with one retired.
-pub fn noteContention(
-    scheduler: *Scheduler,
-    now_ns: u64,
-    contention: RunDelay.Contention,
-    cpu_ns: u64,
-) void {
+/// An executor found its thread waiting for a CPU at `now_ns`: the CPUs count as contended
+/// until the end of its quiet period. Returns whether the caller should now look at the
+/// process's CPU time (`considerRetiring`): once the contention has lasted
+/// `config.retire_contention_ns_min` without a break, at most once per
+/// `config.run_delay_backoff_ns_min`, and never in pinned mode. The caller reads that clock (a
+/// syscall) only then.
+pub fn noteContention(scheduler: *Scheduler, now_ns: u64, contention: RunDelay.Contention) bool {
     assert(contention.quiet_until_ns > now_ns);
     assert(contention.since_ns <= now_ns);
     _ = scheduler.contended_until_ns.fetchMax(contention.quiet_until_ns, .monotonic);
     // Pinned tasks never move: a retired executor would run them all the same.
-    if (scheduler.pinned) return;
-    if (now_ns - contention.since_ns < config.retire_contention_ns_min) return;
+    if (scheduler.pinned) return false;
+    if (now_ns - contention.since_ns < config.retire_contention_ns_min) return false;
     const next_ns = scheduler.retire_next_ns.load(.monotonic);
-    if (now_ns < next_ns) return;
+    if (now_ns < next_ns) return false;
     const next_new_ns = now_ns + config.run_delay_backoff_ns_min;
-    if (scheduler.retire_next_ns.cmpxchgStrong(next_ns, next_new_ns, .monotonic, .monotonic) != null) {
-        return; // another executor looks now
-    }
+    // Lost: another executor looks now.
+    return scheduler.retire_next_ns.cmpxchgStrong(next_ns, next_new_ns, .monotonic, .monotonic) == null;
+}
+
+/// The look `noteContention` asked for, at `now_ns`, when the process had used `cpu_ns` of CPU
+/// time (`os.processCpuNs`): if it used less since the last look than the active executors but
+/// one could have, one more retires (never executor 0). Else the executors are busy and the
+/// waits are the price of running them all (a VM's idle CPU is slow to wake, which schedstat
+/// counts too): a tree of tasks spawning tasks ran 15 % slower with one retired.
+pub fn considerRetiring(scheduler: *Scheduler, now_ns: u64, cpu_ns: u64) void {
     const mark_ns = scheduler.usage_mark_ns.swap(now_ns, .monotonic);
     const mark_cpu_ns = scheduler.usage_mark_cpu_ns.swap(cpu_ns, .monotonic);
     // The first look of a contention, or one after a long break: only the mark is set.
@@ -386,6 +387,11 @@ pub fn hasWorkFor(scheduler: *Scheduler, executor: *Executor) bool {
     return false;
 }
 
+/// `noteContention`, and the look at `cpu_ns` it asks for, as `Executor.search` does them.
+fn note(scheduler: *Scheduler, now_ns: u64, contention: RunDelay.Contention, cpu_ns: u64) void {
+    if (scheduler.noteContention(now_ns, contention)) scheduler.considerRetiring(now_ns, cpu_ns);
+}
+
 test "Scheduler: executors retire one at a time under lasting contention while the work fits" {
     const ms = std.time.ns_per_ms;
     const look_ns = config.run_delay_backoff_ns_min;
@@ -403,7 +409,7 @@ test "Scheduler: executors retire one at a time under lasting contention while t
     const start_ns = 1_000 * ms;
     const until_ns = start_ns + 100 * ms;
     // A blip: contended, nobody retires.
-    scheduler.noteContention(start_ns, .{ .quiet_until_ns = until_ns, .since_ns = start_ns - 1 * ms }, 0);
+    note(&scheduler, start_ns, .{ .quiet_until_ns = until_ns, .since_ns = start_ns - 1 * ms }, 0);
     try std.testing.expect(scheduler.cpusContended(start_ns));
     try std.testing.expectEqual(@as(u32, 0), scheduler.retired.load(.monotonic));
     // Lasting: the first look marks the process's CPU time, and no other look comes before
@@ -413,38 +419,38 @@ test "Scheduler: executors retire one at a time under lasting contention while t
         .since_ns = start_ns - config.retire_contention_ns_min,
     };
     var cpu_ns: u64 = 50 * ms;
-    scheduler.noteContention(start_ns, lasting, cpu_ns);
-    scheduler.noteContention(start_ns + look_ns - 1, lasting, cpu_ns);
+    note(&scheduler, start_ns, lasting, cpu_ns);
+    note(&scheduler, start_ns + look_ns - 1, lasting, cpu_ns);
     try std.testing.expectEqual(@as(u32, 0), scheduler.retired.load(.monotonic));
     // Busy: 2 CPUs' worth of time in the interval, all that 2 of the 3 executors could use.
     var now_ns: u64 = start_ns + look_ns;
     cpu_ns += 2 * look_ns;
-    scheduler.noteContention(now_ns, lasting, cpu_ns);
+    note(&scheduler, now_ns, lasting, cpu_ns);
     try std.testing.expectEqual(@as(u32, 0), scheduler.retired.load(.monotonic));
     // Just under 2 CPUs: the highest executor retires.
     now_ns += look_ns;
     cpu_ns += 2 * look_ns - 1;
-    scheduler.noteContention(now_ns, lasting, cpu_ns);
+    note(&scheduler, now_ns, lasting, cpu_ns);
     try std.testing.expectEqual(@as(u32, 1), scheduler.retired.load(.monotonic));
     try std.testing.expect(scheduler.isRetired(&executors[2]));
     try std.testing.expect(!scheduler.isRetired(&executors[1]));
     // 1 CPU's worth with 2 active: the next stays.
     now_ns += look_ns;
     cpu_ns += look_ns;
-    scheduler.noteContention(now_ns, lasting, cpu_ns);
+    note(&scheduler, now_ns, lasting, cpu_ns);
     try std.testing.expectEqual(@as(u32, 1), scheduler.retired.load(.monotonic));
     // Idle: the next retires, and executor 0 never does.
     now_ns += look_ns;
-    scheduler.noteContention(now_ns, lasting, cpu_ns);
+    note(&scheduler, now_ns, lasting, cpu_ns);
     try std.testing.expect(scheduler.isRetired(&executors[1]));
     now_ns += look_ns;
-    scheduler.noteContention(now_ns, lasting, cpu_ns);
+    note(&scheduler, now_ns, lasting, cpu_ns);
     try std.testing.expectEqual(@as(u32, 2), scheduler.retired.load(.monotonic));
     try std.testing.expect(!scheduler.isRetired(&executors[0]));
     // A look long after the last only marks.
     scheduler.retired.store(0, .monotonic);
     now_ns += config.retire_usage_window_ns_max + 1;
-    scheduler.noteContention(now_ns, lasting, cpu_ns);
+    note(&scheduler, now_ns, lasting, cpu_ns);
     try std.testing.expectEqual(@as(u32, 0), scheduler.retired.load(.monotonic));
     scheduler.retired.store(2, .monotonic);
     // They all come back once the contention has passed, not before.
@@ -456,7 +462,7 @@ test "Scheduler: executors retire one at a time under lasting contention while t
     scheduler.pinned = true;
     for (0..2) |_| {
         now_ns += look_ns;
-        scheduler.noteContention(now_ns, lasting, cpu_ns);
+        note(&scheduler, now_ns, lasting, cpu_ns);
     }
     try std.testing.expect(scheduler.cpusContended(now_ns));
     try std.testing.expectEqual(@as(u32, 0), scheduler.retired.load(.monotonic));

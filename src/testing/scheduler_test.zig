@@ -9,6 +9,7 @@ const Executor = @import("../sched/Executor.zig");
 const os = @import("../os/linux.zig");
 const net = Io.net;
 const RunDelay = @import("../sched/RunDelay.zig");
+const Scheduler = @import("../sched/Scheduler.zig");
 const weft_config = @import("../config.zig");
 
 fn withExecutors(executors: usize, comptime body: fn (io: Io) anyerror!void) !void {
@@ -342,6 +343,12 @@ const Waiters = struct {
     }
 };
 
+/// `noteContention`, and the look at the process's CPU time it asks for, with the process
+/// found idle: as `Executor.search` does them, but for the clock.
+fn noteIdle(scheduler: *Scheduler, now_ns: u64, contention: RunDelay.Contention) void {
+    if (scheduler.noteContention(now_ns, contention)) scheduler.considerRetiring(now_ns, 0);
+}
+
 /// Executor 1 of 2 retires under forced contention: the tasks waiting in `wait` all move to
 /// executor 0 and stay there; once the contention is over, executor 1 runs some again.
 fn expectRetiring(wait: Waiters.Wait) !void {
@@ -373,9 +380,9 @@ fn expectRetiring(wait: Waiters.Wait) !void {
         .quiet_until_ns = now_ns + std.time.ns_per_hour,
         .since_ns = now_ns - look_ns - weft_config.retire_contention_ns_min,
     };
-    scheduler.noteContention(now_ns - look_ns, contended_for_an_hour, 0);
+    noteIdle(scheduler, now_ns - look_ns, contended_for_an_hour);
     try testing.expect(!scheduler.isRetired(&scheduler.executors[1]));
-    scheduler.noteContention(now_ns, contended_for_an_hour, 0);
+    noteIdle(scheduler, now_ns, contended_for_an_hour);
     try testing.expect(scheduler.isRetired(&scheduler.executors[1]));
     try testing.expect(!scheduler.isRetired(&scheduler.executors[0]));
     waiters.phase.store(.contended, .release);
@@ -384,7 +391,7 @@ fn expectRetiring(wait: Waiters.Wait) !void {
     try testing.expect(waiters.resumedOn(.contended, 0) >= 100);
     try testing.expectEqual(@as(u32, 0), waiters.resumedOn(.contended, 1));
     // Never more than all but executor 0.
-    scheduler.noteContention(now_ns + look_ns, contended_for_an_hour, 0);
+    noteIdle(scheduler, now_ns + look_ns, contended_for_an_hour);
     try testing.expectEqual(@as(u32, 1), scheduler.retired.load(.monotonic));
 
     // The contention passes: the first executor to notice brings executor 1 back.
