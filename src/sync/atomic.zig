@@ -1,6 +1,6 @@
 //! The one door through which weft.sync touches atomics and thread locks (STYLE.md habit 14,
 //! after Tokio's `loom` shim): `Value(T)` (std's atomic value) and `Lock` (the short internal
-//! lock of the primitives, `os/Mutex.zig`).
+//! lock of the primitives, `os/SpinLock.zig`).
 //!
 //! Production builds get std's types themselves, so the generated code is the same as if the
 //! primitives used them directly. Test builds (`builtin.is_test`) get look-alikes with the same
@@ -18,13 +18,18 @@
 //! futex, cancelation and clock entries it controls.
 const std = @import("std");
 const builtin = @import("builtin");
-const OsMutex = @import("../os/Mutex.zig");
+const SpinLock = @import("../os/SpinLock.zig");
 
 /// Whether the shim is in place (test builds only).
 pub const checked = builtin.is_test;
 
 pub const Value = if (checked) CheckedValue else std.atomic.Value;
-pub const Lock = if (checked) CheckedLock else OsMutex;
+/// A spin lock whose unlock is a plain store: the primitives hold it for a few list operations,
+/// never across a park or a blocking call, so a contender spins (then yields its time slice)
+/// and never needs a kernel wake. `os/Mutex.zig`, which sleeps in the kernel, must swap its
+/// state on unlock to learn whether a sleeper waits: one more locked instruction per
+/// operation, a sixth of a channel ping-pong round on this machine (docs/BENCHMARKS.md).
+pub const Lock = if (checked) CheckedLock else SpinLock;
 
 /// What a logical thread of the interleaving checker provides (test builds only).
 pub const Checker = struct {
@@ -120,11 +125,11 @@ fn CheckedValue(comptime T: type) type {
     };
 }
 
-/// os/Mutex.zig, or under a checker a lock the checker schedules: taking it is a step, and a
+/// os/SpinLock.zig, or under a checker a lock the checker schedules: taking it is a step, and a
 /// logical thread that finds it held parks in the checker (never spins or sleeps in the kernel,
 /// which would stall the one logical thread allowed to run).
 const CheckedLock = struct {
-    mutex: OsMutex = .{},
+    mutex: SpinLock = .{},
 
     pub fn tryLock(self: *CheckedLock) bool {
         const c = checker orelse return self.mutex.tryLock();
@@ -144,7 +149,7 @@ const CheckedLock = struct {
     pub fn unlock(self: *CheckedLock) void {
         const c = checker orelse return self.mutex.unlock();
         c.step(c.context);
-        self.mutex.unlock(); // never contended under the checker: no kernel wake
+        self.mutex.unlock();
         c.unblock(c.context, @intFromPtr(self));
     }
 };

@@ -28,8 +28,8 @@
 //!
 //! ## Cost
 //!
-//! Every operation takes the channel's lock (`WaitQueue.Lock`: one CAS to take, one swap to
-//! release when uncontended; never held across a park). Blocking parks the fiber (or the
+//! Every operation takes the channel's lock (`WaitQueue.Lock`: one swap to take, a plain store
+//! to release; never held across a park). Blocking parks the fiber (or the
 //! thread, off weft) through `io.futexWait` on the waiter's own node. A lock-free ring
 //! (sequence numbers per slot) was rejected for now: it makes the uncontended path one CAS
 //! cheaper but needs a second protocol to hand values to parked waiters and to make
