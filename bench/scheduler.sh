@@ -8,6 +8,8 @@
 #   spawn_tree   binary tree of 2^20 - 1 tasks, each awaiting two  ns per task
 #   pingpong 1   one pair over capacity-1 channels, 1M rounds      ns per round
 #   pingpong 100 100 pairs, 1M rounds in all                       ns per round
+#                each runtime's own channel (weft.sync.Channel, tokio mpsc, a Go chan); weft
+#                also over std.Io.Queue, the portable program (rows "std.Io.Queue")
 #   yield        100 tasks x 10,000 yields                         ns per yield
 #   chain        100 tasks in a ring, a token round it 10,000 times, each hop one wake-up
 #   echo         TCP echo, 10 connections x ECHO_ROUNDS x 64 B     ns per message (wall / msgs)
@@ -66,13 +68,16 @@ echo "scheduler.sh: result lines in $results, logs in $log_dir" >&2
 # ---------------------------------------------------------------------------------------------
 # Collecting result lines into cells
 
-rows=(spawn spawn_tree pingpong1 pingpong100 yield chain echo http_wrk http_ab)
+rows=(spawn spawn_tree pingpong1 pingpong100 pingpong1_std pingpong100_std yield chain echo
+    http_wrk http_ab)
 columns=(weft-1 weft-2 tokio-ct tokio-mt2 go-1 go-2)
 declare -A label=(
     [spawn]="spawn 1M no-op tasks, ns/spawn"
     [spawn_tree]="spawn tree, 2^20 - 1 tasks, ns/task"
     [pingpong1]="ping-pong, 1 pair, ns/round"
     [pingpong100]="ping-pong, 100 pairs, ns/round"
+    [pingpong1_std]="ping-pong, 1 pair, std.Io.Queue, ns/round"
+    [pingpong100_std]="ping-pong, 100 pairs, std.Io.Queue, ns/round"
     [yield]="yield storm, 100 x 10k, ns/yield"
     [chain]="chained wake-ups, 100-task ring, ns/wake"
     [echo]="echo, 10 conns x 64 B, ns/msg"
@@ -98,7 +103,13 @@ row_of() {
     bench=$(field "$line" bench)
     case $bench in
         spawn) [[ $(field "$line" stack) != dense ]] && echo spawn ;;
-        pingpong) echo "pingpong$(field "$line" pairs)" ;;
+        pingpong) # weft's std.Io.Queue lines get rows of their own; peers have no channel=
+            if [[ $(field "$line" channel) == std_queue ]]; then
+                echo "pingpong$(field "$line" pairs)_std"
+            else
+                echo "pingpong$(field "$line" pairs)"
+            fi
+            ;;
         http) echo "http_$(field "$line" tool)" ;;
         spawn_tree | yield | chain | echo) echo "$bench" ;;
     esac
