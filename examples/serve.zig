@@ -13,6 +13,7 @@ const weft = @import("weft");
 const usage =
     \\usage: weft-serve --mode single|threaded|forked --port PORT [--workers N]
     \\                  [--executors N] [--listeners reuse_port|shared] [--connections N]
+    \\                  [--scheduling stealing|pinned]
     \\
     \\  --mode         single: one runtime on one thread
     \\                 threaded: N threads, each a runtime
@@ -24,6 +25,9 @@ const usage =
     \\  --listeners    threaded: one SO_REUSEPORT listener per thread (reuse_port, default)
     \\                 or one listener they all accept on (shared)
     \\  --connections  connections each worker serves at once (default 4096)
+    \\  --scheduling   stealing: a runtime's tasks move between its executors (default);
+    \\                 pinned: each connection stays on the executor it was given
+    \\                 (weft.Runtime.Options.pinned)
     \\
 ;
 
@@ -35,6 +39,7 @@ const Args = struct {
     executors: usize = 1,
     listeners: weft.Server.Listeners = .reuse_port,
     connections_max: u32 = weft.config.server_connections_max_default,
+    pinned: bool = false,
 };
 
 pub fn main(init: std.process.Init) u8 {
@@ -53,7 +58,7 @@ pub fn main(init: std.process.Init) u8 {
         .listeners = args.listeners,
         .connections_max = args.connections_max,
         .stop_on_signals = true,
-        .runtime = .{ .executors = args.executors },
+        .runtime = .{ .executors = args.executors, .pinned = args.pinned },
     }) catch |err| {
         std.debug.print("weft-serve: cannot listen on 127.0.0.1:{d}: {t}\n", .{ args.port, err });
         return 1;
@@ -113,6 +118,11 @@ fn parse(args: []const [:0]const u8) error{ BadArgument, MissingMode, MissingPor
             parsed.connections_max = std.fmt.parseInt(u32, value, 10) catch
                 return error.BadArgument;
             if (parsed.connections_max == 0) return error.BadArgument;
+        } else if (std.mem.eql(u8, args[i], "--scheduling")) {
+            const Scheduling = enum { stealing, pinned };
+            const scheduling = std.meta.stringToEnum(Scheduling, value) orelse
+                return error.BadArgument;
+            parsed.pinned = scheduling == .pinned;
         } else return error.BadArgument;
     }
     const name = mode orelse return error.MissingMode;

@@ -41,8 +41,8 @@ pub fn Backend(comptime weft: type) type {
         const Self = @This();
 
         /// Builds the runtime named by `runtime=`. For weft, `executors=`, `cpu_threads=` (the
-        /// CPU lane of `Runtime.compute`) and `stack=` (unless `default`) override the defaults
-        /// of `weft.Runtime.Options`. Threaded always runs with
+        /// CPU lane of `Runtime.compute`), `pinned=` (1: `Options.pinned`) and `stack=` (unless
+        /// `default`) override the defaults of `weft.Runtime.Options`. Threaded always runs with
         /// its defaults, as a program using `std.process.Init.io` would.
         pub fn init(gpa: std.mem.Allocator, config: Config) !Self {
             switch (try config.enumValue(IoKind, "runtime")) {
@@ -51,6 +51,12 @@ pub fn Backend(comptime weft: type) type {
                     var options: weft.Runtime.Options = .{};
                     if (config.get("executors") != null) {
                         options.executors = try config.int(usize, "executors");
+                    }
+                    if (config.get("pinned") != null) {
+                        options.pinned = switch (try config.int(u1, "pinned")) {
+                            0 => false,
+                            1 => true,
+                        };
                     }
                     if (config.get("cpu_threads") != null) {
                         options.cpu.threads = try config.int(u32, "cpu_threads");
