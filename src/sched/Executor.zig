@@ -104,6 +104,8 @@ idle_listed: bool = false,
 woken_to_search: bool = false,
 /// How long this executor's thread waits for a CPU; opened by `start` on that thread.
 run_delay: RunDelay = .{},
+/// Polls allowed to block in the kernel (the executor found nothing to run); read by tests.
+polls_blocked: u64 = 0,
 /// Picks steal victims (xorshift); any sequence that visits every executor will do.
 random_state: u32,
 thread: ?std.Thread = null,
@@ -147,7 +149,8 @@ pub fn start(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
     errdefer executor.loop.deinit();
     executor.started = true;
     errdefer executor.started = false;
-    // Only searches with other executors to steal from spin (see `search`).
+    // Measured only where executors can hand work to each other (see `search`); a lone
+    // executor's short poll (`searchAlone`) does without it.
     if (executor.scheduler.executors.len > 1) executor.run_delay = .open(os.monotonicNs());
     errdefer executor.run_delay.close();
     if (executor.index == 0) {
@@ -663,7 +666,8 @@ fn searchOrSleep(executor: *Executor) ?*Task {
 /// Steals and polls for up to `config.executor_search_ns`, if few enough executors search
 /// already and a CPU is likely idle: lane workers leave one (`Scheduler.searchMaySpin`) and
 /// this thread has not been waiting for a CPU lately (`RunDelay`, which sees other processes).
-/// Else (and on a single executor) looks once.
+/// Else looks once. A single executor has nothing to steal and polls its ring instead
+/// (`searchAlone`).
 fn search(executor: *Executor) ?*Task {
     const scheduler = executor.scheduler;
     executor.pollIo(false);
@@ -671,7 +675,7 @@ fn search(executor: *Executor) ?*Task {
         executor.stopSearching(true);
         return task;
     }
-    if (scheduler.executors.len == 1) return null;
+    if (scheduler.executors.len == 1) return executor.searchAlone();
     const now_ns = os.monotonicNs();
     if (scheduler.contention_policy == .adapt) {
         if (executor.run_delay.sample(now_ns)) |contention| {
@@ -722,6 +726,33 @@ fn search(executor: *Executor) ?*Task {
     return null;
 }
 
+/// The search of a runtime's only executor: nothing to steal, but an I/O completion or a wake
+/// from another thread (a lane job done, a futex wake) may be microseconds away. Polls the ring
+/// without blocking for up to `config.executor_search_ns`, unless busy lane workers want every
+/// CPU (`Scheduler.searchMaySpin`).
+///
+/// Why: a completion that lands while the thread sleeps in the kernel costs the thread that
+/// caused it a wake-up of ours. On loopback that is the peer process, whose write completes our
+/// read and pays `try_to_wake_up` (an IPI on a VM); for `ab`, a connection per request, that
+/// was 15 % of its CPU per request (docs/BENCHMARKS.md, "One executor polls before it sleeps").
+///
+/// Unlike `search` it does not back off on run delay: the sample (a procfs read per window)
+/// cost more than it saved here, and it read an idle vCPU's wake-up as contention, which turned
+/// the poll off while `ab` ran on the other core (ab 8-10 % slower than without the poll).
+fn searchAlone(executor: *Executor) ?*Task {
+    const scheduler = executor.scheduler;
+    assert(scheduler.executors.len == 1);
+    if (!scheduler.searchMaySpin()) return null;
+    const deadline_ns = os.monotonicNs() + config.executor_search_ns;
+    while (true) {
+        executor.pollIo(false);
+        if (executor.nextRunnable()) |task| return task;
+        if (scheduler.stopping.load(.acquire)) return null;
+        if (os.monotonicNs() >= deadline_ns) return null;
+        std.atomic.spinLoopHint();
+    }
+}
+
 /// `stopSearching(false)` on an executor that retired: it does not steal. While it held a
 /// count of `searching`, producers woke no one else, and their work waits in queues it no
 /// longer takes from (its idle check skips them too): pass the search on to an active
@@ -769,6 +800,7 @@ fn pollIo(executor: *Executor, block: bool) void {
     assert(!executor.polling);
     executor.polling = true;
     defer executor.polling = false;
+    if (block) executor.polls_blocked += 1;
     if (block or executor.loop.inFlight() > 0) _ = executor.loop.poll(timeout_ns);
     if (block) executor.loop.sleeping.store(false, .monotonic);
     executor.expireTimers();

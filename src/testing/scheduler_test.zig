@@ -452,3 +452,18 @@ test "scheduler: executors sharing one CPU notice it, unless told to ignore cont
     try testing.expect(try contendedOnOneCpu(.adapt));
     try testing.expect(!try contendedOnOneCpu(.ignore));
 }
+
+test "scheduler: a lone executor polls its ring a while before it sleeps in the kernel" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
+    defer rt.deinit();
+    const io = rt.io();
+    const executor = &rt.state.scheduler.executors[0];
+    const sleeps = 200;
+    const blocked_before = executor.polls_blocked;
+    // Each sleep is far shorter than the search's spin (`config.executor_search_ns`): its timer
+    // fires while the executor polls, so the executor never has to block for it. Preemption
+    // of this thread may cost a few; without the spin every sleep blocks once.
+    for (0..sleeps) |_| try io.sleep(.fromMicroseconds(2), .awake);
+    const blocked = executor.polls_blocked - blocked_before;
+    try testing.expect(blocked < sleeps / 2);
+}
