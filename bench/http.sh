@@ -6,8 +6,9 @@
 #   bash bench/http.sh            (WRK_DURATION=3s AB_REQUESTS=2000 for a quick look)
 #   bash bench/http.sh weft-threaded2 weft-threaded2-shared      only these servers
 #
-# Servers: weft-single, weft-threaded2 (one SO_REUSEPORT listener per thread),
-# weft-threaded2-shared (one listener both threads accept on), weft-forked2, hyper-ct,
+# Servers: weft-single, weft-single2 (one runtime, one listener, 2 executors), weft-threaded2
+# (one SO_REUSEPORT listener per thread), weft-threaded2-shared (one listener both threads
+# accept on), weft-forked2, hyper-ct,
 # hyper-mt2, go-1, go-2. Needs wrk and ab (bench/tools.sh) and the peers' servers
 # (bench/peers/build.sh, run here). Load goes only to 127.0.0.1; every server is stopped by
 # its PID.
@@ -20,6 +21,7 @@ serve=zig-out/bin/weft-serve
 peers=bench/peers/bin
 declare -A servers=(
     [weft-single]="$serve --mode single --port {port}"
+    [weft-single2]="$serve --mode single --executors 2 --port {port}"
     [weft-threaded2]="$serve --mode threaded --workers 2 --listeners reuse_port --port {port}"
     [weft-threaded2-shared]="$serve --mode threaded --workers 2 --listeners shared --port {port}"
     [weft-forked2]="$serve --mode forked --workers 2 --port {port}"
@@ -28,7 +30,8 @@ declare -A servers=(
     [go-1]="$peers/peer-go http_server --port {port} --threads 1"
     [go-2]="$peers/peer-go http_server --port {port} --threads 2"
 )
-order=(weft-single weft-threaded2 weft-threaded2-shared weft-forked2 hyper-ct hyper-mt2 go-1 go-2)
+order=(weft-single weft-single2 weft-threaded2 weft-threaded2-shared weft-forked2 hyper-ct hyper-mt2
+    go-1 go-2)
 (($# > 0)) || set -- "${order[@]}"
 for name in "$@"; do
     [[ -n ${servers[$name]:-} ]] || { echo "http.sh: unknown server '$name' (known: ${order[*]})" >&2; exit 2; }
