@@ -40,6 +40,7 @@ test {
     _ = @import("sched/futex.zig");
     _ = @import("sched/cpu_demand.zig");
     _ = @import("sched/RunDelay.zig");
+    _ = @import("sched/Runnable.zig");
     _ = @import("testing/runtime_test.zig");
     _ = @import("testing/scheduler_test.zig");
     _ = @import("sched/RunQueue.zig");

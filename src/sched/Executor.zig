@@ -53,6 +53,7 @@ const Task = @import("Task.zig");
 const Timers = @import("Timers.zig");
 const Scheduler = @import("Scheduler.zig");
 const RunDelay = @import("RunDelay.zig");
+const Runnable = @import("Runnable.zig");
 const RunQueue = @import("RunQueue.zig").RunQueue(Task, config.run_queue_len);
 
 const TaskQueue = @import("../intrusive.zig").Queue(Task);
@@ -104,6 +105,8 @@ idle_listed: bool = false,
 woken_to_search: bool = false,
 /// How long this executor's thread waits for a CPU; opened by `start` on that thread.
 run_delay: RunDelay = .{},
+/// Whether another thread wants a CPU; sampled by a lone executor (`searchAlone`) only.
+runnable: Runnable = .{},
 /// Polls allowed to block in the kernel (the executor found nothing to run); read by tests.
 polls_blocked: u64 = 0,
 /// Picks steal victims (xorshift); any sequence that visits every executor will do.
@@ -149,10 +152,15 @@ pub fn start(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
     errdefer executor.loop.deinit();
     executor.started = true;
     errdefer executor.started = false;
-    // Measured only where executors can hand work to each other (see `search`); a lone
-    // executor's short poll (`searchAlone`) does without it.
-    if (executor.scheduler.executors.len > 1) executor.run_delay = .open(os.monotonicNs());
+    // Run delay where executors can hand work to each other (see `search`); the runnable
+    // count for a lone executor's poll (see `searchAlone`).
+    if (executor.scheduler.executors.len > 1) {
+        executor.run_delay = .open(os.monotonicNs());
+    } else {
+        executor.runnable = .open(executor.scheduler.cpus);
+    }
     errdefer executor.run_delay.close();
+    errdefer executor.runnable.close();
     if (executor.index == 0) {
         // Its own mapping, not a pool stack: it is not a task's, and its size is the
         // executor's need (callbacks, timers), not the tasks' configured one.
@@ -177,6 +185,7 @@ pub fn deinit(executor: *Executor) void {
     assert(executor.inject.isEmpty());
     if (current_executor == executor) current_executor = null;
     executor.run_delay.close();
+    executor.runnable.close();
     if (executor.started) executor.loop.deinit();
     if (executor.idle_stack) |idle_stack| {
         context.finish(@intFromPtr(idle_stack.ptr) + idle_stack.len);
@@ -728,22 +737,28 @@ fn search(executor: *Executor) ?*Task {
 
 /// The search of a runtime's only executor: nothing to steal, but an I/O completion or a wake
 /// from another thread (a lane job done, a futex wake) may be microseconds away. Polls the ring
-/// without blocking for up to `config.executor_search_ns`, unless busy lane workers want every
-/// CPU (`Scheduler.searchMaySpin`).
+/// without blocking for up to `config.executor_search_ns`, while a CPU is likely idle: busy lane
+/// workers leave one (`Scheduler.searchMaySpin`) and no more threads machine-wide are runnable
+/// than the process has CPUs (`Runnable`; `cpu_contention = .ignore` skips this look).
 ///
 /// Why: a completion that lands while the thread sleeps in the kernel costs the thread that
 /// caused it a wake-up of ours. On loopback that is the peer process, whose write completes our
 /// read and pays `try_to_wake_up` (an IPI on a VM); for `ab`, a connection per request, that
 /// was 15 % of its CPU per request (docs/BENCHMARKS.md, "One executor polls before it sleeps").
 ///
-/// Unlike `search` it does not back off on run delay: the sample (a procfs read per window)
-/// cost more than it saved here, and it read an idle vCPU's wake-up as contention, which turned
-/// the poll off while `ab` ran on the other core (ab 8-10 % slower than without the poll).
+/// Unlike `search` it does not back off on run delay: on a VM that reads every wake-up of a
+/// sleeping thread as contention, which turned the poll off while `ab` ran on the other core
+/// (ab 8-10 % slower than without the poll). Without any check, two single-executor runtimes
+/// and `wrk` on 2 cores lost 30 % of their requests to each other's polls.
 fn searchAlone(executor: *Executor) ?*Task {
     const scheduler = executor.scheduler;
     assert(scheduler.executors.len == 1);
     if (!scheduler.searchMaySpin()) return null;
-    const deadline_ns = os.monotonicNs() + config.executor_search_ns;
+    const now_ns = os.monotonicNs();
+    if (scheduler.contention_policy == .adapt and !executor.runnable.idleCpuLikely(now_ns)) {
+        return null;
+    }
+    const deadline_ns = now_ns + config.executor_search_ns;
     while (true) {
         executor.pollIo(false);
         if (executor.nextRunnable()) |task| return task;

@@ -454,16 +454,35 @@ test "scheduler: executors sharing one CPU notice it, unless told to ignore cont
 }
 
 test "scheduler: a lone executor polls its ring a while before it sleeps in the kernel" {
+    // `.ignore`: no look at the machine's runnable threads, which a busy test machine would
+    // make say "no idle CPU".
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1, .cpu_contention = .ignore });
+    defer rt.deinit();
+    const blocked = try shortSleepsBlocked(&rt);
+    // Each sleep is far shorter than the search's poll (`config.executor_search_ns`): its timer
+    // fires while the executor polls, so the executor never has to block for it. Preemption
+    // of this thread may cost a few; without the poll every sleep blocks once.
+    try testing.expect(blocked < short_sleeps / 2);
+}
+
+test "scheduler: a lone executor sleeps at once while other threads want every CPU" {
     var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
     defer rt.deinit();
+    // A closed sampler answers "no idle CPU", as a machine with more runnable threads than
+    // CPUs would (this test runs on executor 0's own thread, the sampler's owner).
+    rt.state.scheduler.executors[0].runnable.close();
+    // Nearly every sleep blocks (one whose timer is due by the search's first look does not).
+    try testing.expect(try shortSleepsBlocked(&rt) >= short_sleeps / 2);
+}
+
+const short_sleeps = 200;
+
+/// Sleeps 2 us `short_sleeps` times on the runtime's only executor; returns how many of its
+/// polls were allowed to block meanwhile.
+fn shortSleepsBlocked(rt: *Runtime) !u64 {
     const io = rt.io();
     const executor = &rt.state.scheduler.executors[0];
-    const sleeps = 200;
     const blocked_before = executor.polls_blocked;
-    // Each sleep is far shorter than the search's spin (`config.executor_search_ns`): its timer
-    // fires while the executor polls, so the executor never has to block for it. Preemption
-    // of this thread may cost a few; without the spin every sleep blocks once.
-    for (0..sleeps) |_| try io.sleep(.fromMicroseconds(2), .awake);
-    const blocked = executor.polls_blocked - blocked_before;
-    try testing.expect(blocked < sleeps / 2);
+    for (0..short_sleeps) |_| try io.sleep(.fromMicroseconds(2), .awake);
+    return executor.polls_blocked - blocked_before;
 }

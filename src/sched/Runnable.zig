@@ -1,0 +1,90 @@
+//! Whether a CPU is likely idle, machine-wide: the kernel's count of runnable threads (the
+//! fourth field of `/proc/loadavg`, "running/total", an instant count that includes the
+//! reader), sampled at most once per `config.run_delay_window_ns`.
+//!
+//! A runtime's only executor polls its ring for a while before it sleeps
+//! (`Executor.searchAlone`), which saves the thread that completes its I/O a wake-up of ours,
+//! but burns the CPU it polls on. That pays while the CPU would otherwise idle and costs
+//! whoever else wants it: two single-executor runtimes (`weft.Server`'s `.threaded` shape) and
+//! `wrk` on 2 cores lost 30 % of their requests per second to each other's polls, p99 1.6 to
+//! 4 ms. Run delay (RunDelay.zig), which the multi-executor search uses, does not tell these
+//! apart on a VM: every wake-up of a sleeping thread counts as run delay there, so the poll
+//! that saves wake-ups kept switching itself off. The runnable count does: with `ab` on the
+//! other core it reads 2 of 2 CPUs (spin), with a second runtime and `wrk` 3 (do not).
+//!
+//! One per executor, used only by its own thread. Where the file cannot be read, the answer is
+//! always "no idle CPU" (the executor sleeps at once, as before the poll existed).
+const Runnable = @This();
+
+const std = @import("std");
+const assert = std.debug.assert;
+const linux = std.os.linux;
+const config = @import("../config.zig");
+const os = @import("../os/linux.zig");
+
+fd: ?os.fd_t = null,
+/// CPUs the process may use: more runnable threads than this means someone waits for one.
+cpus: u32 = 1,
+checked_ns: u64 = 0,
+idle_cpu: bool = false,
+
+/// Opens `/proc/loadavg`; `cpus` is the process's CPU count (`Scheduler.cpus`).
+pub fn open(cpus: u32) Runnable {
+    assert(cpus > 0);
+    const rc = linux.open("/proc/loadavg", .{ .CLOEXEC = true }, 0);
+    if (os.errno(rc) != .SUCCESS) return .{};
+    return .{ .fd = @intCast(rc), .cpus = cpus };
+}
+
+pub fn close(runnable: *Runnable) void {
+    if (runnable.fd) |fd| os.closeFd(fd);
+    runnable.fd = null;
+}
+
+/// Whether, at the last sample, no more threads were runnable than the process has CPUs
+/// (the caller, which is running, among them): polling on ours then keeps no one waiting.
+pub fn idleCpuLikely(runnable: *Runnable, now_ns: u64) bool {
+    const fd = runnable.fd orelse return false;
+    if (now_ns -| runnable.checked_ns < config.run_delay_window_ns) return runnable.idle_cpu;
+    runnable.checked_ns = now_ns;
+    var buffer: [128]u8 = undefined;
+    const rc = linux.pread(fd, &buffer, buffer.len, 0);
+    const count = if (os.errno(rc) == .SUCCESS) parseRunnable(buffer[0..rc]) else null;
+    runnable.idle_cpu = if (count) |n| n <= runnable.cpus else false;
+    return runnable.idle_cpu;
+}
+
+/// The runnable count of "<load1> <load5> <load15> <runnable>/<total> <last pid>\n".
+fn parseRunnable(text: []const u8) ?u32 {
+    var fields = std.mem.tokenizeAny(u8, text, " \n");
+    for (0..3) |_| _ = fields.next() orelse return null;
+    const ratio = fields.next() orelse return null;
+    const slash = std.mem.indexOfScalar(u8, ratio, '/') orelse return null;
+    return std.fmt.parseInt(u32, ratio[0..slash], 10) catch null;
+}
+
+const testing = std.testing;
+
+test "Runnable: parses /proc/loadavg" {
+    try testing.expectEqual(@as(?u32, 3), parseRunnable("0.74 0.98 0.92 3/345 12345\n"));
+    try testing.expectEqual(@as(?u32, null), parseRunnable("0.74 0.98 0.92\n"));
+    try testing.expectEqual(@as(?u32, null), parseRunnable("0.74 0.98 0.92 x/345 1\n"));
+}
+
+test "Runnable: samples at most once per window and answers from the sample in between" {
+    var runnable: Runnable = .open(1);
+    defer runnable.close();
+    if (runnable.fd == null) return error.SkipZigTest;
+    // This thread is running: with 1 CPU the count is at least 1; whatever it was, the answer
+    // holds until the window ends, then a new sample is taken.
+    const first = runnable.idleCpuLikely(config.run_delay_window_ns);
+    runnable.idle_cpu = !first;
+    try testing.expectEqual(!first, runnable.idleCpuLikely(config.run_delay_window_ns + 1));
+    _ = runnable.idleCpuLikely(3 * config.run_delay_window_ns);
+    try testing.expectEqual(3 * config.run_delay_window_ns, runnable.checked_ns);
+}
+
+test "Runnable: without the file, never an idle CPU" {
+    var runnable: Runnable = .{};
+    try testing.expect(!runnable.idleCpuLikely(config.run_delay_window_ns));
+}
