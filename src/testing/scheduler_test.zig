@@ -2,6 +2,7 @@
 //! executors, each counted so that a task lost, run twice, or still running after its group
 //! ended fails the test. No timed assertions: every wait is for a state.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
@@ -454,11 +455,14 @@ test "scheduler: executors sharing one CPU notice it, unless told to ignore cont
 }
 
 test "scheduler: a lone executor polls its ring a while before it sleeps in the kernel" {
+    // Timing: under ThreadSanitizer's slowdown a sleep can be due before the executor first
+    // looks, which says nothing about the poll.
+    if (builtin.sanitize_thread) return error.SkipZigTest;
     // `.ignore`: no look at the machine's runnable threads, which a busy test machine would
     // make say "no idle CPU".
     var rt = try Runtime.init(testing.allocator, .{ .executors = 1, .cpu_contention = .ignore });
     defer rt.deinit();
-    const blocked = try shortSleepsBlocked(&rt);
+    const blocked = try shortSleepsBlocked(&rt, 2);
     // Each sleep is far shorter than the search's poll (`config.executor_search_ns`): its timer
     // fires while the executor polls, so the executor never has to block for it. Preemption
     // of this thread may cost a few; without the poll every sleep blocks once.
@@ -466,23 +470,25 @@ test "scheduler: a lone executor polls its ring a while before it sleeps in the 
 }
 
 test "scheduler: a lone executor sleeps at once while other threads want every CPU" {
+    if (builtin.sanitize_thread) return error.SkipZigTest; // timing, as above
     var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
     defer rt.deinit();
     // A closed sampler answers "no idle CPU", as a machine with more runnable threads than
     // CPUs would (this test runs on executor 0's own thread, the sampler's owner).
     rt.state.scheduler.executors[0].runnable.close();
     // Nearly every sleep blocks (one whose timer is due by the search's first look does not).
-    try testing.expect(try shortSleepsBlocked(&rt) >= short_sleeps / 2);
+    // 10 us: longer than that first look, shorter than the poll that would catch it.
+    try testing.expect(try shortSleepsBlocked(&rt, 10) >= short_sleeps / 2);
 }
 
 const short_sleeps = 200;
 
-/// Sleeps 2 us `short_sleeps` times on the runtime's only executor; returns how many of its
-/// polls were allowed to block meanwhile.
-fn shortSleepsBlocked(rt: *Runtime) !u64 {
+/// Sleeps `sleep_us` `short_sleeps` times on the runtime's only executor; returns how many of
+/// its polls were allowed to block meanwhile.
+fn shortSleepsBlocked(rt: *Runtime, sleep_us: u32) !u64 {
     const io = rt.io();
     const executor = &rt.state.scheduler.executors[0];
     const blocked_before = executor.polls_blocked;
-    for (0..short_sleeps) |_| try io.sleep(.fromMicroseconds(2), .awake);
+    for (0..short_sleeps) |_| try io.sleep(.fromMicroseconds(sleep_us), .awake);
     return executor.polls_blocked - blocked_before;
 }
