@@ -153,12 +153,10 @@ pub fn start(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
     executor.started = true;
     errdefer executor.started = false;
     // Run delay where executors can hand work to each other (see `search`); the runnable
-    // count for a lone executor's poll (see `searchAlone`).
-    if (executor.scheduler.executors.len > 1) {
-        executor.run_delay = .open(os.monotonicNs());
-    } else {
-        executor.runnable = .open(executor.scheduler.cpus);
-    }
+    // count for a lone executor's poll, alone in its runtime or the only one not retired
+    // (see `searchAlone`).
+    if (executor.scheduler.executors.len > 1) executor.run_delay = .open(os.monotonicNs());
+    executor.runnable = .open(executor.scheduler.cpus);
     errdefer executor.run_delay.close();
     errdefer executor.runnable.close();
     if (executor.index == 0) {
@@ -698,6 +696,12 @@ fn search(executor: *Executor) ?*Task {
         executor.stopSearchingRetired();
         return null;
     }
+    if (scheduler.activeExecutors() == 1) {
+        // The others retired: nothing to steal from them, and this executor is alone.
+        const task = executor.searchAlone();
+        executor.stopSearching(task != null);
+        return task;
+    }
     if (!executor.searching) {
         const searchers = scheduler.searching.load(.monotonic);
         if (2 * searchers >= scheduler.executors.len) return null;
@@ -735,7 +739,9 @@ fn search(executor: *Executor) ?*Task {
     return null;
 }
 
-/// The search of a runtime's only executor: nothing to steal, but an I/O completion or a wake
+/// The search of a runtime's only executor, or of the only one not retired (executor 0 while
+/// the others give way, as with a load generator on the same cores): nothing to steal, but an
+/// I/O completion or a wake
 /// from another thread (a lane job done, a futex wake) may be microseconds away. Polls the ring
 /// without blocking for up to `config.executor_search_ns`, while a CPU is likely idle: busy lane
 /// workers leave one (`Scheduler.searchMaySpin`) and no more threads machine-wide are runnable
@@ -752,7 +758,8 @@ fn search(executor: *Executor) ?*Task {
 /// and `wrk` on 2 cores lost 30 % of their requests to each other's polls.
 fn searchAlone(executor: *Executor) ?*Task {
     const scheduler = executor.scheduler;
-    assert(scheduler.executors.len == 1);
+    // Not asserted alone: a retired executor may bring the others back at any moment (then
+    // the poll ends and the next search steals again).
     if (!scheduler.searchMaySpin()) return null;
     const now_ns = os.monotonicNs();
     if (scheduler.contention_policy == .adapt and !executor.runnable.idleCpuLikely(now_ns)) {
@@ -763,6 +770,7 @@ fn searchAlone(executor: *Executor) ?*Task {
         executor.pollIo(false);
         if (executor.nextRunnable()) |task| return task;
         if (scheduler.stopping.load(.acquire)) return null;
+        if (scheduler.activeExecutors() > 1) return null;
         if (os.monotonicNs() >= deadline_ns) return null;
         std.atomic.spinLoopHint();
     }

@@ -333,6 +333,13 @@ pub fn reviewRetired(scheduler: *Scheduler, now_ns: u64) void {
     scheduler.retired.store(0, .monotonic);
 }
 
+/// Executors not retired now (a snapshot): 1 when every other executor has retired.
+pub fn activeExecutors(scheduler: *const Scheduler) usize {
+    const retired = scheduler.retired.load(.monotonic);
+    assert(retired < scheduler.executors.len);
+    return scheduler.executors.len - retired;
+}
+
 /// Whether `executor` is retired (see "Retiring executors" above). One load.
 pub fn isRetired(scheduler: *const Scheduler, executor: *const Executor) bool {
     const retired = scheduler.retired.load(.monotonic);

@@ -492,3 +492,21 @@ fn shortSleepsBlocked(rt: *Runtime, sleep_us: u32) !u64 {
     for (0..short_sleeps) |_| try io.sleep(.fromMicroseconds(sleep_us), .awake);
     return executor.polls_blocked - blocked_before;
 }
+
+test "scheduler: the one executor left when the others retired polls like a lone one" {
+    if (builtin.sanitize_thread) return error.SkipZigTest; // timing, as above
+    // `.ignore`: the executors measure nothing themselves; the test retires executor 1.
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2, .cpu_contention = .ignore });
+    defer rt.deinit();
+    const scheduler = &rt.state.scheduler;
+    // Contended for an hour, executor 1 retired: executor 0 (the main task's) is alone, and
+    // the contention would keep `search`'s own spin off.
+    scheduler.contended_until_ns.store(os.monotonicNs() + std.time.ns_per_hour, .monotonic);
+    scheduler.retired.store(1, .monotonic);
+    defer {
+        scheduler.retired.store(0, .monotonic);
+        scheduler.contended_until_ns.store(0, .monotonic);
+    }
+    try testing.expectEqual(@as(usize, 1), scheduler.activeExecutors());
+    try testing.expect(try shortSleepsBlocked(&rt, 2) < short_sleeps / 2);
+}
