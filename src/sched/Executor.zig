@@ -105,7 +105,8 @@ idle_listed: bool = false,
 woken_to_search: bool = false,
 /// How long this executor's thread waits for a CPU; opened by `start` on that thread.
 run_delay: RunDelay = .{},
-/// Whether another thread wants a CPU; sampled by a lone executor (`searchAlone`) only.
+/// Whether another thread wants a CPU machine-wide; sampled only by an executor polling alone
+/// (`searchAlone`).
 runnable: Runnable = .{},
 /// Polls allowed to block in the kernel (the executor found nothing to run); read by tests.
 polls_blocked: u64 = 0,
