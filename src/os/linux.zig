@@ -309,6 +309,22 @@ pub fn getEnv(name: []const u8, buffer: []u8) ?[]const u8 {
 
 /// Reads a small file (procfs, sysfs) into `buffer`, at most `buffer.len` bytes; null when it
 /// cannot be opened or read. For configuration read at init, never on a fiber's hot path.
+/// Opens a file to be sampled again and again (`preadStart`), such as a /proc file whose text
+/// the kernel regenerates on each read; null where it cannot be opened.
+pub fn openSampled(path: [*:0]const u8) ?fd_t {
+    const rc = linux.open(path, .{ .CLOEXEC = true }, 0);
+    if (errno(rc) != .SUCCESS) return null;
+    return @intCast(rc);
+}
+
+/// One read from offset 0 of a file opened by `openSampled`; null on an error or an empty
+/// read. A /proc file's text is produced whole by one read of a buffer large enough for it.
+pub fn preadStart(fd: fd_t, buffer: []u8) ?[]u8 {
+    const rc = linux.pread(fd, buffer.ptr, buffer.len, 0);
+    if (errno(rc) != .SUCCESS or rc == 0) return null;
+    return buffer[0..rc];
+}
+
 pub fn readFile(path: [*:0]const u8, buffer: []u8) ?[]u8 {
     const fd_rc = linux.open(path, .{ .CLOEXEC = true }, 0);
     if (errno(fd_rc) != .SUCCESS) return null;

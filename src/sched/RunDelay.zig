@@ -48,9 +48,8 @@ pub const Contention = struct {
 
 /// Opens the calling thread's schedstat: call on the executor's own thread.
 pub fn open(now_ns: u64) RunDelay {
-    const rc = linux.open("/proc/thread-self/schedstat", .{ .CLOEXEC = true }, 0);
-    if (os.errno(rc) != .SUCCESS) return .{};
-    var run_delay: RunDelay = .{ .fd = @intCast(rc), .window_start_ns = now_ns };
+    const fd = os.openSampled("/proc/thread-self/schedstat") orelse return .{};
+    var run_delay: RunDelay = .{ .fd = fd, .window_start_ns = now_ns };
     run_delay.window_start_delay_ns = run_delay.read() orelse {
         run_delay.close();
         return .{};
@@ -116,9 +115,7 @@ pub fn update(run_delay: *RunDelay, now_ns: u64, delay_ns: u64) void {
 /// The thread's run delay so far, in nanoseconds, or null if the file cannot be read.
 fn read(run_delay: *RunDelay) ?u64 {
     var buffer: [96]u8 = undefined;
-    const rc = linux.pread(run_delay.fd.?, &buffer, buffer.len, 0);
-    if (os.errno(rc) != .SUCCESS or rc == 0) return null;
-    return parseRunDelay(buffer[0..rc]);
+    return parseRunDelay(os.preadStart(run_delay.fd.?, &buffer) orelse return null);
 }
 
 /// The second of schedstat's three fields: "<on-cpu ns> <run delay ns> <timeslices>\n".

@@ -18,7 +18,6 @@ const Runnable = @This();
 
 const std = @import("std");
 const assert = std.debug.assert;
-const linux = std.os.linux;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
 
@@ -31,9 +30,7 @@ idle_cpu: bool = false,
 /// Opens `/proc/loadavg`; `cpus` is the process's CPU count (`Scheduler.cpus`).
 pub fn open(cpus: u32) Runnable {
     assert(cpus > 0);
-    const rc = linux.open("/proc/loadavg", .{ .CLOEXEC = true }, 0);
-    if (os.errno(rc) != .SUCCESS) return .{};
-    return .{ .fd = @intCast(rc), .cpus = cpus };
+    return .{ .fd = os.openSampled("/proc/loadavg") orelse return .{}, .cpus = cpus };
 }
 
 pub fn close(runnable: *Runnable) void {
@@ -48,8 +45,7 @@ pub fn idleCpuLikely(runnable: *Runnable, now_ns: u64) bool {
     if (now_ns -| runnable.checked_ns < config.run_delay_window_ns) return runnable.idle_cpu;
     runnable.checked_ns = now_ns;
     var buffer: [128]u8 = undefined;
-    const rc = linux.pread(fd, &buffer, buffer.len, 0);
-    const count = if (os.errno(rc) == .SUCCESS) parseRunnable(buffer[0..rc]) else null;
+    const count = if (os.preadStart(fd, &buffer)) |text| parseRunnable(text) else null;
     runnable.idle_cpu = if (count) |n| n <= runnable.cpus else false;
     return runnable.idle_cpu;
 }
