@@ -105,8 +105,8 @@ idle_listed: bool = false,
 woken_to_search: bool = false,
 /// How long this executor's thread waits for a CPU; opened by `start` on that thread.
 run_delay: RunDelay = .{},
-/// Whether another thread wants a CPU machine-wide; sampled only by an executor polling alone
-/// (`searchAlone`).
+/// Whether another thread wants a CPU machine-wide; opened for executor 0 only, and sampled
+/// while it polls alone (`searchAlone`).
 runnable: Runnable = .{},
 /// Polls allowed to block in the kernel (the executor found nothing to run); read by tests.
 polls_blocked: u64 = 0,
@@ -154,10 +154,10 @@ pub fn start(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
     executor.started = true;
     errdefer executor.started = false;
     // Run delay where executors can hand work to each other (see `search`); the runnable
-    // count for a lone executor's poll, alone in its runtime or the only one not retired
-    // (see `searchAlone`).
+    // count for a lone executor's poll (see `searchAlone`), which only executor 0 can be:
+    // alone in its runtime, or the one left when the others retire (it never does).
     if (executor.scheduler.executors.len > 1) executor.run_delay = .open(os.monotonicNs());
-    executor.runnable = .open(executor.scheduler.cpus);
+    if (executor.index == 0) executor.runnable = .open(executor.scheduler.cpus);
     errdefer executor.run_delay.close();
     errdefer executor.runnable.close();
     if (executor.index == 0) {
