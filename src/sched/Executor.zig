@@ -27,7 +27,8 @@
 //!    injection queues, so that a stream of local work cannot starve I/O or remote wake-ups;
 //! 2. `lifo`: the task this executor woke last, at most `lifo_streak_max` times in a row;
 //! 3. `local`: tasks bound to this executor (`Task.home`), FIFO, never stolen;
-//! 4. `ring`: the stealable FIFO ring (sched/RunQueue.zig);
+//! 4. `ring`: the stealable FIFO ring (sched/RunQueue.zig), except that the ring tasks queued
+//!    before a bound task went to the back of `local` run before it (`ring_ahead`);
 //! 5. `inject`: bound tasks woken by other threads, then the scheduler's global queue.
 //!
 //! A retired executor (Scheduler.zig, "Retiring executors") looks only at its loop, `local`
@@ -71,6 +72,11 @@ lifo: ?*Task = null,
 lifo_streak: u32 = 0,
 /// Ready tasks bound to this executor. Owner only.
 local: TaskQueue = .{},
+/// Ring tasks that run before `local` is looked at again: the ring's length when a bound task
+/// last went to the back of `local` (a yield, or the LIFO cap). Without it a bound task that
+/// keeps yielding (the main task, on the thread's own stack) would run ahead of the ring for
+/// ever, since `local` is looked at first. Stealing may empty the ring sooner; then it is reset.
+ring_ahead: u32 = 0,
 /// Bound tasks woken by other threads.
 inject_lock: SpinLock = .{},
 inject: TaskQueue = .{},
@@ -263,7 +269,10 @@ fn enqueueAt(executor: *Executor, task: *Task, end: End) void {
     if (task.home) |home| {
         assert(home == executor);
         switch (end) {
-            .back => executor.local.push(task),
+            .back => {
+                executor.local.push(task);
+                executor.ring_ahead = executor.ring.len();
+            },
             .front => executor.local.pushFront(task),
         }
         return;
@@ -335,6 +344,13 @@ fn findReady(executor: *Executor) ?*Task {
         executor.enqueue(task);
     }
     executor.lifo_streak = 0;
+    if (executor.ring_ahead > 0) {
+        if (executor.ring.pop()) |task| {
+            executor.ring_ahead -= 1;
+            return task;
+        }
+        executor.ring_ahead = 0;
+    }
     if (executor.local.pop()) |task| return task;
     if (executor.ring.pop()) |task| return task;
     return executor.takeInjected();

@@ -510,3 +510,32 @@ test "scheduler: the one executor left when the others retired polls like a lone
     try testing.expectEqual(@as(usize, 1), scheduler.activeExecutors());
     try testing.expect(try shortSleepsBlocked(&rt, 2) < short_sleeps / 2);
 }
+
+// ------------------------------------------------------------------- fairness between queues
+
+fn yieldOnceThenFinish(io: Io, done: *std.atomic.Value(bool)) Io.Cancelable!void {
+    for (0..weft_config.check_cancel_calls_per_yield) |_| try io.checkCancel();
+    done.store(true, .release);
+}
+
+test "scheduler: a bound task that keeps yielding lets the stealable queue run" {
+    // The main task is bound to executor 0 (it runs on the thread's own stack), so its yields
+    // queue it in `local`, which `findReady` looks at before the ring. The child yields once into
+    // the ring; if bound tasks always went first it would never run again and main would spin.
+    try withExecutors(1, struct {
+        fn body(io: Io) !void {
+            var done: std.atomic.Value(bool) = .init(false);
+            var child = try io.concurrent(yieldOnceThenFinish, .{ io, &done });
+            defer child.cancel(io) catch {};
+            const yields_max = 4;
+            var calls: usize = 0;
+            while (!done.load(.acquire) and
+                calls < yields_max * weft_config.check_cancel_calls_per_yield) : (calls += 1)
+            {
+                try io.checkCancel();
+            }
+            try testing.expect(done.load(.acquire));
+            try child.await(io);
+        }
+    }.body);
+}
