@@ -97,6 +97,15 @@ pub const State = struct {
         return .{ .userdata = state, .vtable = &vtable_mod.vtable };
     }
 
+    /// Where a field aligned to `alignment` starts at the latest, following `offset` in a task's
+    /// allocation: exactly `alignment.forward(offset)` up to the allocation's own alignment (the
+    /// base is a multiple of it), else with the worst-case padding. Exact sizes matter: a task
+    /// with a small context then fits the allocator's 256-byte class, not the 512-byte one.
+    fn fieldOffsetMax(offset: usize, alignment: std.mem.Alignment) usize {
+        if (alignment.toByteUnits() <= Task.allocation_align) return alignment.forward(offset);
+        return offset + alignment.toByteUnits() - 1;
+    }
+
     /// Allocates a task (not yet started, no stack yet). Fails when `tasks_max` is reached or
     /// memory is short; callers then run the function inline or report ConcurrencyUnavailable.
     pub fn createTask(
@@ -112,9 +121,9 @@ pub const State = struct {
             return error.ConcurrencyUnavailable;
         }
         errdefer _ = state.tasks_live.fetchSub(1, .monotonic);
-        // Worst-case padding for alignments above the allocation's own.
-        const slack = context_alignment.toByteUnits() + result_alignment.toByteUnits();
-        const len = @sizeOf(Task) + context.len + result_len + slack;
+        const context_end = fieldOffsetMax(@sizeOf(Task), context_alignment) + context.len;
+        const len = fieldOffsetMax(context_end, result_alignment) + result_len;
+        if (len > std.math.maxInt(u32)) return error.ConcurrencyUnavailable;
         const allocation = state.gpa.alignedAlloc(u8, .fromByteUnits(Task.allocation_align), len) catch
             return error.ConcurrencyUnavailable;
         const base = @intFromPtr(allocation.ptr);
@@ -126,7 +135,7 @@ pub const State = struct {
         task.* = .{
             .executor = scheduler.executorOfThread() orelse &scheduler.executors[0],
             .kind = kind,
-            .allocation = allocation,
+            .allocation_len = @intCast(allocation.len),
             .context_offset = @intCast(context_address - base),
             .result_offset = @intCast(result_address - base),
             .result_len = @intCast(result_len),
@@ -164,8 +173,7 @@ pub const State = struct {
     pub fn destroyTask(state: *State, task: *Task) void {
         assert(task.stack == null);
         assert(task.timer_place == .none);
-        const allocation = task.allocation;
-        state.gpa.free(allocation);
+        state.gpa.free(task.allocation());
         _ = state.tasks_live.fetchSub(1, .monotonic);
     }
 

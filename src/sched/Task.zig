@@ -68,12 +68,15 @@ cancel_protection: Io.CancelProtection = .unblocked,
 check_cancel_calls: u32 = 0,
 kind: Kind,
 
-/// What to run, and where its bytes live (all inside `allocation`).
+/// What to run, and where its bytes live (all inside `allocation()`).
 start: Start = .none,
 context_offset: u32 = 0,
 result_offset: u32 = 0,
 result_len: u32 = 0,
-allocation: []align(allocation_align) u8 = &.{},
+/// The task's own allocation starts at the task; 0 for the main task, which is not allocated.
+/// A length and not a slice: the 12 bytes saved keep a task with a small context within 256
+/// bytes, the allocator's size class below 512.
+allocation_len: u32 = 0,
 
 /// Future tasks: 0 while running, then `awaiter_finished`, or the encoded `Waiter` of whoever
 /// awaits. The finishing task swaps in `awaiter_finished`: its last touch of this memory.
@@ -110,12 +113,19 @@ pub const Start = union(enum) {
     group: *const fn (context: *const anyopaque) void,
 };
 
+/// The memory that holds the task, its context and its result.
+pub fn allocation(task: *Task) []align(allocation_align) u8 {
+    assert(task.allocation_len >= @sizeOf(Task));
+    const base: [*]align(allocation_align) u8 = @ptrCast(@alignCast(task));
+    return base[0..task.allocation_len];
+}
+
 pub fn contextPointer(task: *Task) *const anyopaque {
-    return @ptrCast(task.allocation[task.context_offset..].ptr);
+    return @ptrCast(task.allocation()[task.context_offset..].ptr);
 }
 
 pub fn resultBytes(task: *Task) []u8 {
-    return task.allocation[task.result_offset..][0..task.result_len];
+    return task.allocation()[task.result_offset..][0..task.result_len];
 }
 
 /// Announces that the task is about to park. Must precede registering in any wait queue.
