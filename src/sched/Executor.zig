@@ -713,8 +713,13 @@ fn search(executor: *Executor) ?*Task {
         executor.stopSearchingRetired();
         return null;
     }
-    if (scheduler.activeExecutors() == 1) {
-        // The others retired: nothing to steal from them, and this executor is alone.
+    if (executor.index == 0 and scheduler.aloneAwake(executor)) {
+        // The others retired or sleep: nothing to steal from them, and this executor is alone.
+        // Its search spinning under run delay's rule instead sent it to sleep ~3,000 times a
+        // second under `wrk` on the other core (a VM counts every wake-up of a sleeping thread
+        // as run delay, which stops the spin), where one executor polls and never sleeps.
+        // Executor 0 only: it alone samples the runnable count that `searchAlone` needs (the
+        // one executor never retired, so with the others retired this is executor 0 anyway).
         const task = executor.searchAlone();
         executor.stopSearching(task != null);
         return task;
@@ -756,8 +761,9 @@ fn search(executor: *Executor) ?*Task {
     return null;
 }
 
-/// The search of a runtime's only executor, or of the only one not retired (executor 0 while
-/// the others give way, as with a load generator on the same cores): nothing to steal, but an
+/// The search of a runtime's only executor, or of the only one awake (`Scheduler.aloneAwake`:
+/// executor 0 while the others give way, as with a load generator on the same cores, or
+/// sleep for want of work): nothing to steal, but an
 /// I/O completion or a wake from another thread (a lane job done, a futex wake) may be
 /// microseconds away. Polls the ring without blocking for up to `config.executor_search_ns`,
 /// while a CPU is likely idle: busy lane workers leave one (`Scheduler.searchMaySpin`) and no
@@ -787,7 +793,7 @@ fn searchAlone(executor: *Executor) ?*Task {
         executor.pollIo(false);
         if (executor.nextRunnable()) |task| return task;
         if (scheduler.stopping.load(.acquire)) return null;
-        if (scheduler.activeExecutors() > 1) return null;
+        if (!scheduler.aloneAwake(executor)) return null;
         if (os.monotonicNs() >= deadline_ns) return null;
         std.atomic.spinLoopHint();
     }

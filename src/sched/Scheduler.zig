@@ -340,6 +340,18 @@ pub fn activeExecutors(scheduler: *const Scheduler) usize {
     return scheduler.executors.len - retired;
 }
 
+/// Whether `executor`, searching, is the only executor awake: every other one has retired, or
+/// every other one sleeps on the idle list (a mix of the two, with a retired executor running
+/// its bound tasks, does not count: that would take a count per state). Then it has no one to
+/// steal from (a sleeping executor's queues are empty, and whoever queues work for it wakes
+/// it), and it searches as a lone executor would (`Executor.searchAlone`). A snapshot of one
+/// or two loads.
+pub fn aloneAwake(scheduler: *const Scheduler, executor: *const Executor) bool {
+    assert(!executor.idle_listed);
+    if (scheduler.activeExecutors() == 1) return true;
+    return scheduler.sleeping.load(.monotonic) + 1 == scheduler.executors.len;
+}
+
 /// Whether `executor` is retired (see "Retiring executors" above). One load.
 pub fn isRetired(scheduler: *const Scheduler, executor: *const Executor) bool {
     const retired = scheduler.retired.load(.monotonic);
@@ -473,4 +485,33 @@ test "Scheduler: executors retire one at a time under lasting contention while t
     }
     try std.testing.expect(scheduler.cpusContended(now_ns));
     try std.testing.expectEqual(@as(u32, 0), scheduler.retired.load(.monotonic));
+}
+
+test "Scheduler: an executor is alone awake once every other one retired or sleeps" {
+    var executors: [3]Executor = undefined;
+    for (&executors, 0..) |*executor, index| {
+        executor.index = @intCast(index);
+        executor.idle_listed = false;
+    }
+    var scheduler: Scheduler = .{
+        .gpa = std.testing.allocator,
+        .executors = &executors,
+        .cpus = 3,
+        .pinned = false,
+        .main_task = undefined,
+        .hooks = undefined,
+        .hooks_context = undefined,
+    };
+    try std.testing.expect(!scheduler.aloneAwake(&executors[0]));
+    // One of the two others sleeps: the third may still have work to steal.
+    _ = scheduler.sleeping.fetchAdd(1, .seq_cst);
+    try std.testing.expect(!scheduler.aloneAwake(&executors[0]));
+    _ = scheduler.sleeping.fetchAdd(1, .seq_cst);
+    try std.testing.expect(scheduler.aloneAwake(&executors[0]));
+    // Retired executors count as away, asleep or not (one may be running its bound tasks).
+    scheduler.sleeping.store(0, .seq_cst);
+    scheduler.retired.store(1, .monotonic);
+    try std.testing.expect(!scheduler.aloneAwake(&executors[0]));
+    scheduler.retired.store(2, .monotonic);
+    try std.testing.expect(scheduler.aloneAwake(&executors[0]));
 }
