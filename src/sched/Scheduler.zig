@@ -250,6 +250,12 @@ pub fn notifyWork(scheduler: *Scheduler) void {
     }
 }
 
+/// Whether `notifyWork` would now try to wake an executor: none searches and some sleeps. A
+/// snapshot, for a caller that checks something costlier before calling it.
+pub fn wouldWake(scheduler: *const Scheduler) bool {
+    return scheduler.searching.load(.seq_cst) == 0 and scheduler.sleeping.load(.seq_cst) > 0;
+}
+
 /// Under `idle_lock`: takes the most recently idle executor that is not retired off the idle
 /// list.
 fn popIdleActive(scheduler: *Scheduler) ?*Executor {
