@@ -25,7 +25,8 @@ fd: ?os.fd_t = null,
 /// CPUs the process may use: more runnable threads than this means someone waits for one.
 cpus: u32 = 1,
 checked_ns: u64 = 0,
-idle_cpu: bool = false,
+/// The runnable count at `checked_ns`; null where it could not be read.
+count: ?u32 = null,
 
 /// Opens `/proc/loadavg`; `cpus` is the process's CPU count (`Scheduler.cpus`).
 pub fn open(cpus: u32) Runnable {
@@ -41,13 +42,26 @@ pub fn close(runnable: *Runnable) void {
 /// Whether, at the last sample, no more threads were runnable than the process has CPUs
 /// (the caller, which is running, among them): polling on ours then keeps no one waiting.
 pub fn idleCpuLikely(runnable: *Runnable, now_ns: u64) bool {
-    const fd = runnable.fd orelse return false;
-    if (now_ns -| runnable.checked_ns < config.run_delay_window_ns) return runnable.idle_cpu;
+    const count = runnable.sample(now_ns) orelse return false;
+    return count <= runnable.cpus;
+}
+
+/// Whether, at the last sample, fewer threads were runnable than the process has CPUs (the
+/// caller among them): a thread woken now would likely find a CPU of its own, rather than
+/// take one from whoever runs there (another process, as `ab` on the other core).
+pub fn spareCpuLikely(runnable: *Runnable, now_ns: u64) bool {
+    const count = runnable.sample(now_ns) orelse return false;
+    return count < runnable.cpus;
+}
+
+/// The runnable count, read again if the last read is a window old.
+fn sample(runnable: *Runnable, now_ns: u64) ?u32 {
+    const fd = runnable.fd orelse return null;
+    if (now_ns -| runnable.checked_ns < config.run_delay_window_ns) return runnable.count;
     runnable.checked_ns = now_ns;
     var buffer: [128]u8 = undefined;
-    const count = if (os.preadStart(fd, &buffer)) |text| parseRunnable(text) else null;
-    runnable.idle_cpu = if (count) |n| n <= runnable.cpus else false;
-    return runnable.idle_cpu;
+    runnable.count = if (os.preadStart(fd, &buffer)) |text| parseRunnable(text) else null;
+    return runnable.count;
 }
 
 /// The runnable count of "<load1> <load5> <load15> <runnable>/<total> <last pid>\n".
@@ -68,19 +82,31 @@ test "Runnable: parses /proc/loadavg" {
 }
 
 test "Runnable: samples at most once per window and answers from the sample in between" {
-    var runnable: Runnable = .open(1);
+    var runnable: Runnable = .open(2);
     defer runnable.close();
     if (runnable.fd == null) return error.SkipZigTest;
-    // This thread is running: with 1 CPU the count is at least 1; whatever it was, the answer
-    // holds until the window ends, then a new sample is taken.
-    const first = runnable.idleCpuLikely(config.run_delay_window_ns);
-    runnable.idle_cpu = !first;
-    try testing.expectEqual(!first, runnable.idleCpuLikely(config.run_delay_window_ns + 1));
-    _ = runnable.idleCpuLikely(3 * config.run_delay_window_ns);
+    // This thread is running: the count is at least 1.
+    _ = runnable.idleCpuLikely(config.run_delay_window_ns);
+    try testing.expect(runnable.count.? >= 1);
+    // Within the window the answers come from the sample, whatever the machine does.
+    const within_ns = config.run_delay_window_ns + 1;
+    runnable.count = 2; // every CPU taken, the caller's among them: poll, but wake no one
+    try testing.expect(runnable.idleCpuLikely(within_ns));
+    try testing.expect(!runnable.spareCpuLikely(within_ns));
+    runnable.count = 1; // the caller alone: a CPU to spare
+    try testing.expect(runnable.idleCpuLikely(within_ns));
+    try testing.expect(runnable.spareCpuLikely(within_ns));
+    runnable.count = 3; // someone waits for a CPU
+    try testing.expect(!runnable.idleCpuLikely(within_ns));
+    try testing.expect(!runnable.spareCpuLikely(within_ns));
+    // The window over, a new sample.
+    _ = runnable.spareCpuLikely(3 * config.run_delay_window_ns);
     try testing.expectEqual(3 * config.run_delay_window_ns, runnable.checked_ns);
+    try testing.expect(runnable.count.? >= 1);
 }
 
 test "Runnable: without the file, never an idle CPU" {
     var runnable: Runnable = .{};
     try testing.expect(!runnable.idleCpuLikely(config.run_delay_window_ns));
+    try testing.expect(!runnable.spareCpuLikely(config.run_delay_window_ns));
 }
