@@ -45,6 +45,7 @@ fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.built
     const test_step = b.step("test", "Run weft's tests on both backends and 1, N and 4 executors");
     const filters = b.option([]const []const u8, "test-filter", "Only run tests matching") orelse &.{};
     const tsan = b.option(bool, "tsan", "Build the tests with ThreadSanitizer (LLVM backend)") orelse false;
+    const stress = b.option(u32, "stress", "Run the scheduler stress tests' cycles N times over (1-1000)") orelse 1;
 
     const module = b.createModule(.{
         .root_source_file = b.path("src/root.zig"),
@@ -72,9 +73,16 @@ fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.built
         .{ .backend = "io_uring", .executors = "1" },
         .{ .backend = "io_uring", .executors = "4" },
     };
+    if (stress < 1 or stress > 1000) {
+        test_step.dependOn(&b.addFail(b.fmt("-Dstress={d}: the scale must be within 1-1000", .{stress})).step);
+        return;
+    }
     for (runs) |config| {
         const run = b.addRunArtifact(tests);
         run.setEnvironmentVariable("WEFT_BACKEND", config.backend);
+        // Read by src/testing/scheduler_test.zig; part of the step's inputs, so a new scale
+        // reruns the tests.
+        if (stress > 1) run.setEnvironmentVariable("WEFT_STRESS", b.fmt("{d}", .{stress}));
         if (config.executors) |count| {
             run.setEnvironmentVariable("WEFT_EXECUTORS", count);
             run.setName(b.fmt("test ({s}, {s} executors)", .{ config.backend, count }));

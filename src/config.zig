@@ -17,6 +17,15 @@ pub const stack_size_bytes_min = 16 * 1024;
 /// kernel's default `vm.max_map_count` of 65,530.
 pub const slab_stacks = 256;
 
+/// Free stacks an executor's pool keeps before it hands `pool_spill_stacks` of them to the
+/// runtime's shared list, and the batch in which a pool out of free stacks takes them back
+/// from there before it maps a slab (fiber/stack.zig, `Shared`). A task may end on another
+/// executor than the one that gave it its stack; without the shared list the stack stayed
+/// there, and a runtime whose tasks start on one executor and end on another mapped a new
+/// stack for nearly every task.
+pub const pool_free_max = 128;
+pub const pool_spill_stacks = 64;
+
 /// Mappings left to the rest of the process (heap, libraries, thread stacks, rings) when weft
 /// derives its live-fiber ceiling from `vm.max_map_count` in guarded mode.
 pub const map_count_reserve = 4096;
@@ -252,4 +261,5 @@ comptime {
     assert(cpu_lane_nice_default <= nice_max);
     assert(cpu_lane_queue_limit_default > 0 and cpu_lane_waiters_max_default > 0);
     assert(registry_waiters_max_default > 0);
+    assert(pool_spill_stacks > 0 and pool_spill_stacks <= pool_free_max); // a spill leaves some
 }

@@ -30,6 +30,8 @@ const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
 
+const SpinLock = @import("../os/SpinLock.zig");
+
 const page_size = std.heap.page_size_min;
 const log = std.log.scoped(.weft);
 
@@ -62,17 +64,39 @@ pub const AcquireError = error{
     SystemResources,
 };
 
-/// A pool of stacks owned by one executor: not thread-safe, no locks.
+/// Free stacks shared by the pools of one runtime, under a lock taken once per
+/// `config.pool_spill_stacks` stacks: a pool holding more than `config.pool_free_max` free
+/// stacks hands a batch here, and a pool out of free stacks takes a batch from here before it
+/// maps a slab. Tasks often start on one executor and end on another (an accept loop or a
+/// spawning main task on executor 0, its tasks stolen or woken elsewhere): before this list,
+/// the stacks they freed stayed with the executor where they ended, which started few tasks,
+/// while the one that started them mapped new stacks without end (36,864 stacks mapped by a
+/// test that never had more than 100 tasks alive, 100,000 in all).
+pub const Shared = struct {
+    lock: SpinLock = .{},
+    /// Linked through the stacks' `FreeLink`s, like a pool's free list.
+    head: ?[*]align(page_size) u8 = null,
+    /// Stacks on the list; written under `lock`, read without it for a peek.
+    count: std.atomic.Value(usize) = .init(0),
+};
+
+/// A pool of stacks owned by one executor: not thread-safe; the `Shared` list it may spill to
+/// and refill from has its own lock.
 ///
 /// A stack may come back to another executor's pool than the one that mapped it (a fiber that
 /// migrated ends elsewhere); it simply joins that pool's free list, since all pools of a
-/// runtime hand out stacks of one size and every slab is unmapped only when the runtime ends.
-/// So the free list is intrusive (the link lives in the released stack's top word, a page the
-/// fiber already committed) and needs no capacity reserved per slab.
+/// runtime hand out stacks of one size and every slab is unmapped only when the runtime ends,
+/// and past `config.pool_free_max` free stacks goes on to the shared list. So the free list
+/// is intrusive (the link lives in the released stack's top word, a page the fiber already
+/// committed) and needs no capacity reserved per slab.
 pub const Pool = struct {
     gpa: std.mem.Allocator,
     stack_size_bytes: usize,
     guard: Guard,
+    /// The runtime's shared free list; null for a pool on its own.
+    shared: ?*Shared = null,
+    /// Stacks on `free_head`'s list.
+    free_count: usize = 0,
     /// Set when `MADV_GUARD_INSTALL` is unavailable and guards are `mprotect`ed instead.
     guard_splits_mappings: bool = false,
     /// Set when `process_madvise` cannot install guards, so they go one `madvise` at a time.
@@ -89,10 +113,12 @@ pub const Pool = struct {
     /// Written at the top of a released stack.
     const FreeLink = struct { next: ?[*]align(page_size) u8 };
 
-    pub fn init(gpa: std.mem.Allocator, stack_size_bytes: usize, guard: Guard) Pool {
+    /// `shared`: the free list this pool's runtime shares among its pools (see `Shared`), or
+    /// null for a pool on its own.
+    pub fn init(gpa: std.mem.Allocator, stack_size_bytes: usize, guard: Guard, shared: ?*Shared) Pool {
         assert(stack_size_bytes % page_size == 0);
         assert(stack_size_bytes >= config.stack_size_bytes_min);
-        return .{ .gpa = gpa, .stack_size_bytes = stack_size_bytes, .guard = guard };
+        return .{ .gpa = gpa, .stack_size_bytes = stack_size_bytes, .guard = guard, .shared = shared };
     }
 
     /// Unmaps this pool's slabs. Every pool of the runtime must be done handing out stacks:
@@ -109,11 +135,15 @@ pub const Pool = struct {
     }
 
     pub fn acquire(pool: *Pool) AcquireError!Stack {
+        if (pool.free_head == null) pool.refill();
         if (pool.free_head) |base| {
+            assert(pool.free_count > 0);
             const stack: Stack = .{ .memory = base[0..pool.stack_size_bytes] };
             pool.free_head = linkOf(stack).next;
+            pool.free_count -= 1;
             return stack;
         }
+        assert(pool.free_count == 0);
         if (pool.fresh.len == 0) try pool.grow();
         assert(pool.fresh.len >= pool.stack_size_bytes);
         const offset = pool.fresh.len - pool.stack_size_bytes;
@@ -127,6 +157,57 @@ pub const Pool = struct {
         assert(stack.memory.len == pool.stack_size_bytes);
         linkOf(stack).* = .{ .next = pool.free_head };
         pool.free_head = stack.memory.ptr;
+        pool.free_count += 1;
+        if (pool.free_count > config.pool_free_max) pool.spill();
+    }
+
+    /// Hands the `config.pool_spill_stacks` least recently freed stacks to the shared list;
+    /// the most recently freed, warm in this CPU's cache, stay here.
+    fn spill(pool: *Pool) void {
+        const shared = pool.shared orelse return;
+        assert(pool.free_count > config.pool_spill_stacks);
+        // Keep the warmest stacks: skip to the last one kept, cut the batch after it.
+        var last_kept = pool.free_head.?;
+        for (1..pool.free_count - config.pool_spill_stacks) |_| {
+            last_kept = pool.linkAt(last_kept).next.?;
+        }
+        const first = pool.linkAt(last_kept).next.?;
+        pool.linkAt(last_kept).next = null;
+        var last = first;
+        while (pool.linkAt(last).next) |next| last = next;
+        pool.free_count -= config.pool_spill_stacks;
+
+        shared.lock.lock();
+        defer shared.lock.unlock();
+        pool.linkAt(last).next = shared.head;
+        shared.head = first;
+        shared.count.store(shared.count.load(.monotonic) + config.pool_spill_stacks, .monotonic);
+    }
+
+    /// Takes up to `config.pool_spill_stacks` stacks from the shared list, for a pool whose
+    /// own list is empty.
+    fn refill(pool: *Pool) void {
+        assert(pool.free_head == null and pool.free_count == 0);
+        const shared = pool.shared orelse return;
+        // A racy peek: an empty shared list is the common case, and costs no lock.
+        if (shared.count.load(.monotonic) == 0) return;
+        shared.lock.lock();
+        defer shared.lock.unlock();
+        const first = shared.head orelse return;
+        var last = first;
+        var taken: usize = 1;
+        while (taken < config.pool_spill_stacks) : (taken += 1) {
+            last = pool.linkAt(last).next orelse break;
+        }
+        shared.head = pool.linkAt(last).next;
+        shared.count.store(shared.count.load(.monotonic) - taken, .monotonic);
+        pool.linkAt(last).next = null;
+        pool.free_head = first;
+        pool.free_count = taken;
+    }
+
+    fn linkAt(pool: *const Pool, base: [*]align(page_size) u8) *FreeLink {
+        return linkOf(.{ .memory = base[0..pool.stack_size_bytes] });
     }
 
     fn linkOf(stack: Stack) *FreeLink {
@@ -227,7 +308,7 @@ pub inline fn checkDepth(stack: Stack, guard: Guard, address: usize) void {
 }
 
 test "Pool: stacks are reused and one slab serves many stacks" {
-    var pool: Pool = .init(std.testing.allocator, 64 * 1024, .page);
+    var pool: Pool = .init(std.testing.allocator, 64 * 1024, .page, null);
     defer pool.deinit();
     const a = try pool.acquire();
     const b = try pool.acquire();
@@ -242,7 +323,7 @@ test "Pool: stacks are reused and one slab serves many stacks" {
     pool.release(b);
     pool.release(c);
     // Released stacks come back most recent first, from another pool too.
-    var other: Pool = .init(std.testing.allocator, 64 * 1024, .page);
+    var other: Pool = .init(std.testing.allocator, 64 * 1024, .page, null);
     defer other.deinit();
     const d = try other.acquire();
     pool.release(d);
@@ -252,7 +333,7 @@ test "Pool: stacks are reused and one slab serves many stacks" {
 }
 
 test "Pool: unguarded stacks commit no page until used; depth check bounds" {
-    var pool: Pool = .init(std.testing.allocator, 16 * 1024, .none);
+    var pool: Pool = .init(std.testing.allocator, 16 * 1024, .none, null);
     defer pool.deinit();
     const a = try pool.acquire();
     // Creating a dense slab touches none of its pages.
@@ -263,4 +344,51 @@ test "Pool: unguarded stacks commit no page until used; depth check bounds" {
     try std.testing.expect(a.contains(@intFromPtr(a.memory.ptr) + page_size));
     try std.testing.expect(!a.contains(@intFromPtr(a.memory.ptr) + page_size - 8));
     pool.release(a);
+}
+
+test "Pool: stacks freed past the limit go to the shared list, and come back before a new slab" {
+    var shared: Shared = .{};
+    var starter: Pool = .init(std.testing.allocator, 16 * 1024, .none, &shared);
+    defer starter.deinit();
+    var ender: Pool = .init(std.testing.allocator, 16 * 1024, .none, &shared);
+    defer ender.deinit();
+    // Tasks start on `starter` and end on `ender`, a few alive at a time, many times over:
+    // the stacks must go round, not pile up in `ender`.
+    var alive: [8]Stack = undefined;
+    for (0..100) |_| {
+        for (&alive) |*stack| stack.* = try starter.acquire();
+        for (alive) |stack| ender.release(stack);
+        try std.testing.expect(ender.free_count <= config.pool_free_max);
+    }
+    try std.testing.expectEqual(@as(usize, 0), ender.mapped());
+    // 800 stacks acquired, at most 8 alive: one slab, and the ones `ender` keeps past it.
+    try std.testing.expectEqual(@as(usize, config.slab_stacks), starter.mapped());
+    const on_lists = starter.free_count + ender.free_count + shared.count.load(.monotonic);
+    try std.testing.expectEqual(@as(usize, config.slab_stacks) - starter.fresh.len / starter.stack_size_bytes, on_lists);
+    // A spill keeps the warmest: the stack released last comes back first.
+    const last = alive[alive.len - 1];
+    try std.testing.expectEqual(last.memory.ptr, (try ender.acquire()).memory.ptr);
+}
+
+test "Pool: a refill takes at most one batch and leaves the rest shared" {
+    var shared: Shared = .{};
+    var a: Pool = .init(std.testing.allocator, 16 * 1024, .none, &shared);
+    defer a.deinit();
+    var b: Pool = .init(std.testing.allocator, 16 * 1024, .none, &shared);
+    defer b.deinit();
+    const count = config.pool_free_max + 2 * config.pool_spill_stacks;
+    var stacks: [count]Stack = undefined;
+    for (&stacks) |*stack| stack.* = try a.acquire();
+    for (stacks) |stack| b.release(stack);
+    try std.testing.expectEqual(@as(usize, 2 * config.pool_spill_stacks), shared.count.load(.monotonic));
+    try std.testing.expectEqual(@as(usize, config.pool_free_max), b.free_count);
+    // `a` has fresh stacks of its slab left, but its free list is empty: it takes a batch
+    // from the shared list first (freed stacks are committed; fresh ones are not yet).
+    const mapped = a.mapped();
+    const fresh = a.fresh.len;
+    _ = try a.acquire();
+    try std.testing.expectEqual(fresh, a.fresh.len);
+    try std.testing.expectEqual(mapped, a.mapped());
+    try std.testing.expectEqual(@as(usize, config.pool_spill_stacks - 1), a.free_count);
+    try std.testing.expectEqual(@as(usize, config.pool_spill_stacks), shared.count.load(.monotonic));
 }

@@ -145,7 +145,7 @@ pub fn init(executor: *Executor, scheduler: *Scheduler, index: u32, options: Opt
         .scheduler = scheduler,
         .index = index,
         .loop = undefined,
-        .stacks = .init(scheduler.gpa, options.stack_size_bytes, options.stack_guard),
+        .stacks = .init(scheduler.gpa, options.stack_size_bytes, options.stack_guard, &scheduler.stacks_shared),
         .timers = .{ .gpa = scheduler.gpa },
         .random_state = index *% 0x9E3779B9 +% 1,
     };

@@ -59,11 +59,14 @@ const Executor = @import("Executor.zig");
 const RunDelay = @import("RunDelay.zig");
 const Task = @import("Task.zig");
 const cpu_demand = @import("cpu_demand.zig");
+const stack_mod = @import("../fiber/stack.zig");
 
 const TaskQueue = @import("../intrusive.zig").Queue(Task);
 
 gpa: std.mem.Allocator,
 executors: []Executor,
+/// Free stacks the executors' pools share (fiber/stack.zig, `Shared`).
+stacks_shared: stack_mod.Shared = .{},
 /// Tasks made ready by threads weft does not run, and the overflow of full rings.
 inject_lock: SpinLock = .{},
 inject: TaskQueue = .{},

@@ -13,6 +13,16 @@ const RunDelay = @import("../sched/RunDelay.zig");
 const Scheduler = @import("../sched/Scheduler.zig");
 const weft_config = @import("../config.zig");
 
+/// How many times over the stress tests below run their cycles: `WEFT_STRESS` (set by
+/// `./zigw build test -Dstress=N`; CI runs them at 20 in ReleaseSafe, millions of wakes, steals
+/// and cancels), 1 when unset. Read per test, from the environment as the runtime reads it.
+fn stressScale() u32 {
+    var buffer: [32]u8 = undefined;
+    const text = os.getEnv("WEFT_STRESS", &buffer) orelse return 1;
+    const scale = std.fmt.parseInt(u32, text, 10) catch return 1;
+    return std.math.clamp(scale, 1, 1000);
+}
+
 fn withExecutors(executors: usize, comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{ .executors = executors });
     defer rt.deinit();
@@ -23,16 +33,17 @@ fn withExecutors(executors: usize, comptime body: fn (io: Io) anyerror!void) !vo
 // ------------------------------------------------------------------- token ring (wake storm)
 
 const ring_tasks = 32;
-const ring_laps = 3_000;
 
 const TokenRing = struct {
+    /// Times the token goes round: 3,000 per stress scale.
+    laps: u32,
     /// `turn[i]` counts the tokens task i received; it waits for the next one on the futex.
     turn: [ring_tasks]std.atomic.Value(u32) = @splat(.init(0)),
     /// Executors seen running ring tasks, as a bit set (proves that work was spread).
     executors_seen: std.atomic.Value(u64) = .init(0),
 
     fn member(ring: *TokenRing, io: Io, index: usize) Io.Cancelable!void {
-        for (0..ring_laps) |lap| {
+        for (0..ring.laps) |lap| {
             const expected: u32 = @intCast(lap);
             while (ring.turn[index].load(.acquire) == expected) {
                 try io.futexWait(u32, &ring.turn[index].raw, expected);
@@ -50,7 +61,7 @@ test "scheduler: a token passed around 32 tasks, 96,000 wakes across executors, 
     for ([_]usize{ 2, 4 }) |executors| {
         try withExecutors(executors, struct {
             fn body(io: Io) !void {
-                var ring: TokenRing = .{};
+                var ring: TokenRing = .{ .laps = 3_000 * stressScale() };
                 var group: Io.Group = .init;
                 for (0..ring_tasks) |index| try group.concurrent(io, TokenRing.member, .{ &ring, io, index });
                 // Start the token: task 0 receives its first one.
@@ -58,8 +69,8 @@ test "scheduler: a token passed around 32 tasks, 96,000 wakes across executors, 
                 io.futexWake(u32, &ring.turn[0].raw, 1);
                 try group.await(io);
                 // Task 0 got one token per lap plus the last lap's return trip.
-                try testing.expectEqual(@as(u32, ring_laps + 1), ring.turn[0].load(.acquire));
-                for (ring.turn[1..]) |*turn| try testing.expectEqual(@as(u32, ring_laps), turn.load(.acquire));
+                try testing.expectEqual(ring.laps + 1, ring.turn[0].load(.acquire));
+                for (ring.turn[1..]) |*turn| try testing.expectEqual(ring.laps, turn.load(.acquire));
             }
         }.body);
     }
@@ -88,12 +99,14 @@ test "scheduler: a recursive fan-out of 37,449 tasks counts every leaf once" {
     for ([_]usize{ 1, 2, 4 }) |executors| {
         try withExecutors(executors, struct {
             fn body(io: Io) !void {
-                var tree: Tree = .{};
-                const leaves = Tree.node(&tree, io, 5, 8);
-                try testing.expectEqual(@as(u64, 32_768), leaves);
                 const nodes: u64 = 1 + 8 + 64 + 512 + 4096 + 32_768;
-                try testing.expectEqual(nodes, tree.spawned.load(.monotonic));
-                try testing.expectEqual(nodes, tree.finished.load(.monotonic));
+                for (0..stressScale()) |_| {
+                    var tree: Tree = .{};
+                    const leaves = Tree.node(&tree, io, 5, 8);
+                    try testing.expectEqual(@as(u64, 32_768), leaves);
+                    try testing.expectEqual(nodes, tree.spawned.load(.monotonic));
+                    try testing.expectEqual(nodes, tree.finished.load(.monotonic));
+                }
             }
         }.body);
     }
@@ -134,7 +147,7 @@ test "scheduler: 2,000 tasks blocked four ways are canceled by their group, each
         try withExecutors(executors, struct {
             fn body(io: Io) !void {
                 var storm: CancelStorm = .{};
-                for (0..20) |round| {
+                for (0..20 * stressScale()) |round| {
                     var group: Io.Group = .init;
                     const before = storm.started.load(.monotonic);
                     for (0..100) |kind| {
@@ -157,16 +170,40 @@ test "scheduler: 2,000 tasks blocked four ways are canceled by their group, each
     }
 }
 
+test "scheduler: stacks freed on another executor are reused, not mapped anew" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2, .stack_guard = .none });
+    defer rt.deinit();
+    const io = rt.io();
+    // The main task (bound to executor 0) starts 100 tasks a round, so they take their stacks
+    // there; the canceled ones end wherever they were woken, often executor 1. Before the
+    // shared free list, executor 0 mapped a new stack for each one that ended on executor 1.
+    var storm: CancelStorm = .{};
+    const rounds = 50 * stressScale();
+    for (0..rounds) |_| {
+        var group: Io.Group = .init;
+        for (0..100) |kind| try group.concurrent(io, CancelStorm.blocker, .{ &storm, io, @as(u32, @intCast(kind)) });
+        group.cancel(io);
+    }
+    try testing.expectEqual(@as(u32, 0), storm.completed.load(.monotonic));
+    var mapped: usize = 0;
+    for (rt.state.scheduler.executors) |*executor| mapped += executor.stacks.mapped();
+    // At most 100 alive at once, and each pool keeps at most `pool_free_max` free stacks: the
+    // stacks fit in a slab per executor, or one more where a slab was cut while the other
+    // held its share.
+    try testing.expect(mapped <= 3 * weft_config.slab_stacks);
+}
+
 // ------------------------------------------------------------ wakes from foreign threads
 
 const Foreign = struct {
     const tasks = 16;
-    const rounds = 2_000;
+    /// Wakes per task: 2,000 per stress scale.
+    rounds: u32,
     events: [tasks]Io.Event = @splat(.unset),
     acks: [tasks]Io.Event = @splat(.unset),
 
     fn waiter(foreign: *Foreign, io: Io, index: usize) Io.Cancelable!void {
-        for (0..rounds) |_| {
+        for (0..foreign.rounds) |_| {
             try foreign.events[index].wait(io);
             foreign.events[index].reset();
             foreign.acks[index].set(io);
@@ -175,7 +212,7 @@ const Foreign = struct {
 
     /// A plain OS thread (not an executor) that wakes every task in turn.
     fn driver(foreign: *Foreign, io: Io) void {
-        for (0..rounds) |_| {
+        for (0..foreign.rounds) |_| {
             for (&foreign.events) |*event| event.set(io);
             for (&foreign.acks) |*ack| {
                 ack.waitUncancelable(io);
@@ -190,7 +227,7 @@ test "scheduler: a foreign thread wakes 16 tasks 2,000 times each across executo
         fn body(io: Io) !void {
             const foreign = try testing.allocator.create(Foreign);
             defer testing.allocator.destroy(foreign);
-            foreign.* = .{};
+            foreign.* = .{ .rounds = 2_000 * stressScale() };
             var group: Io.Group = .init;
             for (0..Foreign.tasks) |index| try group.concurrent(io, Foreign.waiter, .{ foreign, io, index });
             const thread = try std.Thread.spawn(.{}, Foreign.driver, .{ foreign, io });
@@ -229,12 +266,13 @@ test "scheduler: 64 ping-pong pairs over std.Io.Queue, every reply in order" {
             const all = try testing.allocator.alloc(Pair, pairs);
             defer testing.allocator.free(all);
             var futures: [2 * pairs]Io.Future(PairError!void) = undefined;
+            const rounds = 2_000 * stressScale();
             for (all, 0..) |*pair, i| {
                 pair.* = .{};
                 pair.ping = .init(&pair.ping_buffer);
                 pair.pong = .init(&pair.pong_buffer);
-                futures[2 * i] = try io.concurrent(pingPong, .{ io, &pair.ping, &pair.pong, 2_000 });
-                futures[2 * i + 1] = try io.concurrent(pongPing, .{ io, &pair.ping, &pair.pong, 2_000 });
+                futures[2 * i] = try io.concurrent(pingPong, .{ io, &pair.ping, &pair.pong, rounds });
+                futures[2 * i + 1] = try io.concurrent(pongPing, .{ io, &pair.ping, &pair.pong, rounds });
             }
             for (&futures) |*future| try future.await(io);
         }
