@@ -180,7 +180,10 @@ const Responder = struct {
     /// Listening on the UDP socket's port; or bound to it without listening, so that a
     /// connection to it is refused.
     tcp: net.Socket,
-    queries: usize = 0,
+    /// UDP queries received. Atomic: a test reads it once it has waited for the queries it
+    /// expects (`received`), while the responder may still count a later datagram; TSan saw
+    /// such a late increment (after a test had read 2) race the plain read.
+    queries: std.atomic.Value(usize) = .init(0),
     received: Io.Semaphore = .{},
     dropped: [2]bool = .{ false, false },
     tcp_connections: usize = 0,
@@ -192,7 +195,7 @@ const Responder = struct {
         var query_buffer: [dns.udp_message_bytes_max]u8 = undefined;
         while (true) {
             const message = try responder.socket.receive(io, &query_buffer);
-            responder.queries += 1;
+            _ = responder.queries.fetchAdd(1, .monotonic);
             responder.received.post(io);
             try responder.answer(io, message.data, &message.from);
         }
@@ -613,7 +616,7 @@ test "netLookup: a truncated UDP reply is asked again over TCP, both queries on 
             try testing.expectEqual(@as(usize, 1), responder.tcp_connections);
             try responder.received.wait(io);
             try responder.received.wait(io);
-            try testing.expectEqual(@as(usize, 2), responder.queries); // A and AAAA, over UDP
+            try testing.expectEqual(@as(usize, 2), responder.queries.load(.monotonic)); // A and AAAA, over UDP
 
             // Over 512 bytes of answers; the record the truncated reply held is not used.
             const big4 = try resolve(io, "big.test", .ip4);
@@ -658,7 +661,7 @@ test "netLookup: use-vc asks over TCP only" {
             const found = try resolve(io, "tcponly.test", null);
             try testing.expect(found.len == 1 and found.has("10.0.0.9"));
             try responder.closed.wait(io);
-            try testing.expectEqual(@as(usize, 0), responder.queries); // nothing over UDP
+            try testing.expectEqual(@as(usize, 0), responder.queries.load(.monotonic)); // nothing over UDP
             try testing.expectError(error.UnknownHostName, resolve(io, "nx.test", .ip4));
             try responder.closed.wait(io);
         }
@@ -730,8 +733,12 @@ test "netLookup: a refused TCP connection is NameServerFailure; no fd leaks" {
             try testing.expectError(error.NameServerFailure, resolve(io, "big.test", null));
             try testing.expectError(error.NameServerFailure, resolve(io, "pair.test", .ip6));
             try testing.expectEqual(before, try openFileCount());
-            // Both rounds of both lookups reached the server over UDP first.
-            try testing.expectEqual(@as(usize, 1 + 2 + 1), responder.queries);
+            // Both rounds of both lookups reached the server over UDP first. A lookup goes on
+            // over TCP after the first truncated reply, so the responder may still be counting
+            // the other datagram: wait for each count before reading them (TSan saw the read
+            // race the responder's increment).
+            for (0..1 + 2 + 1) |_| try responder.received.wait(io);
+            try testing.expectEqual(@as(usize, 1 + 2 + 1), responder.queries.load(.monotonic));
         }
     }.body);
 }
