@@ -798,10 +798,10 @@ fn search(executor: *Executor) ?*Task {
 /// The search of a runtime's only executor, or of the only one awake (`Scheduler.aloneAwake`:
 /// executor 0 while the others give way, as with a load generator on the same cores, or sleep
 /// for want of work): nothing to steal, but an I/O completion or a wake from another thread (a
-/// lane job done, a futex wake) may be microseconds away. Polls the ring without blocking for up to `config.executor_search_ns`,
-/// while a CPU is likely idle: busy lane workers leave one (`Scheduler.searchMaySpin`) and no
-/// more threads machine-wide are runnable than the process has CPUs (`Runnable`;
-/// `cpu_contention = .ignore` skips this look).
+/// lane job done, a futex wake) may be microseconds away. Polls the ring without blocking for
+/// up to `config.executor_search_ns`, while a CPU is likely idle: busy lane workers leave one
+/// (`Scheduler.searchMaySpin`) and no more threads machine-wide are runnable than the process
+/// has CPUs (`Runnable`; `cpu_contention = .ignore` skips this look).
 ///
 /// Why: a completion that lands while the thread sleeps in the kernel costs the thread that
 /// caused it a wake-up of ours. On loopback that is the peer process, whose write completes our

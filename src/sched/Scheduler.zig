@@ -228,8 +228,7 @@ pub fn notifyWork(scheduler: *Scheduler) void {
         scheduler.executors[0].loop.notify();
         return;
     }
-    if (scheduler.searching.load(.seq_cst) != 0) return;
-    if (scheduler.sleeping.load(.seq_cst) == 0) return;
+    if (!scheduler.wouldWake()) return;
     // Claim the search for the executor we are about to wake, so that concurrent producers
     // see a searcher and do not wake a second one.
     if (scheduler.searching.cmpxchgStrong(0, 1, .seq_cst, .monotonic) != null) return;
@@ -420,20 +419,29 @@ fn note(scheduler: *Scheduler, now_ns: u64, contention: RunDelay.Contention, cpu
     if (scheduler.noteContention(now_ns, contention)) scheduler.considerRetiring(now_ns, cpu_ns);
 }
 
-test "Scheduler: executors retire one at a time under lasting contention while the work fits" {
-    const ms = std.time.ns_per_ms;
-    const look_ns = config.run_delay_backoff_ns_min;
-    var executors: [3]Executor = undefined;
-    for (&executors, 0..) |*executor, index| executor.index = @intCast(index);
-    var scheduler: Scheduler = .{
+/// A scheduler over `executors` for the tests of its bookkeeping: the executors are indexed and
+/// off the idle list, and nothing runs (no threads, no tasks).
+fn testScheduler(executors: []Executor) Scheduler {
+    for (executors, 0..) |*executor, index| {
+        executor.index = @intCast(index);
+        executor.idle_listed = false;
+    }
+    return .{
         .gpa = std.testing.allocator,
-        .executors = &executors,
-        .cpus = 3,
+        .executors = executors,
+        .cpus = @intCast(executors.len),
         .pinned = false,
         .main_task = undefined,
         .hooks = undefined,
         .hooks_context = undefined,
     };
+}
+
+test "Scheduler: executors retire one at a time under lasting contention while the work fits" {
+    const ms = std.time.ns_per_ms;
+    const look_ns = config.run_delay_backoff_ns_min;
+    var executors: [3]Executor = undefined;
+    var scheduler = testScheduler(&executors);
     const start_ns = 1_000 * ms;
     const until_ns = start_ns + 100 * ms;
     // A blip: contended, nobody retires.
@@ -498,19 +506,7 @@ test "Scheduler: executors retire one at a time under lasting contention while t
 
 test "Scheduler: an executor is alone awake once every other one retired or sleeps" {
     var executors: [3]Executor = undefined;
-    for (&executors, 0..) |*executor, index| {
-        executor.index = @intCast(index);
-        executor.idle_listed = false;
-    }
-    var scheduler: Scheduler = .{
-        .gpa = std.testing.allocator,
-        .executors = &executors,
-        .cpus = 3,
-        .pinned = false,
-        .main_task = undefined,
-        .hooks = undefined,
-        .hooks_context = undefined,
-    };
+    var scheduler = testScheduler(&executors);
     try std.testing.expect(!scheduler.aloneAwake(&executors[0]));
     // One of the two others sleeps: the third may still have work to steal.
     _ = scheduler.sleeping.fetchAdd(1, .seq_cst);
