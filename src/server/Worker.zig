@@ -4,7 +4,7 @@
 //! A worker lives on one runtime, whose connection tasks may run on several executor threads
 //! (`Server.Options.runtime.executors`). The slot table is guarded by `lock` (a spin lock: each
 //! section is a few stores or one `shutdown(2)`, never a switch); a connection's phase and
-//! deadline are atomics its own task writes and the reaper and the drain read. A slot's stream
+//! count of phase changes are atomics its own task writes and the reaper and the drain read. A slot's stream
 //! is shut down only under the lock while the slot is in use, and closed only after its phase
 //! turned `free` under the lock, so a cut never reaches a descriptor number already reused.
 //! `Server.stop` shuts the listener down (`shutdown(2)` wakes the pending accept with
@@ -15,7 +15,9 @@
 //!   free --accept--> idle --first byte--> head --head parsed--> busy --response--> idle ...
 //!
 //! The reaper cuts an `idle` connection past `idle_timeout_ns` and a `head` connection past
-//! `header_timeout_ns` with `shutdown(SHUT_RDWR)`: the task's pending read ends (end of
+//! `header_timeout_ns` with `shutdown(SHUT_RDWR)`. It times a phase from the first sweep that
+//! saw it (the change count tells a phase that lasted from a new one), so a connection reads
+//! no clock per request, and a phase is cut no earlier than its timeout: the task's pending read ends (end of
 //! stream), the handler returns and the slot becomes `free`. Cutting through the socket rather
 //! than canceling the task keeps one task per connection; the alternative of a timer task per
 //! connection (or a `Select` racing `sleep` on every read) doubles the tasks or allocates per
@@ -61,8 +63,22 @@ pub const Connection = struct {
     worker: *Worker,
     /// Written by the connection's task (and by the worker as the slot is taken and freed).
     phase: std.atomic.Value(Phase) = .init(.free),
-    /// Monotonic deadline of the current phase (`idle`, `head`); 0 when none.
-    deadline_ns: std.atomic.Value(u64) = .init(0),
+    /// Bumped with every phase change. One writer at a time (the task, or the worker while
+    /// the slot is taken and freed), so a plain load and store, no locked instruction.
+    changes: std.atomic.Value(u32) = .init(0),
+    /// The reaper's, under `lock`: the phase it is timing. Null until its first sweep over
+    /// this connection.
+    watch: ?Watch = null,
+
+    const Watch = struct {
+        /// `changes` when the reaper first saw this phase.
+        changes: u32,
+        /// When it first saw it: the phase began at or before. `cut_ns` once cut.
+        since_ns: u64,
+
+        /// A `since_ns` no timeout reaches: the phase was cut already.
+        const cut_ns = std.math.maxInt(u64);
+    };
 
     pub const Phase = enum(u8) { free, idle, head, busy };
 
@@ -75,12 +91,14 @@ pub const Connection = struct {
     pub fn awaitRequest(connection: *Connection) bool {
         assert(connection.phase.load(.monotonic) != .free);
         if (connection.worker.draining.load(.acquire)) return false;
-        connection.enter(.idle, deadlineAfter(connection.worker.limits.idle_timeout_ns));
+        connection.enter(.idle);
         return true;
     }
 
-    fn enter(connection: *Connection, phase: Phase, deadline_ns: u64) void {
-        connection.deadline_ns.store(deadline_ns, .monotonic);
+    fn enter(connection: *Connection, phase: Phase) void {
+        // Stored before the phase (release): a reaper that sees the new phase (acquire) sees
+        // this count or a newer one, so it never times the new phase from an old sighting.
+        connection.changes.store(connection.changes.load(.monotonic) +% 1, .monotonic);
         connection.phase.store(phase, .release);
     }
 
@@ -89,13 +107,13 @@ pub const Connection = struct {
     pub fn receivingHead(connection: *Connection) void {
         const phase = connection.phase.load(.monotonic);
         assert(phase == .idle or phase == .busy);
-        connection.enter(.head, deadlineAfter(connection.worker.limits.header_timeout_ns));
+        connection.enter(.head);
     }
 
     /// Call when the request's head is read: no timeout cuts it while the handler works.
     pub fn handling(connection: *Connection) void {
         assert(connection.phase.load(.monotonic) != .free);
-        connection.enter(.busy, 0);
+        connection.enter(.busy);
     }
 
     /// Whether the server is stopping (the response should be the connection's last).
@@ -259,7 +277,7 @@ fn release(worker: *Worker, index: u32) void {
     // the kernel reusing its number) cannot race a `shutdown`.
     worker.lock.lock();
     assert(connection.phase.load(.monotonic) != .free);
-    connection.enter(.free, 0);
+    connection.enter(.free);
     worker.lock.unlock();
     connection.stream.close(worker.io);
     worker.lock.lock();
@@ -283,14 +301,16 @@ fn allFree(worker: *Worker) bool {
 fn cut(worker: *Worker, connection: *Connection) void {
     assert(connection.phase.load(.monotonic) != .free);
     connection.stream.shutdown(worker.io, .both) catch {}; // already closed by the peer
-    connection.deadline_ns.store(0, .monotonic);
+    // Not cut (nor counted) again in this phase.
+    connection.watch = .{ .changes = connection.changes.load(.monotonic), .since_ns = Connection.Watch.cut_ns };
 }
 
-/// Period of the reaper: a quarter of the shorter timeout, within [10 ms, 1 s], so a
-/// connection is cut at most 25% (or 10 ms) after its deadline.
+/// Period of the reaper: an eighth of the shorter timeout, within [10 ms, 1 s]. A phase is
+/// first seen within a period of its start and cut within a period of its timeout from
+/// there, so at most two periods late: 25 % of the timeout (or 20 ms).
 fn reapPeriodNs(limits: Limits) u64 {
     const shortest = @min(limits.idle_timeout_ns, limits.header_timeout_ns);
-    return std.math.clamp(shortest / 4, 10 * std.time.ns_per_ms, std.time.ns_per_s);
+    return std.math.clamp(shortest / 8, 10 * std.time.ns_per_ms, std.time.ns_per_s);
 }
 
 fn reap(worker: *Worker) Io.Cancelable!void {
@@ -301,12 +321,24 @@ fn reap(worker: *Worker) Io.Cancelable!void {
         worker.lock.lock();
         defer worker.lock.unlock();
         for (worker.slots[0..worker.slots_used]) |*connection| {
-            const deadline_ns = connection.deadline_ns.load(.monotonic);
-            if (deadline_ns == 0 or deadline_ns > now_ns) continue;
-            switch (connection.phase.load(.acquire)) {
+            const phase = connection.phase.load(.acquire);
+            const timeout_ns = switch (phase) {
+                .idle => worker.limits.idle_timeout_ns,
+                .head => worker.limits.header_timeout_ns,
+                .free, .busy => continue, // no timeout in these phases
+            };
+            const changes = connection.changes.load(.monotonic);
+            if (connection.watch == null or connection.watch.?.changes != changes) {
+                connection.watch = .{ .changes = changes, .since_ns = now_ns };
+                continue;
+            }
+            const watch = connection.watch.?;
+            if (watch.since_ns == Connection.Watch.cut_ns) continue;
+            if (now_ns -| watch.since_ns < timeout_ns) continue;
+            switch (phase) {
                 .idle => worker.report.cut_idle_timeout += 1,
                 .head => worker.report.cut_header_timeout += 1,
-                .free, .busy => continue, // no deadline in these phases
+                .free, .busy => unreachable,
             }
             worker.cut(connection);
         }
@@ -350,8 +382,4 @@ fn drain(worker: *Worker) void {
     // on something else.
     worker.group.cancel(io);
     assert(worker.free_count == worker.limits.connections_max);
-}
-
-fn deadlineAfter(timeout_ns: u64) u64 {
-    return os.monotonicNs() +| timeout_ns;
 }

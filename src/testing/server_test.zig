@@ -333,6 +333,45 @@ test "Server: a header trickle and an idle connection are cut by their timeouts"
     try testing.expectEqual(1, report.workers.cut_idle_timeout);
 }
 
+test "Server: timeouts cut no phase early: gaps under the idle timeout, an idle cut after it" {
+    var running: Running = undefined;
+    var opts = optionsOf(.single);
+    opts.header_timeout_ns = 200 * std.time.ns_per_ms;
+    opts.idle_timeout_ns = 200 * std.time.ns_per_ms;
+    try running.start(opts, Server.http.handler(&hello.http_handler));
+    errdefer running.abandon();
+    try withClientPort(running.server.port(), struct {
+        fn body(io: Io, p: u16) !void {
+            // Six idle gaps of 120 ms: each under the timeout, together well past it.
+            var steady: Client = undefined;
+            try steady.connect(io, p);
+            defer steady.close(io);
+            for (0..6) |_| {
+                try testing.expectEqual(200, try steady.get());
+                try io.sleep(.fromMilliseconds(120), .awake);
+            }
+            try testing.expectEqual(200, try steady.get());
+            // A head that trickles in for 120 ms, under the header timeout.
+            try steady.send("GET / HT");
+            try io.sleep(.fromMilliseconds(60), .awake);
+            try steady.send("TP/1.1\r\nHost: t");
+            try io.sleep(.fromMilliseconds(60), .awake);
+            try steady.send("\r\n\r\n");
+            try testing.expectEqual(200, try steady.receive());
+            // Left idle, it is cut: not before the timeout, and within its 25 % (with room
+            // for a loaded machine's scheduling).
+            const idle_start_ns = os.monotonicNs();
+            try steady.expectClosed();
+            const idle_ns = os.monotonicNs() - idle_start_ns;
+            try testing.expect(idle_ns >= 200 * std.time.ns_per_ms);
+            try testing.expect(idle_ns < 2 * std.time.ns_per_s);
+        }
+    }.body);
+    const report = try running.finish();
+    try testing.expectEqual(0, report.workers.cut_header_timeout);
+    try testing.expectEqual(1, report.workers.cut_idle_timeout);
+}
+
 test "Server: malformed and oversized requests get 4xx, the server keeps serving" {
     var running: Running = undefined;
     try running.start(optionsOf(.single), Server.http.handler(&hello.http_handler));
