@@ -34,9 +34,13 @@
 //!
 //! Each worker has its own futex word and parks on it only after its queue poll found nothing
 //! for `idle_spin_ns`. A submitter wakes a parked worker only when it makes the queue go from
-//! empty to non-empty; a worker that takes a job and leaves more behind wakes a parked peer
-//! (so a burst spreads over the pool without every submission paying a syscall), and a woken
-//! worker keeps running jobs until the queue is empty (a batch per wake). Jobs are intrusive
+//! empty to non-empty and no worker is polling; a worker that takes a job and leaves more
+//! behind wakes a parked peer, again unless one polls (so a burst spreads over the pool
+//! without every submission paying a syscall), and a woken worker keeps running jobs until
+//! the queue is empty (a batch per wake). A poller left to take the job matters on a machine
+//! with few CPUs: a parked worker woken beside it waits for a CPU while the poller spins, and
+//! one fiber calling a 2-worker lane in turn paid ~20 µs per call for it (bench/lanes.sh,
+//! `sequential`). Jobs are intrusive
 //! nodes on the callers' stacks carrying their own completion word: no ticket map, no
 //! allocation per call. The lane allocates once, in `init`.
 //!
@@ -107,6 +111,10 @@ shard_index: u32 = 0,
 /// Workers on the idle list, readable without the lock (a hint: a sibling shard with a job
 /// that must wait looks for a parked worker to take it, see `wakeSibling`).
 parked_hint: std.atomic.Value(u32) = .init(0),
+/// Workers polling the queue before they park (`pollQueue`). Raised without the lock, lowered
+/// under it before the poller's last look at the queue: so a submitter that sees it raised,
+/// under the lock, knows its job will be found by that poller, and wakes nobody.
+polling: std.atomic.Value(u32) = .init(0),
 /// Workers started and not yet exited; `shutdown` waits on it (futex word).
 workers_live: std.atomic.Value(u32) = .init(0),
 workers: []Worker,
@@ -190,6 +198,10 @@ pub const Stats = struct {
     /// Jobs this lane's workers took from the queue of a sibling shard (`Lane.Sharded`) and
     /// ran; they are counted in `jobs_run` here, not there.
     jobs_stolen: u64 = 0,
+    /// Parked workers of this lane woken for a job (by a submitter, a busy peer, or a sibling
+    /// shard whose job waits), each a futex syscall and a thread switch: the price of jobs
+    /// that found no worker polling. Not counted: the wake-ups of `shutdown`.
+    workers_woken: u64 = 0,
 };
 
 /// What `shutdown` reports.
@@ -495,7 +507,7 @@ fn admitWake(lane: *Lane, admitted: Admitted) Wake {
         .accepted => |was_empty| was_empty,
         else => return .none,
     };
-    if (was_empty) if (lane.takeIdle()) |worker| return .{ .worker = worker };
+    if (was_empty) if (lane.takeIdleUnlessPolling()) |worker| return .{ .worker = worker };
     // Every worker of ours is running a job: the job waits, unless an idle worker of a
     // sibling shard takes it (`stealJob`); a parked one must be woken for that.
     const waits = lane.idle == null and lane.running >= lane.options.threads;
@@ -530,7 +542,7 @@ fn wakeSibling(lane: *Lane) void {
         const sibling = siblings[(own + offset) % siblings.len];
         if (sibling.parked_hint.load(.seq_cst) == 0) continue;
         sibling.lock.lock();
-        const worker = if (sibling.phase == .open) sibling.takeIdle() else null;
+        const worker = if (sibling.phase == .open) sibling.takeIdleCounted() else null;
         sibling.lock.unlock();
         if (worker) |w| return wakeWorker(w);
     }
@@ -645,6 +657,20 @@ pub fn load(lane: *const Lane) u32 {
     return lane.busy_hint.load(.monotonic);
 }
 
+/// A parked worker to wake for a queued job (under the lock), unless a worker polls the queue
+/// and will take the job itself (see `polling`).
+fn takeIdleUnlessPolling(lane: *Lane) ?*Worker {
+    if (lane.polling.load(.monotonic) > 0) return null;
+    return lane.takeIdleCounted();
+}
+
+/// `takeIdle` for a job, counted in `Stats.workers_woken` (under the lock).
+fn takeIdleCounted(lane: *Lane) ?*Worker {
+    const worker = lane.takeIdle() orelse return null;
+    lane.counts.workers_woken += 1;
+    return worker;
+}
+
 /// Takes a parked worker off the idle list (under the lock); the caller wakes it.
 fn takeIdle(lane: *Lane) ?*Worker {
     const worker = lane.idle orelse return null;
@@ -704,8 +730,12 @@ fn workerMain(worker: *Worker) void {
         }
         if (busy) cpu_demand.workerIdle();
         busy = false;
+        _ = lane.polling.fetchAdd(1, .monotonic);
         const found = lane.pollQueue();
         lane.lock.lock();
+        // Lowered before the look below, under the lock: a job a submitter left to this
+        // poller (it saw `polling` raised) is in the queue by now.
+        _ = lane.polling.fetchSub(1, .monotonic);
         if (found or lane.queue.len > 0 or lane.phase != .open) continue;
         lane.park(worker);
     }
@@ -730,7 +760,7 @@ fn startJob(lane: *Lane, job: *Job) ?*Worker {
     lane.admitOne();
     lane.publishHints();
     if (lane.queue.len == 0) return null;
-    return lane.takeIdle();
+    return lane.takeIdleUnlessPolling();
 }
 
 /// A queue slot was freed (under the lock): the oldest caller of the admission line takes it.
@@ -986,4 +1016,27 @@ test "Lane: Result keeps the job's error set and adds the lane's" {
     comptime assert(Result(Job0.plain) == Error!u32);
     comptime assert(Result(Job0.failing) == (error{Broken} || Error)!u64);
     comptime assert(@typeInfo(Result(Job0.failing)).error_union.error_set != anyerror);
+}
+
+test "Lane: a job queued while a worker polls wakes no parked worker; without a poller, one" {
+    // The decision alone, on a lane built by hand (no threads): the worker loop's side of
+    // the hand-shake is exercised by the stress tests in src/testing/lane_test.zig.
+    var lane: Lane = .{ .gpa = std.testing.allocator, .options = .{ .threads = 2 }, .workers = &.{} };
+    var parked_worker: Worker = .{ .lane = &lane, .signal = .init(Worker.parked) };
+    lane.idle = &parked_worker;
+    lane.parked_hint.store(1, .monotonic);
+
+    lane.polling.store(1, .monotonic);
+    try std.testing.expect(lane.admitWake(.{ .accepted = true }) == .none);
+    try std.testing.expectEqual(&parked_worker, lane.idle.?);
+    try std.testing.expectEqual(@as(u64, 0), lane.counts.workers_woken);
+
+    lane.polling.store(0, .monotonic);
+    const wake = lane.admitWake(.{ .accepted = true });
+    try std.testing.expectEqual(&parked_worker, wake.worker);
+    try std.testing.expectEqual(@as(?*Worker, null), lane.idle);
+    try std.testing.expectEqual(Worker.woken, parked_worker.signal.load(.monotonic));
+    try std.testing.expectEqual(@as(u64, 1), lane.counts.workers_woken);
+    // A queue that was not empty wakes nobody: a worker is already on its way to it.
+    try std.testing.expect(lane.admitWake(.{ .accepted = false }) == .none);
 }

@@ -396,6 +396,52 @@ test "Lane: stress, many fibers x jobs through a small queue, each job runs exac
     }.body);
 }
 
+test "Lane: calls landing as workers give up polling are never lost" {
+    // Workers poll 1 µs, so they park and are woken all the time, and a call often lands
+    // just as its poller gives up: the hand-shake of `Lane.polling` (a submitter that sees a
+    // poller wakes nobody) must still leave every job to somebody. A lost one hangs here.
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const lane = try Lane.init(testing.allocator, .{
+                .threads = 3,
+                .idle_spin_ns = 1_000,
+                .caller_spin_ns = 0,
+            });
+            defer lane.deinit(io);
+            // A lost job would hang the test: the watchdog turns that into a failure.
+            var watchdog = try io.concurrent(panicAfter, .{ io, 120 });
+            defer watchdog.cancel(io) catch {};
+            var group: Io.Group = .init;
+            defer group.cancel(io);
+            var sums: [4]u64 = @splat(0);
+            for (&sums) |*sum| try group.concurrent(io, caller, .{ lane, io, sum });
+            try group.await(io);
+            const calls_each = 2_500;
+            for (sums) |sum| try testing.expectEqual(@as(u64, calls_each * (calls_each - 1)), sum);
+            const stats = lane.stats();
+            try testing.expectEqual(@as(u64, sums.len * calls_each), stats.jobs_run);
+            try testing.expect(stats.workers_woken <= stats.jobs_run);
+        }
+        fn caller(lane: *Lane, io: Io, sum: *u64) Io.Cancelable!void {
+            for (0..2_500) |i| {
+                sum.* += lane.run(io, double, .{@as(u64, i)}) catch |err| switch (err) {
+                    error.Canceled => return error.Canceled,
+                    else => unreachable, // room for every call, no deadline, no shutdown
+                };
+                // Now and then let the workers' poll run out before the next call.
+                if (i % 8 == 0) try io.sleep(.fromMicroseconds(3), .awake);
+            }
+        }
+        fn double(x: u64) u64 {
+            return 2 * x;
+        }
+        fn panicAfter(io: Io, seconds: i64) Io.Cancelable!void {
+            try io.sleep(.fromSeconds(seconds), .awake);
+            std.debug.panic("lane calls still pending after {d} s: a job was lost", .{seconds});
+        }
+    }.body);
+}
+
 test "Lane: works on std.Io.Threaded too" {
     const io = testing.io;
     const lane = try Lane.init(testing.allocator, .{ .threads = 2 });
