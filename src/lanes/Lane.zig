@@ -707,6 +707,11 @@ fn workerMain(worker: *Worker) void {
     // Whether this worker counts itself in `cpu_demand` (from its first job after being idle
     // until it finds no more).
     var busy = false;
+    // The job this worker ran last, its caller not yet told: `jobDone` has shown the worker
+    // free under the lock, and the caller learns of its job once the lock is released. A
+    // caller back with its next call then finds the books as they are (a `Lane.Sharded`
+    // stays on this shard, a submitter wakes no sibling for a worker that is done).
+    var ran: ?*Job = null;
     lane.lock.lock();
     while (true) {
         if (lane.queue.pop()) |job| {
@@ -714,18 +719,31 @@ fn workerMain(worker: *Worker) void {
             busy = true;
             const peer = lane.startJob(job);
             lane.lock.unlock();
+            if (ran) |done| complete(done);
             if (peer) |p| wakeWorker(p);
-            lane.finishJob(job);
+            lane.runJob(job);
             lane.lock.lock();
             lane.jobDone();
+            ran = job;
             continue;
         }
-        if (lane.phase != .open) break;
+        if (lane.phase != .open) {
+            // The last caller is told before the worker counts itself out.
+            const done = ran orelse break;
+            ran = null;
+            lane.lock.unlock();
+            complete(done);
+            lane.lock.lock();
+            continue;
+        }
         lane.lock.unlock();
+        if (ran) |done| complete(done);
+        ran = null;
         if (lane.stealJob()) |job| {
             if (!busy) cpu_demand.workerBusy();
             busy = true;
             lane.runStolen(job);
+            ran = job;
             continue;
         }
         if (busy) cpu_demand.workerIdle();
@@ -741,6 +759,7 @@ fn workerMain(worker: *Worker) void {
     }
     // Exiting: the queue is empty and admission is closed, so no job can arrive any more.
     assert(lane.queue.len == 0);
+    assert(ran == null);
     if (busy) cpu_demand.workerIdle();
     const io = lane.shutdown_io;
     const live = lane.workers_live.fetchSub(1, .release);
@@ -821,7 +840,8 @@ fn siblingHasWaitingJob(lane: *const Lane) bool {
 }
 
 /// Runs a job `stealJob` took, counted as this lane's. Called without the lock; returns with
-/// it held, as the worker loop goes on.
+/// it held, as the worker loop goes on, and the job done but not completed (the loop tells
+/// its caller once it released the lock).
 fn runStolen(lane: *Lane, job: *Job) void {
     assert(job.state == .running);
     lane.lock.lock();
@@ -829,7 +849,7 @@ fn runStolen(lane: *Lane, job: *Job) void {
     lane.counts.jobs_stolen += 1;
     lane.publishHints();
     lane.lock.unlock();
-    lane.finishJob(job);
+    lane.runJob(job);
     lane.lock.lock();
     lane.jobDone();
 }
@@ -849,13 +869,18 @@ pub fn join(lane: *Lane) void {
     if (!lane.joined) lane.joinWorkers();
 }
 
-/// Runs `job` and completes it. Without the lock.
-fn finishJob(lane: *Lane, job: *Job) void {
+/// Runs `job` (without the lock); `complete` tells its caller once `jobDone` counted it.
+fn runJob(lane: *Lane, job: *Job) void {
     assert(job.state == .running);
     job.start(job);
     // `state` stays `running`: it is written under the lock only (`withdraw` reads it there),
-    // and the completion word below is what tells the caller the job ended.
+    // and the completion word is what tells the caller the job ended.
     _ = lane.jobs_run.fetchAdd(1, .monotonic);
+}
+
+/// Tells the caller of a job that ran that it is done (without the lock).
+fn complete(job: *Job) void {
+    assert(job.state == .running);
     const io = job.io;
     // Release: the result written by `start` is visible to the caller that sees the code.
     // From here on the caller may return and reuse the memory: only the address is used.

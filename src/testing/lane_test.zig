@@ -522,12 +522,15 @@ test "Lane.Sharded: run stays on a shard while it has a free worker, then moves 
             var counter: Counter = .{};
             try testing.expectEqual(@as(u64, 1), try sharded.run(io, Counter.bump, .{&counter}));
             try testing.expectEqual(@as(u64, 1), sharded.shards[0].stats().jobs_run);
+            // The worker counted itself free (the hint too, in the same lock hold) before it
+            // told the caller, so a caller coming straight back finds the shard free.
+            try testing.expectEqual(
+                Shape{ .running = 0, .queued = 0, .waiting = 0 },
+                shapeOf(sharded.shards[0]),
+            );
+            try testing.expect(sharded.shards[0].hasFreeWorker());
             // Its one worker held by a gated job, shard 0 has no free worker: the next call
             // goes round-robin to another shard instead of queueing behind the gate.
-            // The worker counts itself free again (the hint too, in the same lock hold) just
-            // after completing the call.
-            try waitShape(io, sharded.shards[0], .{ .running = 0, .queued = 0, .waiting = 0 });
-            try testing.expect(sharded.shards[0].hasFreeWorker());
             var gate: Gate = .{};
             var held = try io.concurrent(shardedGatePass, .{ sharded, io, &gate });
             defer held.cancel(io) catch {};
