@@ -202,6 +202,9 @@ pub const Stats = struct {
     /// shard whose job waits), each a futex syscall and a thread switch: the price of jobs
     /// that found no worker polling. Not counted: the wake-ups of `shutdown`.
     workers_woken: u64 = 0,
+    /// Callers canceled after their job was accepted: each waited for its job, got its
+    /// result and had the cancel request re-armed.
+    canceled_after_acceptance: u64 = 0,
 };
 
 /// What `shutdown` reports.
@@ -567,6 +570,7 @@ pub fn wait(lane: *Lane, io: Io, job: *Job, deadline_initial: ?Io.Clock.Timestam
         io.futexWaitTimeout(u32, &job.completion.raw, pending, timeout) catch |err| switch (err) {
             error.Canceled => {
                 if (lane.withdraw(job)) return error.Canceled;
+                lane.countCanceledAfterAcceptance();
                 // Accepted: the job borrows our memory, so wait for it, then re-arm.
                 const code_final = waitUncancelable(io, job);
                 io.recancel();
@@ -620,6 +624,12 @@ fn withdraw(lane: *Lane, job: *Job) bool {
     job.state = .withdrawn;
     lane.counts.waiters_withdrawn += 1;
     return true;
+}
+
+fn countCanceledAfterAcceptance(lane: *Lane) void {
+    lane.lock.lock();
+    defer lane.lock.unlock();
+    lane.counts.canceled_after_acceptance += 1;
 }
 
 fn countRejected(lane: *Lane) void {

@@ -179,18 +179,33 @@ test "Lane: canceled after acceptance, the job runs once and the request is re-a
             var out: AfterCancel = .{};
             var future = try io.concurrent(passThenCheck, .{ lane, io, &gate, &out });
             try waitShape(io, lane, .{ .running = 1, .queued = 0, .waiting = 0 });
-            // The cancel blocks until the caller returns, so the gate opens from a thread.
-            const opener = try std.Thread.spawn(.{}, openWhenCanceled, .{ io, &gate });
+            // The cancel blocks until the caller returns, so the gate opens from a thread,
+            // once the caller has taken the cancel (a state, not a time: under a slow
+            // machine or TSan a fixed delay let the job finish before the cancel arrived).
+            var opener_failed = false;
+            const opener = try std.Thread.spawn(.{}, openWhenCanceled, .{
+                io, lane, &gate, &opener_failed,
+            });
             try testing.expectError(error.Canceled, future.cancel(io));
             opener.join();
+            try testing.expect(!opener_failed);
             try testing.expectEqual(@as(u64, 5), out.result);
             try testing.expect(out.recanceled);
             try testing.expectEqual(@as(u32, 1), out.resumed);
             try testing.expectEqual(@as(u32, 1), gate.passed.load(.monotonic));
+            try testing.expectEqual(@as(u64, 1), lane.stats().canceled_after_acceptance);
         }
-        fn openWhenCanceled(io: Io, gate: *Gate) void {
-            io.sleep(.fromMilliseconds(1), .awake) catch {};
-            gate.release();
+        fn openWhenCanceled(io: Io, lane: *Lane, gate: *Gate, failed: *bool) void {
+            // Opens the gate in every case: a caller left waiting would hang the test.
+            defer gate.release();
+            var polls: u32 = 0;
+            while (lane.stats().canceled_after_acceptance == 0) : (polls += 1) {
+                if (polls == 100_000) { // ~ seconds: the cancel never came
+                    failed.* = true;
+                    return;
+                }
+                io.sleep(.fromMicroseconds(20), .awake) catch {};
+            }
         }
     }.body);
 }
