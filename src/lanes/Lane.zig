@@ -40,9 +40,11 @@
 //! the queue is empty (a batch per wake). A poller left to take the job matters on a machine
 //! with few CPUs: a parked worker woken beside it waits for a CPU while the poller spins, and
 //! one fiber calling a 2-worker lane in turn paid ~20 µs per call for it (bench/lanes.sh,
-//! `sequential`). Jobs are intrusive
-//! nodes on the callers' stacks carrying their own completion word: no ticket map, no
-//! allocation per call. The lane allocates once, in `init`.
+//! `sequential`). A worker tells a caller its job is done only after it counted itself free
+//! under the lock, so a caller back at once with its next call sees the lane as it is.
+//!
+//! Jobs are intrusive nodes on the callers' stacks carrying their own completion word: no
+//! ticket map, no allocation per call. The lane allocates once, in `init`.
 //!
 //! ## Job states (under the lane's lock, except the completion word)
 //!
@@ -1056,7 +1058,11 @@ test "Lane: Result keeps the job's error set and adds the lane's" {
 test "Lane: a job queued while a worker polls wakes no parked worker; without a poller, one" {
     // The decision alone, on a lane built by hand (no threads): the worker loop's side of
     // the hand-shake is exercised by the stress tests in src/testing/lane_test.zig.
-    var lane: Lane = .{ .gpa = std.testing.allocator, .options = .{ .threads = 2 }, .workers = &.{} };
+    var lane: Lane = .{
+        .gpa = std.testing.allocator,
+        .options = .{ .threads = 2 },
+        .workers = &.{},
+    };
     var parked_worker: Worker = .{ .lane = &lane, .signal = .init(Worker.parked) };
     lane.idle = &parked_worker;
     lane.parked_hint.store(1, .monotonic);

@@ -4,9 +4,10 @@
 //! A worker lives on one runtime, whose connection tasks may run on several executor threads
 //! (`Server.Options.runtime.executors`). The slot table is guarded by `lock` (a spin lock: each
 //! section is a few stores or one `shutdown(2)`, never a switch); a connection's phase and
-//! count of phase changes are atomics its own task writes and the reaper and the drain read. A slot's stream
-//! is shut down only under the lock while the slot is in use, and closed only after its phase
-//! turned `free` under the lock, so a cut never reaches a descriptor number already reused.
+//! count of phase changes are atomics its own task writes and the reaper and the drain read.
+//! A slot's stream is shut down only under the lock while the slot is in use, and closed only
+//! after its phase turned `free` under the lock, so a cut never reaches a descriptor number
+//! already reused.
 //! `Server.stop` shuts the listener down (`shutdown(2)` wakes the pending accept with
 //! `SocketNotListening`, as std's `AcceptError` documents).
 //!
@@ -15,13 +16,14 @@
 //!   free --accept--> idle --first byte--> head --head parsed--> busy --response--> idle ...
 //!
 //! The reaper cuts an `idle` connection past `idle_timeout_ns` and a `head` connection past
-//! `header_timeout_ns` with `shutdown(SHUT_RDWR)`. It times a phase from the first sweep that
-//! saw it (the change count tells a phase that lasted from a new one), so a connection reads
-//! no clock per request, and a phase is cut no earlier than its timeout: the task's pending read ends (end of
-//! stream), the handler returns and the slot becomes `free`. Cutting through the socket rather
-//! than canceling the task keeps one task per connection; the alternative of a timer task per
-//! connection (or a `Select` racing `sleep` on every read) doubles the tasks or allocates per
-//! request. A `busy` connection is never cut by a timeout: its handler owns it.
+//! `header_timeout_ns` with `shutdown(SHUT_RDWR)`: the task's pending read ends (end of
+//! stream), the handler returns and the slot becomes `free`. The reaper times a phase from the
+//! first sweep that saw it (the change count tells a phase that lasted from a new one), so a
+//! connection reads no clock per request, and no phase is cut before its timeout. Cutting
+//! through the socket rather than canceling the task keeps one task per connection; the
+//! alternative of a timer task per connection (or a `Select` racing `sleep` on every read)
+//! doubles the tasks or allocates per request. A `busy` connection is never cut by a timeout:
+//! its handler owns it.
 //!
 //! Shutdown: accept ends → `draining`; `idle` connections are closed at once (no request in
 //! flight), `head`/`busy` ones finish their request and close instead of reading another;
@@ -302,7 +304,10 @@ fn cut(worker: *Worker, connection: *Connection) void {
     assert(connection.phase.load(.monotonic) != .free);
     connection.stream.shutdown(worker.io, .both) catch {}; // already closed by the peer
     // Not cut (nor counted) again in this phase.
-    connection.watch = .{ .changes = connection.changes.load(.monotonic), .since_ns = Connection.Watch.cut_ns };
+    connection.watch = .{
+        .changes = connection.changes.load(.monotonic),
+        .since_ns = Connection.Watch.cut_ns,
+    };
 }
 
 /// Period of the reaper: an eighth of the shorter timeout, within [10 ms, 1 s]. A phase is
