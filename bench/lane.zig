@@ -23,9 +23,10 @@
 //! the child before the timed region (the fastest of 7 probes), so a job is a fixed amount
 //! of CPU work, not a wall-clock spin that a preempted thread would finish for free. Lanes,
 //! the calibration and the callers' state are built outside the timed region; each row runs
-//! 2 warm-up iterations and `--iterations` timed ones and reports the median (`wall_ns`) and
-//! fastest (`wall_min_ns`) iteration. `ns_per_job` = wall / jobs; `overhead_ns` = ns_per_job -
-//! work (meaningful for the one-caller rows); `ideal_ns` = jobs x work / min(threads, CPUs).
+//! 2 warm-up iterations and `--iterations` timed ones and reports the median (`wall_ns`),
+//! fastest (`wall_min_ns`) and slowest (`wall_max_ns`) iteration. `ns_per_job` = wall / jobs;
+//! `overhead_ns` = ns_per_job - work (meaningful for the one-caller rows); `ideal_ns` = jobs x
+//! work / min(threads, CPUs); `workers_woken` the lane's `Stats.workers_woken`.
 //!
 //! Every job counts itself and returns a value derived from its index, which its caller
 //! checks (the error rows check the error): a lost job or a wrong result fails the row.
@@ -87,11 +88,15 @@ fn shapeOf(row: Row, rounds: u32) Shape {
 const Result = struct {
     wall_ns: u64,
     wall_min_ns: u64,
+    wall_max_ns: u64,
     ns_per_job: f64,
     overhead_ns: f64,
     ideal_ns: u64,
     jobs: u64,
     spin_iterations: u64,
+    /// Parked lane workers woken for a job over the whole run, warm-up included (`Lane` and
+    /// `Lane.Sharded`; 0 for the others): each is a futex syscall and a thread switch.
+    workers_woken: u64,
 };
 
 const Backend = harness.Backend(weft);
@@ -219,12 +224,20 @@ fn runIterations(context: *Context, shape: Shape, iterations: u32) !Result {
     return .{
         .wall_ns = median,
         .wall_min_ns = sorted[0],
+        .wall_max_ns = sorted[iterations - 1],
         .ns_per_job = per_job,
         .overhead_ns = per_job - @as(f64, @floatFromInt(shape.work_ns)),
         .ideal_ns = shape.jobs * shape.work_ns / @min(shape.threads, cpus),
         .jobs = shape.jobs,
         .spin_iterations = context.spin_iterations,
+        .workers_woken = workersWoken(context),
     };
+}
+
+fn workersWoken(context: *Context) u64 {
+    if (context.lane) |lane| return lane.stats().workers_woken;
+    if (context.sharded) |sharded| return sharded.stats().workers_woken;
+    return 0;
 }
 
 fn measure(io: Io, config: harness.Config, backend: *Backend) !Result {
