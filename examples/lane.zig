@@ -39,10 +39,18 @@ pub fn main(init: std.process.Init) !void {
     var group: Io.Group = .init;
     for (&sums, 0..) |*sum, seed| try group.concurrent(io, caller, .{ io, lane, seed, sum });
     try group.await(io);
+    // The lane's counters: how often a parked worker had to be woken (a syscall and a thread
+    // switch each; a worker still polling takes a new job without one), and how many callers
+    // were canceled too late to withdraw their job.
+    const stats = lane.stats();
     const report = lane.shutdown(io, .{ .policy = .run });
     lane.deinit(io);
 
     std.debug.print("checksums:", .{});
     for (sums) |sum| std.debug.print(" {x}", .{sum >> 48});
     std.debug.print("\njobs run: {d}, left: {d}\n", .{ report.jobs_run, report.jobs_left });
+    std.debug.print("workers woken: {d}, canceled after acceptance: {d}\n", .{
+        stats.workers_woken,
+        stats.canceled_after_acceptance,
+    });
 }
