@@ -134,12 +134,37 @@ pub const server_head_bytes_max = 8 * 1024;
 /// Bytes of one connection's write buffer in the HTTP helper.
 pub const server_write_buffer_bytes = 4 * 1024;
 
+/// Bytes of one connection's buffer for a chunked request body, checked before std's decoder
+/// reads it (server/http/Body.zig). A trailer section must fit in it whole.
+pub const server_body_buffer_bytes = 4 * 1024;
+
+/// Bytes of chunk extensions one chunked request body may carry in all (nothing reads them;
+/// a client sending more is wasting the server's time): past it, 400 and close.
+pub const server_chunk_extensions_bytes_max = 1024;
+
+/// Bytes of a chunked request body's trailer section: past it, 400 and close. Smaller than
+/// the body buffer, which holds the section whole for std's parser.
+pub const server_trailer_bytes_max = 2 * 1024;
+
+/// Bytes of a request body its handler left unread that the server reads and drops to keep
+/// the connection for the next request; with more left it closes the connection instead
+/// (Go's net/http drops up to 256 KiB, nginx reads all; reading is dearer than a reconnect).
+pub const server_body_skip_bytes_max = 64 * 1024;
+
 /// Default wait for a keep-alive connection's next request before it is closed.
 pub const server_idle_timeout_ns_default = 60 * std.time.ns_per_s;
 
 /// Default time from a request's first byte to its complete head: a slow-header (trickle)
 /// client is cut after it.
 pub const server_header_timeout_ns_default = 10 * std.time.ns_per_s;
+
+/// Default longest wait for the next bytes of a request body (between two reads, as nginx's
+/// `client_body_timeout`, whose default it is): a stalled uploader is cut after it.
+pub const server_body_timeout_ns_default = 60 * std.time.ns_per_s;
+
+/// Default longest wait for the client to take more of a response (between two writes, as
+/// nginx's `send_timeout`): a client that never reads is cut after it.
+pub const server_send_timeout_ns_default = 60 * std.time.ns_per_s;
 
 /// Default time a stopping server lets in-flight requests finish before cutting them.
 pub const server_drain_timeout_ns_default = 5 * std.time.ns_per_s;
@@ -250,6 +275,9 @@ comptime {
     assert(server_head_bytes_max >= 1024);
     assert(server_accept_backoff_ns_min <= server_accept_backoff_ns_max);
     assert(server_header_timeout_ns_default <= server_idle_timeout_ns_default);
+    // The trailer section, its final CRLF and the last chunk's line fit in the body buffer.
+    assert(server_trailer_bytes_max + 64 <= server_body_buffer_bytes);
+    assert(server_chunk_extensions_bytes_max < server_body_buffer_bytes);
     assert(lane_threads_max > 0);
     assert(lane_idle_spin_ns_default < std.time.ns_per_ms); // a poll, not a busy worker
     assert(lane_caller_spin_ns_default <= lane_idle_spin_ns_default); // the executor matters more

@@ -59,7 +59,10 @@ test {
     _ = @import("testing/sync_test.zig");
     _ = @import("testing/select_test.zig");
     _ = @import("testing/InterleavingChecker.zig");
+    _ = @import("server/http/head.zig");
+    _ = @import("server/http/Body.zig");
     _ = @import("testing/server_test.zig");
+    _ = @import("testing/http_test.zig");
     _ = @import("testing/lane_test.zig");
     _ = @import("fs/syscall.zig");
     _ = @import("testing/fs_test.zig");

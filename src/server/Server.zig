@@ -21,8 +21,8 @@
 //! idle keep-alive connections, lets requests in flight finish within `drain_timeout_ns`, and
 //! cuts the rest; `run` then returns a `Report` saying what was cut. Each worker serves at
 //! most `connections_max` connections (one more is closed as soon as it is accepted) and cuts
-//! connections idle past `idle_timeout_ns` or slower than `header_timeout_ns` to send a
-//! request head (see `Worker.zig`).
+//! a connection that outlasts the timeout of its phase: idle, head, each body read, each
+//! response write, and the whole request if `request_timeout_ns` is set (see `Worker.zig`).
 //!
 //! Every fd weft opens is close-on-exec; a forked worker inherits the listener and nothing
 //! else from the supervisor, which holds no runtime.
@@ -95,8 +95,18 @@ pub const Options = struct {
     listeners: Listeners = .reuse_port,
     /// Per worker.
     connections_max: u32 = config.server_connections_max_default,
+    /// Longest wait for a keep-alive connection's next request.
     idle_timeout_ns: u64 = config.server_idle_timeout_ns_default,
+    /// Longest time from a request's first byte to the end of its head.
     header_timeout_ns: u64 = config.server_header_timeout_ns_default,
+    /// Longest wait for the next bytes of a request body (each read).
+    body_timeout_ns: u64 = config.server_body_timeout_ns_default,
+    /// Longest wait for the client to take more of a response (each write).
+    send_timeout_ns: u64 = config.server_send_timeout_ns_default,
+    /// Longest time for a whole request, first byte to last response byte; null: unbounded
+    /// (a handler streaming a long response would be cut).
+    request_timeout_ns: ?u64 = null,
+    /// Longest time a stop lets requests in flight finish.
     drain_timeout_ns: u64 = config.server_drain_timeout_ns_default,
     /// `.single`/`.threaded`: SIGINT and SIGTERM call `stop` while `run` runs (one server per
     /// process). The forked supervisor always handles them.
@@ -241,6 +251,9 @@ fn limits(server: *const Server) Worker.Limits {
         .connections_max = server.options.connections_max,
         .idle_timeout_ns = server.options.idle_timeout_ns,
         .header_timeout_ns = server.options.header_timeout_ns,
+        .body_timeout_ns = server.options.body_timeout_ns,
+        .send_timeout_ns = server.options.send_timeout_ns,
+        .request_timeout_ns = server.options.request_timeout_ns,
         .drain_timeout_ns = server.options.drain_timeout_ns,
     };
 }

@@ -1,5 +1,5 @@
 //! One runtime's share of a `weft.Server`: its accept loop, its table of connections, the
-//! reaper that enforces the idle and header timeouts, and the drain when the server stops.
+//! reaper that enforces the timeouts of every phase, and the drain when the server stops.
 //!
 //! A worker lives on one runtime, whose connection tasks may run on several executor threads
 //! (`Server.Options.runtime.executors`). The slot table is guarded by `lock` (a spin lock: each
@@ -14,20 +14,29 @@
 //! Connection phases (`Connection.Phase`), owned by the connection's task:
 //!
 //!   free --accept--> idle --first byte--> head --head parsed--> busy --response--> idle ...
+//!                                                               busy <--> body (a body read waits)
+//!                                                   head, busy <--> send (a write waits)
 //!
-//! The reaper cuts an `idle` connection past `idle_timeout_ns` and a `head` connection past
-//! `header_timeout_ns` with `shutdown(SHUT_RDWR)`: the task's pending read ends (end of
-//! stream), the handler returns and the slot becomes `free`. The reaper times a phase from the
-//! first sweep that saw it (the change count tells a phase that lasted from a new one), so a
-//! connection reads no clock per request, and no phase is cut before its timeout. Cutting
+//! Each phase but `busy` has a timeout: `idle_timeout_ns` (the next request's first byte),
+//! `header_timeout_ns` (first byte to complete head), `body_timeout_ns` (one wait for body
+//! bytes) and `send_timeout_ns` (one wait for the client to take response bytes); a
+//! `body`/`send` phase entered again after progress is a new phase, so those two bound the
+//! time between two reads or writes, as nginx's `client_body_timeout` and `send_timeout` do.
+//! `request_timeout_ns`, when set, bounds a whole request from its first byte to its last
+//! response byte, whatever the phase (a trickling uploader makes progress, yet is cut).
+//! The reaper cuts a connection past a timeout with `shutdown(SHUT_RDWR)`: the task's pending
+//! read or write ends, the handler returns and the slot becomes `free`. It times a phase from
+//! the first sweep that saw it (the change count tells a phase that lasted from a new one), so
+//! a connection reads no clock per request, and no phase is cut before its timeout. Cutting
 //! through the socket rather than canceling the task keeps one task per connection; the
 //! alternative of a timer task per connection (or a `Select` racing `sleep` on every read)
-//! doubles the tasks or allocates per request. A `busy` connection is never cut by a timeout:
-//! its handler owns it.
+//! doubles the tasks or allocates per request. A handler computing in `busy` is cut by no
+//! phase timeout, only by the request timeout.
 //!
-//! Shutdown: accept ends → `draining`; `idle` connections are closed at once (no request in
-//! flight), `head`/`busy` ones finish their request and close instead of reading another;
-//! after `drain_timeout_ns` the rest are cut and counted in `Report.cut_at_drain`.
+//! Shutdown: accept ends → `draining`; `idle` connections get `shutdown(SHUT_RD)`: a request
+//! whose bytes have arrived is still read and answered (with `Connection: close`), and an idle
+//! one ends at once; `head`/`busy` ones finish their request and close instead of reading
+//! another; after `drain_timeout_ns` the rest are cut and counted in `Report.cut_at_drain`.
 const Worker = @This();
 
 const std = @import("std");
@@ -71,6 +80,20 @@ pub const Connection = struct {
     /// The reaper's, under `lock`: the phase it is timing. Null until its first sweep over
     /// this connection.
     watch: ?Watch = null,
+    /// Bumped as each request's head begins (one writer: the task); the reaper times a
+    /// request by it as it times a phase by `changes`.
+    requests: std.atomic.Value(u32) = .init(0),
+    /// The reaper's, under `lock`: the request it is timing (`request_timeout_ns`).
+    request_watch: ?Watch = null,
+    /// The task's own counts, added to the report when the slot is released.
+    counts: Counts = .{},
+
+    pub const Counts = struct {
+        /// Requests handed to the handler.
+        requests: u64 = 0,
+        /// Requests refused with an error status before or instead of the handler.
+        rejected: u64 = 0,
+    };
 
     const Watch = struct {
         /// `changes` when the reaper first saw this phase.
@@ -82,7 +105,7 @@ pub const Connection = struct {
         const cut_ns = std.math.maxInt(u64);
     };
 
-    pub const Phase = enum(u8) { free, idle, head, busy };
+    pub const Phase = enum(u8) { free, idle, head, busy, body, send };
 
     pub fn io(connection: *const Connection) Io {
         return connection.worker.io;
@@ -105,17 +128,49 @@ pub const Connection = struct {
     }
 
     /// Call when a request's first bytes have arrived: its head must be complete within the
-    /// header timeout.
+    /// header timeout, the whole request within the request timeout.
     pub fn receivingHead(connection: *Connection) void {
         const phase = connection.phase.load(.monotonic);
         assert(phase == .idle or phase == .busy);
+        // Before the phase's release store, like `changes`.
+        connection.requests.store(connection.requests.load(.monotonic) +% 1, .monotonic);
         connection.enter(.head);
     }
 
-    /// Call when the request's head is read: no timeout cuts it while the handler works.
+    /// Call when the request's head is read: no phase timeout cuts it while the handler
+    /// works. Also ends a `waitingBody`.
     pub fn handling(connection: *Connection) void {
         assert(connection.phase.load(.monotonic) != .free);
         connection.enter(.busy);
+    }
+
+    /// Call before waiting for bytes of a request body, and `handling` once they came: the
+    /// body timeout bounds each such wait.
+    pub fn waitingBody(connection: *Connection) void {
+        assert(connection.phase.load(.monotonic) == .busy);
+        connection.enter(.body);
+    }
+
+    /// Call before reading what a rejected client still sends, ahead of the close: the
+    /// header timeout bounds it.
+    pub fn lingering(connection: *Connection) void {
+        assert(connection.phase.load(.monotonic) != .free);
+        connection.enter(.head);
+    }
+
+    /// Call before a write that may wait for the client to take bytes; returns the phase to
+    /// give back to `sent` after it. The send timeout bounds each such wait.
+    pub fn sending(connection: *Connection) Phase {
+        const phase = connection.phase.load(.monotonic);
+        assert(phase == .head or phase == .busy);
+        connection.enter(.send);
+        return phase;
+    }
+
+    pub fn sent(connection: *Connection, previous: Phase) void {
+        assert(connection.phase.load(.monotonic) == .send);
+        assert(previous == .head or previous == .busy);
+        connection.enter(previous);
     }
 
     /// Whether the server is stopping (the response should be the connection's last).
@@ -135,6 +190,10 @@ pub const Limits = struct {
     connections_max: u32,
     idle_timeout_ns: u64,
     header_timeout_ns: u64,
+    body_timeout_ns: u64,
+    send_timeout_ns: u64,
+    /// Null: no bound on a request as a whole.
+    request_timeout_ns: ?u64,
     drain_timeout_ns: u64,
 };
 
@@ -145,8 +204,16 @@ pub const Report = struct {
     rejected_full: u64 = 0,
     /// Closed right after accept: no task could be created for them.
     rejected_no_task: u64 = 0,
+    /// Requests handed to the handler.
+    requests: u64 = 0,
+    /// Requests answered with an error status by the server itself (malformed framing,
+    /// oversized head, a body that broke its framing), then closed.
+    requests_rejected: u64 = 0,
     cut_idle_timeout: u64 = 0,
     cut_header_timeout: u64 = 0,
+    cut_body_timeout: u64 = 0,
+    cut_send_timeout: u64 = 0,
+    cut_request_timeout: u64 = 0,
     /// Idle keep-alive connections closed when the drain began (no request lost).
     closed_idle_at_drain: u64 = 0,
     /// Connections still open when the drain deadline passed, cut mid-request.
@@ -280,6 +347,8 @@ fn release(worker: *Worker, index: u32) void {
     worker.lock.lock();
     assert(connection.phase.load(.monotonic) != .free);
     connection.enter(.free);
+    worker.report.requests += connection.counts.requests;
+    worker.report.requests_rejected += connection.counts.rejected;
     worker.lock.unlock();
     connection.stream.close(worker.io);
     worker.lock.lock();
@@ -303,18 +372,24 @@ fn allFree(worker: *Worker) bool {
 fn cut(worker: *Worker, connection: *Connection) void {
     assert(connection.phase.load(.monotonic) != .free);
     connection.stream.shutdown(worker.io, .both) catch {}; // already closed by the peer
-    // Not cut (nor counted) again in this phase.
+    // Not cut (nor counted) again in this phase or request.
     connection.watch = .{
         .changes = connection.changes.load(.monotonic),
         .since_ns = Connection.Watch.cut_ns,
     };
+    connection.request_watch = .{
+        .changes = connection.requests.load(.monotonic),
+        .since_ns = Connection.Watch.cut_ns,
+    };
 }
 
-/// Period of the reaper: an eighth of the shorter timeout, within [10 ms, 1 s]. A phase is
+/// Period of the reaper: an eighth of the shortest timeout, within [10 ms, 1 s]. A phase is
 /// first seen within a period of its start and cut within a period of its timeout from
 /// there, so at most two periods late: 25 % of the timeout (or 20 ms).
 fn reapPeriodNs(limits: Limits) u64 {
-    const shortest = @min(limits.idle_timeout_ns, limits.header_timeout_ns);
+    var shortest = @min(limits.idle_timeout_ns, limits.header_timeout_ns);
+    shortest = @min(shortest, limits.body_timeout_ns, limits.send_timeout_ns);
+    if (limits.request_timeout_ns) |timeout_ns| shortest = @min(shortest, timeout_ns);
     return std.math.clamp(shortest / 8, 10 * std.time.ns_per_ms, std.time.ns_per_s);
 }
 
@@ -325,29 +400,53 @@ fn reap(worker: *Worker) Io.Cancelable!void {
         const now_ns = os.monotonicNs();
         worker.lock.lock();
         defer worker.lock.unlock();
-        for (worker.slots[0..worker.slots_used]) |*connection| {
-            const phase = connection.phase.load(.acquire);
-            const timeout_ns = switch (phase) {
-                .idle => worker.limits.idle_timeout_ns,
-                .head => worker.limits.header_timeout_ns,
-                .free, .busy => continue, // no timeout in these phases
-            };
-            const changes = connection.changes.load(.monotonic);
-            if (connection.watch == null or connection.watch.?.changes != changes) {
-                connection.watch = .{ .changes = changes, .since_ns = now_ns };
-                continue;
-            }
-            const watch = connection.watch.?;
-            if (watch.since_ns == Connection.Watch.cut_ns) continue;
-            if (now_ns -| watch.since_ns < timeout_ns) continue;
-            switch (phase) {
-                .idle => worker.report.cut_idle_timeout += 1,
-                .head => worker.report.cut_header_timeout += 1,
-                .free, .busy => unreachable,
-            }
-            worker.cut(connection);
-        }
+        for (worker.slots[0..worker.slots_used]) |*connection| worker.sweep(connection, now_ns);
     }
+}
+
+/// Cuts `connection` if its phase or its request outlasted its timeout. Caller holds `lock`.
+fn sweep(worker: *Worker, connection: *Connection, now_ns: u64) void {
+    const limits = worker.limits;
+    const phase = connection.phase.load(.acquire);
+    const phase_timeout_ns: ?u64 = switch (phase) {
+        .free => return,
+        .idle => limits.idle_timeout_ns,
+        .head => limits.header_timeout_ns,
+        .body => limits.body_timeout_ns,
+        .send => limits.send_timeout_ns,
+        .busy => null, // the handler's: only the request timeout applies
+    };
+    const changes = connection.changes.load(.monotonic);
+    if (expired(&connection.watch, changes, now_ns, phase_timeout_ns)) {
+        switch (phase) {
+            .idle => worker.report.cut_idle_timeout += 1,
+            .head => worker.report.cut_header_timeout += 1,
+            .body => worker.report.cut_body_timeout += 1,
+            .send => worker.report.cut_send_timeout += 1,
+            .free, .busy => unreachable, // no phase timeout
+        }
+        worker.cut(connection);
+        return;
+    }
+    // A request runs from its head's first byte until the connection is idle again.
+    const request_timeout_ns = if (phase == .idle) null else limits.request_timeout_ns;
+    const requests = connection.requests.load(.monotonic);
+    if (expired(&connection.request_watch, requests, now_ns, request_timeout_ns)) {
+        worker.report.cut_request_timeout += 1;
+        worker.cut(connection);
+    }
+}
+
+/// Whether what `watch` times (identified by `count`) has lasted `timeout_ns` since the first
+/// sweep that saw it; a new `count` starts timing anew. Never true twice for one cut.
+fn expired(watch: *?Connection.Watch, count: u32, now_ns: u64, timeout_ns: ?u64) bool {
+    if (watch.* == null or watch.*.?.changes != count) {
+        watch.* = .{ .changes = count, .since_ns = now_ns };
+        return false;
+    }
+    const since_ns = watch.*.?.since_ns;
+    if (since_ns == Connection.Watch.cut_ns) return false;
+    return now_ns -| since_ns >= (timeout_ns orelse return false);
 }
 
 /// Closes idle connections, waits up to the drain timeout for the others, cuts what remains.
@@ -359,7 +458,10 @@ fn drain(worker: *Worker) void {
     for (worker.slots[0..worker.slots_used]) |*connection| {
         if (connection.phase.load(.acquire) != .idle) continue;
         worker.report.closed_idle_at_drain += 1;
-        worker.cut(connection);
+        // Only the read side: a request already in the socket (or just read, its task not
+        // yet past `receivingHead`) is read and answered before the end of stream; a
+        // connection with nothing more sees the end at once.
+        connection.stream.shutdown(io, .recv) catch {}; // already closed by the peer
     }
     worker.lock.unlock();
     const deadline_ns = os.monotonicNs() + worker.limits.drain_timeout_ns;

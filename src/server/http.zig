@@ -1,23 +1,38 @@
-//! HTTP/1.1 over `weft.Server`: a connection handler that reads requests with
-//! `std.http.Server` (keep-alive, pipelining) and passes each to a `Handler` to respond.
+//! HTTP/1.1 over `weft.Server`: a connection handler that reads requests (keep-alive,
+//! pipelining) and passes each to a `Handler` as a `std.http.Server.Request`, so handlers
+//! written for std.http run unchanged.
 //!
-//! It reports the connection's phases to the worker, so the idle timeout applies while it
-//! waits for a request's first byte and the header timeout from there to the end of the
-//! head. A head larger than `config.server_head_bytes_max` gets 431, a malformed one 400;
-//! the connection is then closed (what follows a bad head cannot be framed) and the server
-//! goes on serving the others. While the server stops, the response in flight is the
-//! connection's last.
+//! The framing is weft's own: `http/head.zig` parses each head strictly (RFC 9112) and
+//! `http/Body.zig` delimits each body, because std.http asserts on input it does not check
+//! and is lenient where a server must not be (see both files). A head that breaks a rule gets
+//! its status (400, 415, 417, 501 or 505, as `head.status` says), a head larger than
+//! `config.server_head_bytes_max` gets 431, a body that breaks its framing gets 400 if nothing
+//! was answered yet; the connection is then closed (what follows cannot be framed) and the
+//! server goes on serving the others. A request without a body length has an empty body.
+//!
+//! It reports the connection's phases to the worker, so each phase has its timeout: idle until
+//! a request's first byte, head until its end, body for each wait for body bytes (in
+//! `Body`), send for each wait for the client to take response bytes (in `Writer`). While the
+//! server stops, a request gets `Connection: close` and is the connection's last.
 const std = @import("std");
 const Io = std.Io;
+const assert = std.debug.assert;
 const config = @import("../config.zig");
 const Worker = @import("Worker.zig");
+const head = @import("http/head.zig");
+const Body = @import("http/Body.zig");
 
 pub const Request = std.http.Server.Request;
 pub const RespondError = Request.ExpectContinueError;
 
-/// Answers one request: must call `request.respond` (or `respondStreaming`) once. An error
-/// closes the connection. `connection.io()` is the Io to use; `connection.stopping()` says
-/// the server is draining.
+/// Answers one request: must call `request.respond` (or `respondStreaming` and end it) once;
+/// a handler that writes nothing is answered 500 and the connection closed. An error closes
+/// the connection. `connection.io()` is the Io to use; `connection.stopping()` says the
+/// server is draining. Setting `request.head.keep_alive = false` before responding makes the
+/// response the connection's last (`Connection: close`). The body, read through
+/// `request.readerExpectContinue`, ends with `error.ReadFailed` if the client sends a
+/// malformed body or leaves before its end; what the handler does not read is skipped (up
+/// to `config.server_body_skip_bytes_max`, else the connection is closed).
 pub const Handler = struct {
     context: ?*anyopaque = null,
     respondFn: *const fn (
@@ -37,41 +52,130 @@ fn serve(context: ?*anyopaque, connection: *Worker.Connection) Io.Cancelable!voi
     const io = connection.io();
     var read_buffer: [config.server_head_bytes_max]u8 = undefined;
     var write_buffer: [config.server_write_buffer_bytes]u8 = undefined;
+    var body_buffer: [config.server_body_buffer_bytes]u8 = undefined;
     var reader = connection.stream.reader(io, &read_buffer);
-    var writer = connection.stream.writer(io, &write_buffer);
-    var server = std.http.Server.init(&reader.interface, &writer.interface);
+    var writer: Writer = .init(connection, &write_buffer);
     while (connection.awaitRequest()) {
         // Idle until the first byte (already there when the client pipelines).
         reader.interface.fill(1) catch break;
         connection.receivingHead();
-        var request = server.receiveHead() catch |err| {
-            switch (err) {
-                error.HttpHeadersOversize => {
-                    respondRaw(&writer.interface, "431 Request Header Fields Too Large");
-                    lingeringClose(connection, &reader.interface);
-                },
-                error.HttpHeadersInvalid => {
-                    respondRaw(&writer.interface, "400 Bad Request");
-                    lingeringClose(connection, &reader.interface);
-                },
-                // The peer left (or a timeout cut it) mid-head or between requests.
-                error.HttpRequestTruncated, error.HttpConnectionClosing, error.ReadFailed => {},
-            }
+        const parsed = receiveHead(&reader.interface) catch |err| {
+            const status: std.http.Status = switch (err) {
+                // The peer left (or a timeout cut it) mid-head.
+                error.ReadFailed, error.EndOfStream => break,
+                error.HeadOversize => .request_header_fields_too_large,
+                else => |e| head.status(e),
+            };
+            reject(connection, &writer, &reader.interface, status);
             break;
         };
-        connection.handling();
-        http_handler.respondFn(http_handler.context, connection, &request) catch break;
-        if (!request.head.keep_alive) break;
+        const exchange = Exchange{
+            .connection = connection,
+            .in = &reader.interface,
+            .writer = &writer,
+            .head = parsed,
+            .body_buffer = &body_buffer,
+        };
+        if (!exchange.run(http_handler)) break;
     }
     if (reader.err) |err| if (err == error.Canceled) return error.Canceled;
     if (writer.err) |err| if (err == error.Canceled) return error.Canceled;
 }
 
-/// A bodiless error response that closes the connection; a failed write is the peer's loss.
-fn respondRaw(writer: *Io.Writer, comptime status: []const u8) void {
-    const head = "HTTP/1.1 " ++ status ++ "\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
-    writer.writeAll(head) catch return;
-    writer.flush() catch {};
+const HeadError = head.Error || error{
+    /// The head did not end within the read buffer: 431.
+    HeadOversize,
+    /// The connection ended mid-head (`EndOfStream`) or its read failed.
+    ReadFailed,
+    EndOfStream,
+};
+
+/// Reads a head into `in`'s buffer and parses it; it stays there (the result's slices point
+/// to it) until the buffer is next filled.
+fn receiveHead(in: *Io.Reader) HeadError!head.Head {
+    var scan: head.Scan = .{};
+    while (true) {
+        if (try head.findEnd(in.buffered(), &scan)) |span| {
+            const bytes = in.buffered()[span.start..span.end];
+            in.toss(span.end);
+            return head.parse(bytes);
+        }
+        if (in.bufferedLen() >= in.buffer.len) return error.HeadOversize;
+        try in.fillMore(); // moves the buffered bytes to the front: `scan` stays valid
+    }
+}
+
+/// One request and its response, after its head was read.
+const Exchange = struct {
+    connection: *Worker.Connection,
+    in: *Io.Reader,
+    writer: *Writer,
+    head: head.Head,
+    body_buffer: []u8,
+
+    /// Hands the request to the handler; returns whether the connection may carry another.
+    fn run(exchange: *const Exchange, http_handler: *const Handler) bool {
+        const connection = exchange.connection;
+        const writer = exchange.writer;
+        const framing = exchange.head.framing;
+        var body: Body = .init(exchange.in, connection, framing, exchange.body_buffer);
+        var server: std.http.Server = .{
+            .out = &writer.interface,
+            .reader = .{
+                .in = &body.interface,
+                .state = .received_head,
+                .interface = undefined,
+                .max_head_len = exchange.in.buffer.len,
+            },
+        };
+        var request: Request = .{
+            .server = &server,
+            .head = exchange.head.std,
+            .head_buffer = exchange.head.bytes,
+        };
+        if (connection.stopping()) request.head.keep_alive = false;
+        connection.handling();
+        connection.counts.requests += 1;
+        const written_before = writer.count();
+        const responded = if (http_handler.respondFn(http_handler.context, connection, &request))
+            true
+        else |_|
+            false;
+        const answered = writer.count() != written_before;
+        writer.interface.flush() catch return false;
+        if (body.err) |err| {
+            // The body broke its framing (or was cut): answer if the handler had not.
+            if (!answered and err != error.BodyTruncated and err != error.ReadFailed) {
+                reject(connection, writer, exchange.in, .bad_request);
+            }
+            return false;
+        }
+        if (!responded) return false;
+        if (!answered) {
+            // A handler that wrote nothing: the client would wait for an answer forever.
+            reject(connection, writer, exchange.in, .internal_server_error);
+            return false;
+        }
+        if (!request.head.keep_alive or server.reader.state == .closing) return false;
+        if (connection.stopping()) return false;
+        return body.skip(config.server_body_skip_bytes_max);
+    }
+};
+
+/// A bodiless error response, then a lingering close. A failed write is the peer's loss.
+fn reject(
+    connection: *Worker.Connection,
+    writer: *Writer,
+    in: *Io.Reader,
+    status: std.http.Status,
+) void {
+    connection.counts.rejected += 1;
+    const out = &writer.interface;
+    out.print("HTTP/1.1 {d} {s}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n", .{
+        @intFromEnum(status), status.phrase() orelse "",
+    }) catch return;
+    out.flush() catch return;
+    lingeringClose(connection, in);
 }
 
 /// Bytes of a rejected request read and dropped before the close (see `lingeringClose`).
@@ -80,14 +184,52 @@ const linger_bytes_max = 64 * 1024;
 /// Half-closes and reads what the client is still sending, so that the close does not reset
 /// the connection (a close with unread input sends RST, which can destroy the error response
 /// before the client reads it). Bounded by `linger_bytes_max` and by the header timeout: the
-/// connection is still in its `head` phase.
-fn lingeringClose(connection: *Worker.Connection, reader: *Io.Reader) void {
+/// connection is in its `head` phase.
+fn lingeringClose(connection: *Worker.Connection, in: *Io.Reader) void {
+    connection.lingering();
     connection.stream.shutdown(connection.io(), .send) catch return;
     var dropped: usize = 0;
     while (dropped < linger_bytes_max) {
-        dropped += reader.discard(.limited(linger_bytes_max - dropped)) catch return;
+        dropped += in.discard(.limited(linger_bytes_max - dropped)) catch return;
     }
 }
+
+/// The connection's response writer: std's `net.Stream.Writer`, but each write that may wait
+/// for the client is the connection's `send` phase, and the bytes written are counted.
+const Writer = struct {
+    interface: Io.Writer,
+    connection: *Worker.Connection,
+    /// Bytes the socket took.
+    written_bytes: u64 = 0,
+    err: ?Io.net.Stream.Writer.Error = null,
+
+    fn init(connection: *Worker.Connection, buffer: []u8) Writer {
+        return .{
+            .interface = .{ .vtable = &.{ .drain = drain }, .buffer = buffer },
+            .connection = connection,
+        };
+    }
+
+    /// Bytes written or buffered so far.
+    fn count(writer: *const Writer) u64 {
+        return writer.written_bytes + writer.interface.end;
+    }
+
+    fn drain(w: *Io.Writer, data: []const []const u8, splat: usize) Io.Writer.Error!usize {
+        const writer: *Writer = @alignCast(@fieldParentPtr("interface", w));
+        const connection = writer.connection;
+        const io = connection.io();
+        const previous = connection.sending();
+        defer connection.sent(previous);
+        const handle = connection.stream.socket.handle;
+        const n = io.vtable.netWrite(io.userdata, handle, w.buffered(), data, splat) catch |err| {
+            writer.err = err;
+            return error.WriteFailed;
+        };
+        writer.written_bytes += n;
+        return w.consume(n);
+    }
+};
 
 /// A `Handler` answering every request with 200 and a fixed `text/plain` body.
 pub fn Fixed(comptime body: []const u8) type {

@@ -18,7 +18,7 @@ const os = @import("../os/linux.zig");
 const Runtime = @import("../Runtime.zig");
 const Server = @import("../server/Server.zig");
 
-const hello = Server.http.Fixed("Hello World");
+pub const hello = Server.http.Fixed("Hello World");
 const request_get = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 
 /// Longest a test's client side may take before it is canceled.
@@ -30,11 +30,11 @@ const server_stop_ms_max = 20_000;
 /// Runs `function(args...)` on `io` and returns its result, or cancels it and returns
 /// `error.TestTimedOut` once `client_deadline_s` have passed (weft cancels a pending socket
 /// read or write, so a client waiting on a server that never answers does return).
-fn bounded(io: Io, comptime function: anytype, args: anytype) !void {
+pub fn bounded(io: Io, comptime function: anytype, args: anytype) !void {
     return boundedBy(io, .fromSeconds(client_deadline_s), function, args);
 }
 
-fn boundedBy(io: Io, deadline: Io.Duration, comptime function: anytype, args: anytype) !void {
+pub fn boundedBy(io: Io, deadline: Io.Duration, comptime function: anytype, args: anytype) !void {
     const Outcome = union(enum) { done: anyerror!void, timed_out: Io.Cancelable!void };
     var buffer: [2]Outcome = undefined;
     var select: Io.Select(Outcome) = .init(io, &buffer);
@@ -52,7 +52,7 @@ fn boundedBy(io: Io, deadline: Io.Duration, comptime function: anytype, args: an
 }
 
 /// A server running `run` on a thread of its own until `finish`.
-const Running = struct {
+pub const Running = struct {
     server: Server,
     thread: std.Thread = undefined,
     result: Server.RunError!Server.Report = error.WorkerStartFailed,
@@ -60,7 +60,7 @@ const Running = struct {
     done: std.atomic.Value(bool) = .init(false),
     finished: bool = false,
 
-    fn start(running: *Running, options: Server.Options, handler: Server.Handler) !void {
+    pub fn start(running: *Running, options: Server.Options, handler: Server.Handler) !void {
         running.* = .{ .server = try Server.init(testing.allocator, options) };
         errdefer running.server.deinit();
         running.thread = try std.Thread.spawn(.{}, runThread, .{ running, handler });
@@ -74,7 +74,7 @@ const Running = struct {
     /// Stops the server and returns its report. A server that does not stop within
     /// `server_stop_ms_max` panics the test binary: its thread still uses `running`, so the
     /// test can neither return nor go on.
-    fn finish(running: *Running) !Server.Report {
+    pub fn finish(running: *Running) !Server.Report {
         std.debug.assert(!running.finished);
         running.finished = true;
         running.server.stop();
@@ -92,42 +92,42 @@ const Running = struct {
 
     /// For an `errdefer` right after `start`: a test failing midway still stops its server,
     /// whose thread uses `running` (about to go out of scope).
-    fn abandon(running: *Running) void {
+    pub fn abandon(running: *Running) void {
         if (!running.finished) _ = running.finish() catch {};
     }
 };
 
-fn optionsOf(shape: Server.Shape) Server.Options {
+pub fn optionsOf(shape: Server.Shape) Server.Options {
     return .{ .address = .{ .ip4 = .loopback(0) }, .shape = shape };
 }
 
 /// One keep-alive client connection with its buffers (small: clients live on a fiber's
 /// stack, sixteen at a time in one test, and responses are a few hundred bytes).
-const Client = struct {
+pub const Client = struct {
     stream: net.Stream,
     read_buffer: [4 * 1024]u8 = undefined,
     write_buffer: [1024]u8 = undefined,
     reader: net.Stream.Reader = undefined,
     writer: net.Stream.Writer = undefined,
 
-    fn connect(client: *Client, io: Io, port: u16) !void {
+    pub fn connect(client: *Client, io: Io, port: u16) !void {
         const address: net.IpAddress = .{ .ip4 = .loopback(port) };
         client.* = .{ .stream = try address.connect(io, .{ .mode = .stream }) };
         client.reader = client.stream.reader(io, &client.read_buffer);
         client.writer = client.stream.writer(io, &client.write_buffer);
     }
 
-    fn close(client: *Client, io: Io) void {
+    pub fn close(client: *Client, io: Io) void {
         client.stream.close(io);
     }
 
-    fn send(client: *Client, bytes: []const u8) !void {
+    pub fn send(client: *Client, bytes: []const u8) !void {
         try client.writer.interface.writeAll(bytes);
         try client.writer.interface.flush();
     }
 
     /// Reads one response; returns its status and checks the body's length.
-    fn receive(client: *Client) !u16 {
+    pub fn receive(client: *Client) !u16 {
         const in = &client.reader.interface;
         const status_line = try in.takeDelimiterInclusive('\n');
         try testing.expect(std.mem.startsWith(u8, status_line, "HTTP/1.1 "));
@@ -147,13 +147,13 @@ const Client = struct {
         return status;
     }
 
-    fn get(client: *Client) !u16 {
+    pub fn get(client: *Client) !u16 {
         try client.send(request_get);
         return client.receive();
     }
 
     /// True once the server closed the connection (end of stream or reset).
-    fn expectClosed(client: *Client) !void {
+    pub fn expectClosed(client: *Client) !void {
         const in = &client.reader.interface;
         if (in.takeByte()) |_| return error.TestUnexpectedData else |err| switch (err) {
             error.EndOfStream, error.ReadFailed => {},
@@ -201,7 +201,7 @@ test "Server: .single serves keep-alive requests and stops with nothing cut" {
 }
 
 /// Runs `body` on a runtime of its own, `bounded`.
-fn withClientPort(port: u16, comptime body: fn (io: Io, port: u16) anyerror!void) !void {
+pub fn withClientPort(port: u16, comptime body: fn (io: Io, port: u16) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
     defer rt.deinit();
     const io = rt.io();
@@ -387,7 +387,7 @@ test "Server: malformed and oversized requests get 4xx, the server keeps serving
             try bad.connect(io, p);
             defer bad.close(io);
             try bad.send("GET / HTTP/9.9\r\nHost: t\r\n\r\n");
-            try testing.expectEqual(400, try bad.receive());
+            try testing.expectEqual(505, try bad.receive());
             try bad.expectClosed();
 
             var big: Client = undefined;

@@ -1,0 +1,673 @@
+//! weft.Server's HTTP framing over real sockets, as a hostile client would try it: one test per
+//! rule of RFC 9112 the server enforces (server/http/head.zig, server/http/Body.zig), each
+//! checking the status, whether the connection closed where it must (a request pipelined
+//! behind a rejected one is never answered), and that a new connection is served afterwards;
+//! then a seeded fuzz test of mutated requests against a `.threaded` server.
+//!
+//! `WEFT_FUZZ_REQUESTS=n` sets the fuzz test's request count (default `fuzz_requests_default`,
+//! CI's bound); `WEFT_FUZZ_SEED=n` its seed, printed when it fails.
+const std = @import("std");
+const Io = std.Io;
+const net = Io.net;
+const testing = std.testing;
+const config = @import("../config.zig");
+const Runtime = @import("../Runtime.zig");
+const Server = @import("../server/Server.zig");
+const server_test = @import("server_test.zig");
+const Running = server_test.Running;
+
+const fuzz_requests_default = 5_000;
+
+/// Reads a request's body (up to 4 KiB) and answers it as the response body: a handler that
+/// takes the body, where `hello` leaves it to std's `discardBody`.
+const Echo = struct {
+    const http_handler: Server.http.Handler = .{ .respondFn = &respond };
+
+    fn respond(
+        _: ?*anyopaque,
+        _: *Server.Connection,
+        request: *Server.http.Request,
+    ) Server.http.RespondError!void {
+        var transfer: [256]u8 = undefined;
+        const reader = try request.readerExpectContinue(&transfer);
+        var body: [4096]u8 = undefined;
+        // A body that failed (malformed, cut) ends the exchange: the server answers or closes.
+        const n = reader.readSliceShort(&body) catch return error.WriteFailed;
+        try request.respond(body[0..n], .{});
+    }
+};
+
+const Response = struct {
+    status: u16,
+    body: []const u8,
+    close: bool,
+};
+
+/// What came back for `request`, sent whole on a new connection whose sending side is then
+/// shut down: every response up to the server's close, in order.
+const Exchange = struct {
+    bytes: [16 * 1024]u8 = undefined,
+    len: usize = 0,
+    responses: [8]Response = undefined,
+    count: usize = 0,
+
+    fn run(exchange: *Exchange, io: Io, port: u16, request: []const u8) !void {
+        const address: net.IpAddress = .{ .ip4 = .loopback(port) };
+        const stream = try address.connect(io, .{ .mode = .stream });
+        defer stream.close(io);
+        var write_buffer: [256]u8 = undefined;
+        var writer = stream.writer(io, &write_buffer);
+        // A server that closes early may reset the connection before all is sent: what it
+        // answered is still read below.
+        writer.interface.writeAll(request) catch {};
+        writer.interface.flush() catch {};
+        stream.shutdown(io, .send) catch {};
+        var read_buffer: [1024]u8 = undefined;
+        var reader = stream.reader(io, &read_buffer);
+        exchange.len = reader.interface.readSliceShort(&exchange.bytes) catch |err| switch (err) {
+            // A reset after the responses: what was read before it is kept in the buffer.
+            error.ReadFailed => reader.interface.bufferedLen(),
+        };
+        try exchange.parse();
+    }
+
+    fn parse(exchange: *Exchange) !void {
+        var rest = exchange.bytes[0..exchange.len];
+        while (rest.len > 0) {
+            const head_end = (std.mem.indexOf(u8, rest, "\r\n\r\n") orelse
+                return error.TestResponseMalformed) + 4;
+            const head = rest[0..head_end];
+            if (!std.mem.startsWith(u8, head, "HTTP/1.1 ")) return error.TestResponseMalformed;
+            const status = try std.fmt.parseInt(u16, head[9..12], 10);
+            var content_length: usize = 0;
+            var close = false;
+            var lines = std.mem.splitSequence(u8, head[0 .. head_end - 4], "\r\n");
+            _ = lines.next();
+            while (lines.next()) |line| {
+                const colon = std.mem.indexOfScalar(u8, line, ':') orelse
+                    return error.TestResponseMalformed;
+                const value = std.mem.trim(u8, line[colon + 1 ..], " ");
+                if (std.ascii.eqlIgnoreCase(line[0..colon], "content-length")) {
+                    content_length = try std.fmt.parseInt(usize, value, 10);
+                } else if (std.ascii.eqlIgnoreCase(line[0..colon], "connection")) {
+                    close = std.ascii.eqlIgnoreCase(value, "close");
+                }
+            }
+            if (rest.len < head_end + content_length) return error.TestResponseMalformed;
+            rest = rest[head_end..];
+            if (status == 100) continue; // interim: no body
+            if (exchange.count == exchange.responses.len) return error.TestTooManyResponses;
+            exchange.responses[exchange.count] = .{
+                .status = status,
+                .body = rest[0..content_length],
+                .close = close,
+            };
+            exchange.count += 1;
+            rest = rest[content_length..];
+        }
+    }
+
+    fn statuses(exchange: *const Exchange, out: []u16) []u16 {
+        for (exchange.responses[0..exchange.count], out[0..exchange.count]) |r, *s| s.* = r.status;
+        return out[0..exchange.count];
+    }
+};
+
+const Case = struct {
+    name: []const u8,
+    request: []const u8,
+    /// Every response expected, in order; empty: the connection ends with no answer.
+    statuses: []const u16,
+    /// For `Echo`: the first response's body.
+    body: ?[]const u8 = null,
+};
+
+const get_after = "GET /after HTTP/1.1\r\nHost: t\r\n\r\n";
+
+/// Runs each case on a new connection to a `.single` server with `http_handler`, then checks
+/// a plain GET on another new connection is answered.
+fn expectCases(http_handler: *const Server.http.Handler, cases: []const Case) !void {
+    var running: Running = undefined;
+    try running.start(server_test.optionsOf(.single), Server.http.handler(http_handler));
+    errdefer running.abandon();
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    try server_test.bounded(io, runCases, .{ io, running.server.port(), cases });
+    const report = try running.finish();
+    try testing.expectEqual(0, report.workers.cut_at_drain);
+}
+
+fn runCases(io: Io, port: u16, cases: []const Case) !void {
+    for (cases) |case| {
+        var exchange: Exchange = .{};
+        exchange.run(io, port, case.request) catch |err| {
+            std.debug.print("case \"{s}\": {t}\n", .{ case.name, err });
+            return err;
+        };
+        var got: [8]u16 = undefined;
+        testing.expectEqualSlices(u16, case.statuses, exchange.statuses(&got)) catch |err| {
+            std.debug.print("case \"{s}\": statuses differ\n", .{case.name});
+            return err;
+        };
+        if (case.body) |body| try testing.expectEqualStrings(body, exchange.responses[0].body);
+        // A rejection says it closes.
+        for (exchange.responses[0..exchange.count]) |response| {
+            if (response.status >= 400) try testing.expect(response.close);
+        }
+        var after: Exchange = .{};
+        try after.run(io, port, get_after);
+        try testing.expectEqualSlices(u16, &.{200}, after.statuses(&got));
+    }
+}
+
+/// Each case for both handlers: one that reads the body and one that leaves it to std.
+fn expectBoth(cases: []const Case) !void {
+    try expectCases(&Echo.http_handler, cases);
+    var for_hello: [32]Case = undefined;
+    for (cases, for_hello[0..cases.len]) |case, *copy| copy.* = .{
+        .name = case.name,
+        .request = case.request,
+        .statuses = case.statuses,
+    };
+    try expectCases(&server_test.hello.http_handler, for_hello[0..cases.len]);
+}
+
+test "http: a POST with neither Content-Length nor Transfer-Encoding has an empty body" {
+    try expectBoth(&.{
+        .{
+            .name = "POST without length, then a pipelined GET",
+            .request = "POST / HTTP/1.1\r\nHost: t\r\n\r\n" ++ get_after,
+            .statuses = &.{ 200, 200 },
+            .body = "",
+        },
+        .{
+            .name = "PUT and PATCH too",
+            .request = "PUT / HTTP/1.1\r\nHost: t\r\n\r\nPATCH / HTTP/1.1\r\nHost: t\r\n\r\n",
+            .statuses = &.{ 200, 200 },
+        },
+    });
+}
+
+test "http: Content-Length and Transfer-Encoding together get 400 and close" {
+    try expectBoth(&.{.{
+        .name = "both",
+        .request = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n" ++
+            "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n" ++ get_after,
+        .statuses = &.{400},
+    }});
+}
+
+test "http: unknown transfer codings get 501, repeated or non-final chunked 400" {
+    try expectBoth(&.{
+        .{
+            .name = "gzip, chunked",
+            .request = "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n" ++
+                "0\r\n\r\n" ++ get_after,
+            .statuses = &.{501},
+        },
+        .{
+            .name = "gzip alone",
+            .request = "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\nxx" ++
+                get_after,
+            .statuses = &.{400},
+        },
+        .{
+            .name = "chunked twice",
+            .request = "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n" ++
+                "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" ++ get_after,
+            .statuses = &.{400},
+        },
+        .{
+            .name = "chunked in HTTP/1.0",
+            .request = "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            .statuses = &.{400},
+        },
+    });
+}
+
+test "http: chunked is matched case-insensitively and framed exactly" {
+    try expectCases(&Echo.http_handler, &.{.{
+        .name = "CHUNKED with extensions and trailers, then a pipelined GET",
+        .request = "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: ChUnKeD\r\n\r\n" ++
+            "3;a=b\r\nhel\r\n2\r\nlo\r\n0\r\nX-Trailer: 1\r\n\r\n" ++ get_after,
+        .statuses = &.{ 200, 200 },
+        .body = "hello",
+    }});
+    try expectCases(&server_test.hello.http_handler, &.{.{
+        .name = "a chunked body the handler leaves unread is skipped",
+        .request = "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" ++
+            "5\r\nhello\r\n0\r\n\r\n" ++ get_after,
+        .statuses = &.{ 200, 200 },
+    }});
+}
+
+test "http: Content-Length is digits only, one value or identical repeats" {
+    const bad = [_][]const u8{ "+5", "-5", "5 5", "0x5", "5, 6", "99999999999999999999" };
+    var cases: [bad.len + 2]Case = undefined;
+    var texts: [bad.len][160]u8 = undefined;
+    for (bad, 0..) |value, i| cases[i] = .{
+        .name = value,
+        .request = try std.fmt.bufPrint(&texts[i], "POST / HTTP/1.1\r\nHost: t\r\n" ++
+            "Content-Length: {s}\r\n\r\nhello" ++ get_after, .{value}),
+        .statuses = &.{400},
+    };
+    cases[bad.len] = .{
+        .name = "two lines with different values",
+        .request = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 4\r\n" ++
+            "\r\nhello" ++ get_after,
+        .statuses = &.{400},
+    };
+    cases[bad.len + 1] = .{
+        .name = "identical repeats",
+        .request = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 5, 5" ++
+            "\r\n\r\nhello" ++ get_after,
+        .statuses = &.{ 200, 200 },
+        .body = "hello",
+    };
+    try expectBoth(&cases);
+}
+
+test "http: a malformed chunk size or line, oversized extensions or trailer get 400 and close" {
+    const long_extension = "a" ** (config.server_chunk_extensions_bytes_max + 1);
+    const long_trailer = "b" ** (config.server_trailer_bytes_max + 1);
+    const head = "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+    try expectCases(&Echo.http_handler, &.{
+        .{
+            .name = "size not hex",
+            .request = head ++ "zz\r\nhello\r\n0\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "size with a sign",
+            .request = head ++ "-5\r\nhello\r\n0\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "size past 64 bits",
+            .request = head ++ "1" ++ "0" ** 16 ++ "\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "bare LF after size",
+            .request = head ++ "5\nhello\r\n0\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "data longer than size",
+            .request = head ++ "5\r\nhello!\r\n0\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "no CRLF after data",
+            .request = head ++ "5\r\nhello0\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "extension too long",
+            .request = head ++ "5;" ++ long_extension ++ "\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "NUL in an extension",
+            .request = head ++ "5;a\x00\r\nhello\r\n0\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "trailer too long",
+            .request = head ++ "0\r\nX: " ++ long_trailer ++ "\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "trailer without colon",
+            .request = head ++ "0\r\nnocolon\r\n\r\n",
+            .statuses = &.{400},
+        },
+    });
+    // A handler that leaves the body to std: std's respond discards it through weft's checks
+    // first, so the response says close; the next request on the connection is not read.
+    try expectCases(&server_test.hello.http_handler, &.{
+        .{
+            .name = "size not hex, unread",
+            .request = head ++ "zz\r\nhello\r\n0\r\n\r\n" ++ get_after,
+            .statuses = &.{200},
+        },
+    });
+}
+
+test "http: Host, colons, control bytes and whitespace in the target get 400" {
+    try expectBoth(&.{
+        .{
+            .name = "HTTP/1.1 without Host",
+            .request = "GET / HTTP/1.1\r\n\r\n" ++ get_after,
+            .statuses = &.{400},
+        },
+        .{
+            .name = "two Hosts",
+            .request = "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "no colon",
+            .request = "GET / HTTP/1.1\r\nHost: t\r\nNoColon\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "space before colon",
+            .request = "GET / HTTP/1.1\r\nHost : t\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "folded line",
+            .request = "GET / HTTP/1.1\r\nHost: t\r\nX: a\r\n b\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "NUL in a value",
+            .request = "GET / HTTP/1.1\r\nHost: t\r\nX: a\x00b\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "control byte in a name",
+            .request = "GET / HTTP/1.1\r\nHost: t\r\nX\x01: a\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "bare CR in a value",
+            .request = "GET / HTTP/1.1\r\nHost: t\r\nX: a\rb\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "bare LF line end",
+            .request = "GET / HTTP/1.1\nHost: t\n\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "space in the target",
+            .request = "GET /a b HTTP/1.1\r\nHost: t\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "tab in the target",
+            .request = "GET /a\tb HTTP/1.1\r\nHost: t\r\n\r\n",
+            .statuses = &.{400},
+        },
+        .{
+            .name = "unknown method",
+            .request = "BREW / HTTP/1.1\r\nHost: t\r\n\r\n",
+            .statuses = &.{501},
+        },
+        .{
+            .name = "HTTP/2.0",
+            .request = "GET / HTTP/2.0\r\nHost: t\r\n\r\n",
+            .statuses = &.{505},
+        },
+        .{
+            .name = "Expect other than 100-continue",
+            .request = "POST / HTTP/1.1\r\nHost: t\r\nExpect: tea\r\n\r\n",
+            .statuses = &.{417},
+        },
+        .{
+            .name = "head too large",
+            .request = "GET / HTTP/1.1\r\nHost: t\r\nX: " ++
+                "a" ** config.server_head_bytes_max ++ "\r\n\r\n",
+            .statuses = &.{431},
+        },
+    });
+}
+
+test "http: a body cut short by the client's close ends the connection quietly" {
+    try expectCases(&Echo.http_handler, &.{
+        .{
+            .name = "Content-Length longer than the body",
+            .request = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhello",
+            .statuses = &.{},
+        },
+        .{
+            .name = "chunked body without its last chunk",
+            .request = "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" ++
+                "5\r\nhello\r\n",
+            .statuses = &.{},
+        },
+        .{
+            .name = "head cut short",
+            .request = "GET / HTTP/1.1\r\nHost:",
+            .statuses = &.{},
+        },
+    });
+}
+
+test "http: bodies are skipped to the next request: GET with a body, unread and 100-continue" {
+    try expectBoth(&.{
+        .{
+            .name = "GET with a body",
+            .request = "GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello" ++ get_after,
+            .statuses = &.{ 200, 200 },
+        },
+        .{
+            .name = "Expect: 100-continue",
+            .request = "POST / HTTP/1.1\r\nHost: t\r\nExpect: 100-Continue\r\n" ++
+                "Content-Length: 2\r\n\r\nhi" ++ get_after,
+            .statuses = &.{ 200, 200 },
+        },
+        .{
+            .name = "empty lines before the request line",
+            .request = "\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n",
+            .statuses = &.{200},
+        },
+        .{
+            .name = "HTTP/1.0 closes",
+            .request = "GET / HTTP/1.0\r\n\r\n" ++ get_after,
+            .statuses = &.{200},
+        },
+    });
+}
+
+/// Answers with `response_bytes` bytes (streamed from one buffer): more than the loopback
+/// socket buffers hold, so a client that never reads stalls the write.
+const Large = struct {
+    const response_bytes = 64 * 1024 * 1024;
+    const http_handler: Server.http.Handler = .{ .respondFn = &respond };
+
+    fn respond(
+        _: ?*anyopaque,
+        _: *Server.Connection,
+        request: *Server.http.Request,
+    ) Server.http.RespondError!void {
+        var buffer: [4096]u8 = undefined;
+        var body = try request.respondStreaming(&buffer, .{ .content_length = response_bytes });
+        const chunk: [16 * 1024]u8 = @splat('x');
+        var left: usize = response_bytes;
+        while (left > 0) : (left -= chunk.len) try body.writer.writeAll(&chunk);
+        try body.end();
+    }
+};
+
+const timeout_ms = 200;
+
+/// Options whose every timeout is long but the one under test (`timeout_ms`): a cut within
+/// the test's bound can only come from that one.
+fn timeoutOptions() Server.Options {
+    var options = server_test.optionsOf(.single);
+    options.idle_timeout_ns = 30 * std.time.ns_per_s;
+    options.header_timeout_ns = 30 * std.time.ns_per_s;
+    options.body_timeout_ns = 30 * std.time.ns_per_s;
+    options.send_timeout_ns = 30 * std.time.ns_per_s;
+    return options;
+}
+
+/// Sends `bytes`, then (if `trickle`) one more `trickle` byte every 50 ms, and waits for the
+/// server to close the connection; returns how long that took, in ms.
+fn sendAndAwaitCut(io: Io, port: u16, bytes: []const u8, trickle: ?u8) !i64 {
+    const address: net.IpAddress = .{ .ip4 = .loopback(port) };
+    const stream = try address.connect(io, .{ .mode = .stream });
+    defer stream.close(io);
+    const start = Io.Clock.awake.now(io);
+    var write_buffer: [256]u8 = undefined;
+    var writer = stream.writer(io, &write_buffer);
+    try writer.interface.writeAll(bytes);
+    try writer.interface.flush();
+    if (trickle) |byte| {
+        // Ends when the cut makes the write fail; bounded by the test's deadline.
+        while (true) {
+            try io.sleep(.fromMilliseconds(50), .awake);
+            writer.interface.writeByte(byte) catch break;
+            writer.interface.flush() catch break;
+        }
+    }
+    var read_buffer: [256]u8 = undefined;
+    var reader = stream.reader(io, &read_buffer);
+    var sink: [256]u8 = undefined;
+    _ = reader.interface.readSliceShort(&sink) catch {}; // end of stream or reset
+    return start.durationTo(Io.Clock.awake.now(io)).toMilliseconds();
+}
+
+fn expectCut(
+    options: Server.Options,
+    http_handler: *const Server.http.Handler,
+    bytes: []const u8,
+    trickle: ?u8,
+) !Server.Report {
+    var running: Running = undefined;
+    try running.start(options, Server.http.handler(http_handler));
+    errdefer running.abandon();
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    const Cut = struct {
+        fn run(io_: Io, port: u16, bytes_: []const u8, trickle_: ?u8) !void {
+            const elapsed_ms = try sendAndAwaitCut(io_, port, bytes_, trickle_);
+            // Never before its timeout.
+            try testing.expect(elapsed_ms >= timeout_ms);
+        }
+    };
+    try server_test.boundedBy(io, .fromSeconds(10), Cut.run, .{
+        io, running.server.port(), bytes, trickle,
+    });
+    return running.finish();
+}
+
+fn expectOnlyCut(report: Server.Report, comptime field: []const u8) !void {
+    const names = .{
+        "cut_idle_timeout", "cut_header_timeout",  "cut_body_timeout",
+        "cut_send_timeout", "cut_request_timeout",
+    };
+    inline for (names) |name| {
+        const expected: u64 = if (comptime std.mem.eql(u8, name, field)) 1 else 0;
+        testing.expectEqual(expected, @field(report.workers, name)) catch |err| {
+            std.debug.print("{s} = {d}\n", .{ name, @field(report.workers, name) });
+            return err;
+        };
+    }
+}
+
+test "http: a stalled body is cut by the body timeout, and only by it" {
+    var options = timeoutOptions();
+    options.body_timeout_ns = timeout_ms * std.time.ns_per_ms;
+    const report = try expectCut(options, &Echo.http_handler, "POST / HTTP/1.1\r\nHost: t\r\n" ++
+        "Content-Length: 100\r\n\r\n0123456789", null);
+    try expectOnlyCut(report, "cut_body_timeout");
+}
+
+test "http: a chunk that stops midway is cut by the body timeout" {
+    var options = timeoutOptions();
+    options.body_timeout_ns = timeout_ms * std.time.ns_per_ms;
+    const report = try expectCut(options, &Echo.http_handler, "POST / HTTP/1.1\r\nHost: t\r\n" ++
+        "Transfer-Encoding: chunked\r\n\r\n5\r\nhe", null);
+    try expectOnlyCut(report, "cut_body_timeout");
+}
+
+test "http: a client that never reads its response is cut by the send timeout" {
+    var options = timeoutOptions();
+    options.send_timeout_ns = timeout_ms * std.time.ns_per_ms;
+    var running: Running = undefined;
+    try running.start(options, Server.http.handler(&Large.http_handler));
+    errdefer running.abandon();
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    try server_test.boundedBy(io, .fromSeconds(10), neverRead, .{ io, running.server.port() });
+    const report = try running.finish();
+    try expectOnlyCut(report, "cut_send_timeout");
+}
+
+/// Asks for `Large`'s response and reads nothing for a while; then what it reads ends short.
+fn neverRead(io: Io, port: u16) !void {
+    const address: net.IpAddress = .{ .ip4 = .loopback(port) };
+    const stream = try address.connect(io, .{ .mode = .stream });
+    defer stream.close(io);
+    var write_buffer: [256]u8 = undefined;
+    var writer = stream.writer(io, &write_buffer);
+    try writer.interface.writeAll(get_after);
+    try writer.interface.flush();
+    // Long enough for the send timeout and its reaper periods.
+    try io.sleep(.fromMilliseconds(4 * timeout_ms), .awake);
+    var read_buffer: [64 * 1024]u8 = undefined;
+    var reader = stream.reader(io, &read_buffer);
+    var received_bytes: usize = 0;
+    while (true) {
+        received_bytes += reader.interface.discard(.unlimited) catch break;
+    }
+    // The socket buffers held a few MiB of it; the server gave up on the rest.
+    try testing.expect(received_bytes < Large.response_bytes);
+}
+
+test "http: a trickling upload that keeps the body timeout at bay meets the request timeout" {
+    var options = timeoutOptions();
+    options.body_timeout_ns = 10 * std.time.ns_per_s;
+    options.request_timeout_ns = timeout_ms * std.time.ns_per_ms;
+    const report = try expectCut(options, &Echo.http_handler, "POST / HTTP/1.1\r\nHost: t\r\n" ++
+        "Content-Length: 1000\r\n\r\n", 'x');
+    try expectOnlyCut(report, "cut_request_timeout");
+}
+
+test "http: slow uploaders holding every connection slot are cut, then others are served" {
+    var options = timeoutOptions();
+    options.connections_max = 4;
+    options.body_timeout_ns = timeout_ms * std.time.ns_per_ms;
+    var running: Running = undefined;
+    try running.start(options, Server.http.handler(&Echo.http_handler));
+    errdefer running.abandon();
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    try server_test.boundedBy(io, .fromSeconds(10), lockOut, .{ io, running.server.port() });
+    const report = try running.finish();
+    try testing.expectEqual(4, report.workers.cut_body_timeout);
+}
+
+/// An uploader that stalls until the server cuts it: refused at once (every slot taken by a
+/// probe), it tries again. Its cut is told by the server's report.
+fn slowUpload(io: Io, port: u16, upload: []const u8) Io.Cancelable!void {
+    while (true) {
+        const elapsed_ms = sendAndAwaitCut(io, port, upload, null) catch |err| switch (err) {
+            error.Canceled => return error.Canceled,
+            else => return,
+        };
+        if (elapsed_ms >= timeout_ms) return;
+    }
+}
+
+/// Whether a GET on a new connection was answered: false when it was closed unanswered.
+fn probe(io: Io, port: u16) bool {
+    var exchange: Exchange = .{};
+    exchange.run(io, port, get_after) catch return false;
+    return exchange.count == 1 and exchange.responses[0].status == 200;
+}
+
+fn lockOut(io: Io, port: u16) !void {
+    var uploaders: Io.Group = .init;
+    defer uploaders.cancel(io);
+    const upload = "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\nx";
+    for (0..4) |_| try uploaders.concurrent(io, slowUpload, .{ io, port, upload });
+    // Locked out once the uploaders hold every slot...
+    while (probe(io, port)) try io.sleep(.fromMilliseconds(5), .awake);
+    const locked = Io.Clock.awake.now(io);
+    // ... until the body timeout cuts them.
+    while (!probe(io, port)) try io.sleep(.fromMilliseconds(5), .awake);
+    const locked_ms = locked.durationTo(Io.Clock.awake.now(io)).toMilliseconds();
+    // No longer than the timeout and two reaper periods (25 %), with slack for a slow
+    // machine.
+    try testing.expect(locked_ms < 4 * timeout_ms);
+    try uploaders.await(io);
+}
