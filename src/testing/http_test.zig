@@ -671,3 +671,141 @@ fn lockOut(io: Io, port: u16) !void {
     try testing.expect(locked_ms < 4 * timeout_ms);
     try uploaders.await(io);
 }
+
+/// What one looping keep-alive client saw across a stop.
+const Tally = struct {
+    responses: u32 = 0,
+    /// Requests sent on an accepted connection and never answered: must stay 0.
+    lost: u32 = 0,
+    /// Connects refused (or reset unanswered on a new connection) after the stop began.
+    refused: u32 = 0,
+    /// A reused connection closed before the next request was read: sent again on a new one,
+    /// as HTTP clients do for idempotent requests (RFC 9112 §9.3.1).
+    retried: u32 = 0,
+    /// Responses that did not say `Connection: close` although the stop had begun before
+    /// the request was sent.
+    kept_open_while_stopping: u32 = 0,
+};
+
+const Outcome = union(enum) {
+    answered: struct { close: bool },
+    /// The connection ended before any byte of a response.
+    unanswered,
+    /// It ended midway through a response.
+    cut,
+};
+
+fn requestOnce(reader: *Io.Reader, writer: *Io.Writer) Outcome {
+    writer.writeAll("GET / HTTP/1.1\r\nHost: t\r\n\r\n") catch return .unanswered;
+    writer.flush() catch return .unanswered;
+    const status_line = reader.takeDelimiterInclusive('\n') catch return .unanswered;
+    if (!std.mem.startsWith(u8, status_line, "HTTP/1.1 200 ")) return .cut;
+    var content_length: ?usize = null;
+    var close = false;
+    while (true) {
+        const line = reader.takeDelimiterInclusive('\n') catch return .cut;
+        if (std.mem.eql(u8, line, "\r\n")) break;
+        const colon = std.mem.indexOfScalar(u8, line, ':') orelse return .cut;
+        const value = std.mem.trim(u8, line[colon + 1 ..], " \r\n");
+        if (std.ascii.eqlIgnoreCase(line[0..colon], "content-length")) {
+            content_length = std.fmt.parseInt(usize, value, 10) catch return .cut;
+        } else if (std.ascii.eqlIgnoreCase(line[0..colon], "connection")) {
+            close = std.ascii.eqlIgnoreCase(value, "close");
+        }
+    }
+    reader.discardAll(content_length orelse return .cut) catch return .cut;
+    return .{ .answered = .{ .close = close } };
+}
+
+/// Sends requests in a loop on keep-alive connections until the server refuses it.
+fn loopThroughStop(
+    io: Io,
+    port: u16,
+    stopping: *const std.atomic.Value(bool),
+    tally: *Tally,
+) Io.Cancelable!void {
+    const address: net.IpAddress = .{ .ip4 = .loopback(port) };
+    while (true) {
+        const stream = address.connect(io, .{ .mode = .stream }) catch |err| switch (err) {
+            error.Canceled => return error.Canceled,
+            else => {
+                if (stopping.load(.acquire)) tally.refused += 1 else tally.lost += 1;
+                return;
+            },
+        };
+        defer stream.close(io);
+        var read_buffer: [1024]u8 = undefined;
+        var write_buffer: [256]u8 = undefined;
+        var reader = stream.reader(io, &read_buffer);
+        var writer = stream.writer(io, &write_buffer);
+        var reused = false;
+        while (true) {
+            const stop_began = stopping.load(.acquire);
+            switch (requestOnce(&reader.interface, &writer.interface)) {
+                .answered => |answer| {
+                    tally.responses += 1;
+                    if (stop_began and !answer.close) tally.kept_open_while_stopping += 1;
+                    if (answer.close) break;
+                    reused = true;
+                },
+                .unanswered => if (reused) {
+                    tally.retried += 1;
+                    break;
+                } else {
+                    if (stopping.load(.acquire)) tally.refused += 1 else tally.lost += 1;
+                    return;
+                },
+                .cut => {
+                    tally.lost += 1;
+                    return;
+                },
+            }
+            if (reader.err) |err| if (err == error.Canceled) return error.Canceled;
+        }
+    }
+}
+
+fn expectNothingLost(shape: Server.Shape) !void {
+    var running: Running = undefined;
+    try running.start(server_test.optionsOf(shape), Server.http.handler(&server_test.hello.http_handler));
+    errdefer running.abandon();
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    const clients = 20;
+    var tallies: [clients]Tally = @splat(.{});
+    var stopping: std.atomic.Value(bool) = .init(false);
+    var group: Io.Group = .init;
+    defer group.cancel(io);
+    for (&tallies) |*tally| {
+        try group.concurrent(io, loopThroughStop, .{ io, running.server.port(), &stopping, tally });
+    }
+    // Every client has been answered at least once: all are looping.
+    for (0..500) |_| {
+        var looping: u32 = 0;
+        for (tallies) |tally| looping += @intFromBool(tally.responses > 0);
+        if (looping == clients) break;
+        try io.sleep(.fromMilliseconds(10), .awake);
+    } else return error.TestTimedOut;
+    stopping.store(true, .release);
+    const report = try running.finish();
+    try server_test.boundedBy(io, .fromSeconds(10), Io.Group.await, .{ &group, io });
+    var total: Tally = .{};
+    for (tallies) |tally| {
+        inline for (@typeInfo(Tally).@"struct".fields) |field| {
+            @field(total, field.name) += @field(tally, field.name);
+        }
+    }
+    try testing.expectEqual(0, total.lost);
+    // Every request the server read was answered: none was read and dropped (which the
+    // client would have taken for an idle close and retried).
+    try testing.expectEqual(report.workers.requests, total.responses);
+    try testing.expectEqual(clients, total.refused); // each client ends on a refusal
+    try testing.expectEqual(0, report.workers.cut_at_drain);
+    try testing.expect(total.responses >= clients);
+}
+
+test "http: 20 keep-alive clients looping through a stop lose no request" {
+    try expectNothingLost(.single);
+    try expectNothingLost(.{ .threaded = 2 });
+}
