@@ -8,8 +8,12 @@
 //!   worker's runtime has one executor unless `runtime.executors` says otherwise.
 //! - `.forked = n`: a supervisor process forks n worker processes, each with its own runtime.
 //!   The listener is opened once, before the fork, and shared (see `supervisor.zig` for why
-//!   not `SO_REUSEPORT`). The supervisor restarts a worker that dies and, on SIGTERM/SIGINT,
-//!   stops accepting, forwards the signal, waits for the drain and returns.
+//!   not `SO_REUSEPORT`). The supervisor restarts any worker that exits while the service
+//!   runs: a crash, a panic, or SIGTERM/SIGINT sent to that worker alone (it drains and
+//!   exits 0); one that keeps dying young is restarted after a growing back-off. Each start
+//!   and exit is logged with the worker's pid. Only SIGTERM/SIGINT to the supervisor (or
+//!   `stop` in its process) stops the service: it stops accepting, forwards SIGTERM, waits
+//!   for the drain and returns.
 //!
 //! ```
 //! var server = try weft.Server.init(gpa, .{ .address = address, .shape = .{ .threaded = 2 } });
@@ -99,7 +103,7 @@ pub const Options = struct {
     header_timeout_ns: u64 = config.server_header_timeout_ns_default,
     drain_timeout_ns: u64 = config.server_drain_timeout_ns_default,
     /// `.single`/`.threaded`: SIGINT and SIGTERM call `stop` while `run` runs (one server per
-    /// process). The forked supervisor always handles them.
+    /// process). The forked supervisor always handles them, and each forked worker its own.
     stop_on_signals: bool = false,
     runtime: Runtime.Options = .{},
 };

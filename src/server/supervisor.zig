@@ -28,10 +28,13 @@
 //! at once and its slot's back-off starts over.
 //!
 //! The supervisor logs (scope `weft_server`) each worker's pid when it starts, and its exit:
-//! pid, exit status or signal, how long it ran, and when it restarts. std's default panic
-//! handler prints "thread <id> panic: ..."; a worker's main thread, which runs its executor
-//! unless `runtime.executors` asks for more, has the worker's pid for its thread id, so a
-//! panic and the exit it causes (SIGABRT) are matched by that number.
+//! pid, exit status or signal, how long it ran, and when it restarts. The worker logs its pid
+//! and the thread it serves on. std's default panic handler prints "thread <id> panic: ..."
+//! (a library cannot replace the root's handler): that id leads to the worker's start line,
+//! whose pid leads to its exit (SIGABRT). (Only the first executor's thread is logged; with
+//! `runtime.executors` > 1 the others are the worker's other threads.) The worker serves on a thread it starts after the
+//! fork, not on the forked thread: std caches a thread's id on first use, and the forked one
+//! would name the supervisor's thread it was copied from.
 //!
 //! Stopping (SIGINT/SIGTERM to the supervisor, or `Server.stop` in its process; nothing else
 //! stops the service): the supervisor shuts the listener down (every worker's accept ends),
@@ -236,11 +239,11 @@ fn logExit(
     const next = if (restart_delay_ns) |delay_ns| if (delay_ns == 0)
         "restarting now"
     else
-        std.fmt.bufPrint(&next_buffer, "restarting in {d} ms (crash-loop back-off)", .{
+        std.fmt.bufPrint(&next_buffer, "restarting in {d} ms (back-off: ran under {d} s)", .{
             delay_ns / std.time.ns_per_ms,
+            config.server_restart_backoff_reset_ns / std.time.ns_per_s,
         }) catch unreachable // 64 bytes hold it
-    else
-        "not restarted: stopping";
+    else "not restarted: stopping";
     const format = "worker {d} (pid {d}) {s} after {d} ms; {s}";
     const args = .{ index, pid, how, ran_ns / std.time.ns_per_ms, next };
     if (clean) log.info(format, args) else log.warn(format, args);
@@ -366,19 +369,34 @@ fn workerMain(
     // A SIGTERM forwarded before this point is pending; it is delivered here, to the handler.
     assert(linux.sigprocmask(linux.SIG.SETMASK, mask_before, null) == 0);
     if (linux.getppid() != supervisor_pid) os.eventFdSignal(stop_fd); // died before the prctl
-    // std's panic handler names the thread by `std.Thread.getCurrentId`, which caches the id
-    // per thread: one cached by the forking thread before the fork would survive into this
-    // process and name the wrong thread. (The supervisor never asks for it.)
-    const panic_thread_id = std.Thread.getCurrentId();
-    if (panic_thread_id != @as(u32, @bitCast(linux.gettid()))) {
-        log.warn("worker {d} (pid {d}): a panic here will say thread {d}", .{
-            index, linux.getpid(), panic_thread_id,
-        });
-    }
-    const worker_report = server.serveOn(0, handler, stop_fd) catch |err| {
+    // On a thread of its own: std's panic handler names the thread with
+    // `std.Thread.getCurrentId`, which each thread caches on first use, so this (forked)
+    // thread keeps the id of the supervisor thread it was forked from once that one logged
+    // anything. A thread started here has a fresh cache: a panic names the worker's thread.
+    const thread = std.Thread.spawn(.{}, serveWorker, .{
+        server, index, handler, stop_fd, &reports[index],
+    }) catch |err| {
+        log.err("worker {d}: no thread: {t}", .{ index, err });
+        linux.exit_group(1);
+    };
+    thread.join();
+    linux.exit_group(0);
+}
+
+/// The worker's serving thread: its runtime's first executor. Exits the process with status 1
+/// if the runtime cannot start; otherwise writes the worker's report for the supervisor.
+fn serveWorker(
+    server: *Server,
+    index: u32,
+    handler: Server.Handler,
+    stop_fd: linux.fd_t,
+    report: *Worker.Report,
+) void {
+    log.info("worker {d} (pid {d}) serves on thread {d}", .{
+        index, linux.getpid(), linux.gettid(),
+    });
+    report.* = server.serveOn(0, handler, stop_fd) catch |err| {
         log.err("worker {d}: {t}", .{ index, err });
         linux.exit_group(1);
     };
-    reports[index] = worker_report;
-    linux.exit_group(0);
 }
