@@ -31,10 +31,10 @@
 //! pid, exit status or signal, how long it ran, and when it restarts. The worker logs its pid
 //! and the thread it serves on. std's default panic handler prints "thread <id> panic: ..."
 //! (a library cannot replace the root's handler): that id leads to the worker's start line,
-//! whose pid leads to its exit (SIGABRT). (Only the first executor's thread is logged; with
-//! `runtime.executors` > 1 the others are the worker's other threads.) The worker serves on a thread it starts after the
-//! fork, not on the forked thread: std caches a thread's id on first use, and the forked one
-//! would name the supervisor's thread it was copied from.
+//! whose pid leads to its exit (SIGABRT). Only the first executor's thread is logged; with
+//! `runtime.executors` > 1 the others are the worker's other threads. The worker serves on
+//! a thread it starts after the fork, not on the forked thread: std caches a thread's id on
+//! first use, and the forked one would name the supervisor's thread it was copied from.
 //!
 //! Stopping (SIGINT/SIGTERM to the supervisor, or `Server.stop` in its process; nothing else
 //! stops the service): the supervisor shuts the listener down (every worker's accept ends),
