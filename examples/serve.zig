@@ -6,7 +6,8 @@
 //!   curl http://127.0.0.1:9123/
 //!
 //! SIGINT or SIGTERM stops it: no new connections, requests in flight finish (5 s at most),
-//! then it prints what was served and cut and exits 0. Listens on 127.0.0.1.
+//! then it prints what was served and cut and exits 0. Listens on 127.0.0.1. In forked mode
+//! SIGTERM to one worker's pid (logged at its start) restarts that worker alone.
 const std = @import("std");
 const weft = @import("weft");
 
@@ -80,11 +81,11 @@ pub fn main(init: std.process.Init) u8 {
     const w = report.workers;
     std.debug.print(
         "weft-serve: stopped; accepted={d} rejected_full={d} closed_idle={d} cut_at_drain={d} " ++
-            "cut_idle={d} cut_header={d} restarted={d} killed={d}\n",
+            "cut_idle={d} cut_header={d} restarted={d} restarts_delayed={d} killed={d}\n",
         .{
-            w.accepted,               w.rejected_full,       w.closed_idle_at_drain,
-            w.cut_at_drain,           w.cut_idle_timeout,    w.cut_header_timeout,
-            report.workers_restarted, report.workers_killed,
+            w.accepted,               w.rejected_full,         w.closed_idle_at_drain,
+            w.cut_at_drain,           w.cut_idle_timeout,      w.cut_header_timeout,
+            report.workers_restarted, report.restarts_delayed, report.workers_killed,
         },
     );
     return 0;

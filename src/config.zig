@@ -177,6 +177,21 @@ pub const server_accept_backoff_ns_max = 256 * std.time.ns_per_ms;
 /// The kernel queue of a server's listener (capped by net.core.somaxconn).
 pub const server_backlog = 1024;
 
+/// Bounds of the forked supervisor's restart back-off. A worker that dies within
+/// `server_restart_backoff_reset_ns` of its start is restarted after its slot's back-off,
+/// which then doubles up to the maximum: a crash loop (a worker dying at its first request,
+/// or at start-up) forks once per 5 s per slot instead of spinning, and the service is back
+/// within 5 s of the cause going away. 100 ms first lets a one-off death (a worker killed by
+/// hand, a passing shortage of fds at start) cost little; until a worker comes back its
+/// connections wait in the shared listener's queue, they are not refused.
+pub const server_restart_backoff_ns_min = 100 * std.time.ns_per_ms;
+pub const server_restart_backoff_ns_max = 5 * std.time.ns_per_s;
+/// A worker that ran this long before it died was not in a crash loop: it is restarted at
+/// once and its slot's back-off starts over from the minimum. (Kubernetes resets a pod's
+/// crash-loop back-off after 10 minutes; a weft worker starts in milliseconds, so a loop
+/// shows within seconds.)
+pub const server_restart_backoff_reset_ns = 10 * std.time.ns_per_s;
+
 /// Worker threads a blocking lane may own: a lane is for blocking syscalls, whose parallelism
 /// is bounded by the kernel and the devices, not by how many callers wait.
 pub const lane_threads_max = 1024;
@@ -274,6 +289,8 @@ comptime {
     assert(server_workers_max > 0 and server_connections_max_default > 0);
     assert(server_head_bytes_max >= 1024);
     assert(server_accept_backoff_ns_min <= server_accept_backoff_ns_max);
+    assert(server_restart_backoff_ns_min > 0); // doubling from 0 stays 0
+    assert(server_restart_backoff_ns_min <= server_restart_backoff_ns_max);
     assert(server_header_timeout_ns_default <= server_idle_timeout_ns_default);
     // The trailer section, its final CRLF and the last chunk's line fit in the body buffer.
     assert(server_trailer_bytes_max + 64 <= server_body_buffer_bytes);

@@ -8,8 +8,12 @@
 //!   worker's runtime has one executor unless `runtime.executors` says otherwise.
 //! - `.forked = n`: a supervisor process forks n worker processes, each with its own runtime.
 //!   The listener is opened once, before the fork, and shared (see `supervisor.zig` for why
-//!   not `SO_REUSEPORT`). The supervisor restarts a worker that dies and, on SIGTERM/SIGINT,
-//!   stops accepting, forwards the signal, waits for the drain and returns.
+//!   not `SO_REUSEPORT`). The supervisor restarts any worker that exits while the service
+//!   runs: a crash, a panic, or SIGTERM/SIGINT sent to that worker alone (it drains and
+//!   exits 0); one that keeps dying young is restarted after a growing back-off. Each start
+//!   and exit is logged with the worker's pid. Only SIGTERM/SIGINT to the supervisor (or
+//!   `stop` in its process) stops the service: it stops accepting, forwards SIGTERM, waits
+//!   for the drain and returns.
 //!
 //! ```
 //! var server = try weft.Server.init(gpa, .{ .address = address, .shape = .{ .threaded = 2 } });
@@ -109,7 +113,7 @@ pub const Options = struct {
     /// Longest time a stop lets requests in flight finish.
     drain_timeout_ns: u64 = config.server_drain_timeout_ns_default,
     /// `.single`/`.threaded`: SIGINT and SIGTERM call `stop` while `run` runs (one server per
-    /// process). The forked supervisor always handles them.
+    /// process). The forked supervisor always handles them, and each forked worker its own.
     stop_on_signals: bool = false,
     runtime: Runtime.Options = .{},
 };
@@ -118,8 +122,14 @@ pub const Report = struct {
     /// Summed over the workers (for `.forked`: over every worker process that exited
     /// normally, restarted ones included).
     workers: Worker.Report = .{},
-    /// `.forked`: workers that died (killed or crashed) and were started again.
+    /// `.forked`: workers that exited while the service ran (crashed, killed, or stopped by
+    /// a signal sent to them alone) and were started again.
     workers_restarted: u32 = 0,
+    /// `.forked`: worker exits whose restart was held back because the worker had run less
+    /// than `config.server_restart_backoff_reset_ns` (a crash loop, see `supervisor.zig`).
+    restarts_delayed: u32 = 0,
+    /// `.forked`: the longest of those holds; it doubles with each quick death of a slot.
+    restart_delay_ns_max: u64 = 0,
     /// `.forked`: workers still running after the drain deadline, killed with SIGKILL.
     workers_killed: u32 = 0,
 };
@@ -217,12 +227,18 @@ fn runSingle(server: *Server, handler: Handler) RunError!Report {
     var signals: Signals = .{};
     if (server.options.stop_on_signals) signals.install(server);
     defer signals.restore();
-    return .{ .workers = try server.serveOn(0, handler) };
+    return .{ .workers = try server.serveOn(0, handler, null) };
 }
 
 /// Runs worker `index` on a new runtime on the calling thread, over its own listener or the
-/// shared one.
-pub fn serveOn(server: *Server, index: u32, handler: Handler) RunError!Worker.Report {
+/// shared one, until `stop` or, when `stop_fd` (an eventfd) is not null, until it is
+/// signalled (`Worker.run`).
+pub fn serveOn(
+    server: *Server,
+    index: u32,
+    handler: Handler,
+    stop_fd: ?linux.fd_t,
+) RunError!Worker.Report {
     assert(index < server.options.shape.workers());
     assert(server.listener_count == 1 or server.listener_count == server.options.shape.workers());
     const listener_index = if (server.listener_count == 1) 0 else index;
@@ -241,7 +257,7 @@ pub fn serveOn(server: *Server, index: u32, handler: Handler) RunError!Worker.Re
     try worker.init(server.gpa, io, listener, handler, server.limits());
     defer worker.deinit(server.gpa);
     // The runtime's main task is never canceled.
-    return worker.run() catch |err| switch (err) {
+    return worker.run(stop_fd) catch |err| switch (err) {
         error.Canceled => unreachable,
     };
 }
@@ -294,7 +310,7 @@ fn runThreaded(server: *Server, handler: Handler) RunError!Report {
 }
 
 fn threadMain(server: *Server, index: u32, handler: Handler, result: *ThreadResult) void {
-    result.* = if (server.serveOn(index, handler)) |report|
+    result.* = if (server.serveOn(index, handler, null)) |report|
         .{ .report = report }
     else |err| failed: {
         std.log.scoped(.weft_server).err("worker {d}: {t}", .{ index, err });

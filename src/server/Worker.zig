@@ -9,7 +9,8 @@
 //! after its phase turned `free` under the lock, so a cut never reaches a descriptor number
 //! already reused.
 //! `Server.stop` shuts the listener down (`shutdown(2)` wakes the pending accept with
-//! `SocketNotListening`, as std's `AcceptError` documents).
+//! `SocketNotListening`, as std's `AcceptError` documents). A forked worker, whose listener
+//! other processes share, stops alone through an eventfd instead (`acceptUntilSignalled`).
 //!
 //! Connection phases (`Connection.Phase`), owned by the connection's task:
 //!
@@ -263,18 +264,67 @@ pub fn deinit(worker: *Worker, gpa: std.mem.Allocator) void {
     worker.* = undefined;
 }
 
-/// Accepts and serves until the listener is shut down (`Server.stop`), then drains.
-/// Returns this worker's report. Runs on the runtime's executor thread.
-pub fn run(worker: *Worker) Io.Cancelable!Report {
+/// Accepts and serves until the listener is shut down (`Server.stop`) or, when `stop_fd` is
+/// not null, until that eventfd is signalled; then drains. Returns this worker's report. Runs
+/// on the runtime's executor thread. `stop_fd` is the caller's; it stays open.
+pub fn run(worker: *Worker, stop_fd: ?std.posix.fd_t) Io.Cancelable!Report {
     const io = worker.io;
     var reaper = io.concurrent(reap, .{worker}) catch null;
     defer if (reaper) |*future| future.cancel(io) catch {};
     // Canceled or not, the connections are drained before the worker's memory goes.
-    const accepted = worker.acceptLoop();
+    const accepted = if (stop_fd) |fd| worker.acceptUntilSignalled(fd) else worker.acceptLoop();
     worker.drain();
     assert(worker.free_count == worker.limits.connections_max);
     try accepted;
     return worker.report;
+}
+
+/// `acceptLoop` until `stop_fd` is signalled (or the listener is shut down), for a forked
+/// worker: its listener is shared with the other workers' processes, and `shutdown(2)` acts
+/// on the socket, not on one process's descriptor, so it would stop them all. The accept
+/// loop and a task reading the eventfd run side by side; whichever ends first cancels the
+/// other (a canceled accept returns `error.Canceled` on both backends; one it completed
+/// despite the cancel still hands its connection to `startConnection`). An eventfd because
+/// a signal handler may write one (async-signal-safe) and a task can wait on it like any
+/// read; rejected: a `signalfd`, whose blocked signal mask every process a handler spawns
+/// would inherit through `exec`.
+fn acceptUntilSignalled(worker: *Worker, stop_fd: std.posix.fd_t) Io.Cancelable!void {
+    const io = worker.io;
+    const Ended = union(enum) { accept: Io.Cancelable!void, signalled: Io.Cancelable!void };
+    var buffer: [2]Ended = undefined;
+    var select: Io.Select(Ended) = .init(io, &buffer);
+    select.concurrent(.signalled, awaitSignalled, .{ io, stop_fd }) catch {
+        std.log.scoped(.weft_server).warn("no task for the stop eventfd; ignoring it", .{});
+        return worker.acceptLoop();
+    };
+    select.concurrent(.accept, acceptLoop, .{worker}) catch {
+        select.cancelDiscard();
+        std.log.scoped(.weft_server).warn("no task for the stop eventfd; ignoring it", .{});
+        return worker.acceptLoop();
+    };
+    const first = select.await() catch |err| {
+        select.cancelDiscard();
+        return err;
+    };
+    // Waits for the other task to end: no accept runs once the drain begins.
+    select.cancelDiscard();
+    return switch (first) {
+        .accept => |result| result,
+        .signalled => |result| result,
+    };
+}
+
+/// Returns once `stop_fd` (an eventfd, blocking: io_uring completes a read of a non-blocking
+/// one with `EAGAIN` instead of waiting) is signalled. Cancelation point.
+fn awaitSignalled(io: Io, stop_fd: std.posix.fd_t) Io.Cancelable!void {
+    const file: Io.File = .{ .handle = stop_fd, .flags = .{ .nonblocking = false } };
+    var counter: [@sizeOf(u64)]u8 = undefined;
+    _ = file.readStreaming(io, &.{&counter}) catch |err| switch (err) {
+        error.Canceled => return error.Canceled,
+        // An eventfd read fails only when misused (a short buffer, a closed fd): stop rather
+        // than serve on with no way to stop this worker alone.
+        else => |e| std.log.scoped(.weft_server).err("stop eventfd: {t}; stopping", .{e}),
+    };
 }
 
 fn acceptLoop(worker: *Worker) Io.Cancelable!void {

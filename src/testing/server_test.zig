@@ -17,6 +17,7 @@ const testing = std.testing;
 const os = @import("../os/linux.zig");
 const Runtime = @import("../Runtime.zig");
 const Server = @import("../server/Server.zig");
+const config = @import("../config.zig");
 
 pub const hello = Server.http.Fixed("Hello World");
 const request_get = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
@@ -534,6 +535,9 @@ const Supervisor = struct {
         const fork_rc = linux.fork();
         try testing.expect(linux.errno(fork_rc) == .SUCCESS);
         if (fork_rc == 0) {
+            // The supervisor logs every worker's start (info) and exit (warn for a crash or
+            // a kill): these tests kill workers on purpose. `.info` shows the log.
+            testing.log_level = .err;
             const report = server.run(handler) catch linux.exit_group(3);
             linux.exit_group(if (expected(report)) 0 else 4);
         }
@@ -621,6 +625,215 @@ fn restartAndTerm(io: Io, supervisor: *Supervisor) !void {
     for (0..4) |_| try expectServes(io, supervisor.port);
     _ = linux.kill(supervisor.pid, .TERM);
     try supervisor.expectExitZero(io, after);
+}
+
+/// One request on a new connection, answered 200. A connection refused, reset or closed
+/// unanswered (a worker died with it, or was draining as it was accepted) is retried once on
+/// a new connection: the service itself must answer that one.
+fn expectAnswered(io: Io, port: u16) !void {
+    getOnNewConnection(io, port) catch |err| switch (err) {
+        error.ConnectionRefused,
+        error.ConnectionResetByPeer,
+        error.WriteFailed,
+        error.ReadFailed,
+        error.EndOfStream,
+        => return getOnNewConnection(io, port),
+        else => return err,
+    };
+}
+
+fn getOnNewConnection(io: Io, port: u16) !void {
+    var client: Client = undefined;
+    try client.connect(io, port);
+    defer client.close(io);
+    try testing.expectEqual(200, try client.get());
+}
+
+fn contains(pids: []const linux.pid_t, pid: linux.pid_t) bool {
+    return std.mem.indexOfScalar(linux.pid_t, pids, pid) != null;
+}
+
+test "Server: .forked SIGTERM to one worker replaces it alone; the service keeps answering" {
+    if (builtin.sanitize_thread) return error.SkipZigTest; // see the SIGKILL test above
+    var supervisor = try Supervisor.start(.{
+        .address = .{ .ip4 = .loopback(0) },
+        .shape = .{ .forked = 2 },
+        .drain_timeout_ns = std.time.ns_per_s,
+    }, Server.http.handler(&hello.http_handler), struct {
+        fn expected(report: Server.Report) bool {
+            return report.workers_restarted == 1 and report.workers_killed == 0 and
+                report.workers.cut_at_drain == 0;
+        }
+    }.expected);
+    defer supervisor.reap();
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    try bounded(io, termOneWorker, .{ io, &supervisor });
+}
+
+fn termOneWorker(io: Io, supervisor: *Supervisor) !void {
+    var pids_buffer: [8]linux.pid_t = undefined;
+    const workers = try supervisor.awaitWorkers(io, 2, &pids_buffer);
+    const victim = workers[0];
+    const survivor = workers[1];
+    try expectServes(io, supervisor.port);
+    _ = linux.kill(victim, .TERM);
+    // Bounded by the test's deadline: answered while the victim drains and is reaped.
+    while (processExists(victim)) try expectAnswered(io, supervisor.port);
+    var after_buffer: [8]linux.pid_t = undefined;
+    // Answered while the replacement waits out its back-off, too.
+    const after = for (0..250) |_| {
+        try expectAnswered(io, supervisor.port);
+        const children = childrenOf(supervisor.pid, &after_buffer) catch continue;
+        if (children.len == 2) break children;
+        try io.sleep(.fromMilliseconds(20), .awake);
+    } else return error.TestTimedOut;
+    try testing.expect(!contains(after, victim));
+    try testing.expect(contains(after, survivor)); // a worker's stop is its own
+    for (0..4) |_| try expectAnswered(io, supervisor.port);
+    _ = linux.kill(supervisor.pid, .TERM);
+    try supervisor.expectExitZero(io, after);
+}
+
+/// Sends one request per new connection (`expectAnswered`) until `stop`, counting the
+/// answered ones.
+const Steady = struct {
+    port: u16,
+    stop: std.atomic.Value(bool) = .init(false),
+    answered: std.atomic.Value(u32) = .init(0),
+
+    fn run(steady: *Steady, io: Io) !void {
+        // Bounded by `stop`, or by the test's deadline canceling a request.
+        while (!steady.stop.load(.acquire)) {
+            try expectAnswered(io, steady.port);
+            _ = steady.answered.fetchAdd(1, .release);
+            // A few hundred connections a second, not tens of thousands: each closed one
+            // holds a loopback port in TIME_WAIT for a minute.
+            try io.sleep(.fromMilliseconds(2), .awake);
+        }
+    }
+
+    const Goal = struct { steady: *const Steady, count: u32 };
+
+    fn answeredAtLeast(context: Goal) bool {
+        return context.steady.answered.load(.acquire) >= context.count;
+    }
+};
+
+const kill_rounds = 6;
+
+test "Server: .forked workers killed one by one, in turn SIGKILL and SIGTERM: all answered" {
+    if (builtin.sanitize_thread) return error.SkipZigTest; // see the SIGKILL test above
+    var supervisor = try Supervisor.start(.{
+        .address = .{ .ip4 = .loopback(0) },
+        .shape = .{ .forked = 2 },
+        .drain_timeout_ns = std.time.ns_per_s,
+    }, Server.http.handler(&hello.http_handler), struct {
+        fn expected(report: Server.Report) bool {
+            return report.workers_restarted == kill_rounds and report.workers_killed == 0;
+        }
+    }.expected);
+    defer supervisor.reap();
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    try bounded(io, killWhileServing, .{ io, &supervisor });
+}
+
+fn killWhileServing(io: Io, supervisor: *Supervisor) !void {
+    var steady: Steady = .{ .port = supervisor.port };
+    var client = try io.concurrent(Steady.run, .{ &steady, io });
+    defer _ = client.cancel(io) catch {};
+    const killed = killInTurn(io, supervisor, &steady);
+    steady.stop.store(true, .release);
+    // The client's error first: it names the request that went unanswered.
+    try client.await(io);
+    try killed;
+    try testing.expect(steady.answered.load(.acquire) >= 3 * (kill_rounds + 1));
+    var pids_buffer: [8]linux.pid_t = undefined;
+    const workers = try supervisor.awaitWorkers(io, 2, &pids_buffer);
+    _ = linux.kill(supervisor.pid, .TERM);
+    try supervisor.expectExitZero(io, workers);
+}
+
+fn killInTurn(io: Io, supervisor: *Supervisor, steady: *const Steady) !void {
+    var pids_buffer: [8]linux.pid_t = undefined;
+    for (0..kill_rounds + 1) |round| {
+        const workers = try supervisor.awaitWorkers(io, 2, &pids_buffer);
+        // The client gets answers from this pair before one of them dies (and from the
+        // last pair before the test ends).
+        const answered = steady.answered.load(.acquire);
+        const goal: Steady.Goal = .{ .steady = steady, .count = answered + 3 };
+        try eventually(io, 5, goal, Steady.answeredAtLeast);
+        if (round == kill_rounds) break;
+        const victim = workers[round % 2];
+        _ = linux.kill(victim, if (round % 2 == 0) .KILL else .TERM);
+        try eventually(io, 5, victim, struct {
+            fn gone(pid: linux.pid_t) bool {
+                return !processExists(pid);
+            }
+        }.gone);
+    }
+}
+
+/// Ends its worker process at the first request: an exit status of 1 or a SIGKILL, by the
+/// parity of its pid, for two kinds of crash.
+fn crashRespond(
+    _: ?*anyopaque,
+    _: *Server.Connection,
+    _: *Server.http.Request,
+) Server.http.RespondError!void {
+    const pid = linux.getpid();
+    if (@mod(pid, 2) == 0) linux.exit_group(1);
+    _ = linux.kill(pid, .KILL);
+    unreachable; // SIGKILL is delivered before kill(2) returns to its own process
+}
+
+const crash_rounds = 4;
+
+test "Server: .forked crash loop: each quick death doubles the wait before the restart" {
+    if (builtin.sanitize_thread) return error.SkipZigTest; // see the SIGKILL test above
+    const crash: Server.http.Handler = .{ .respondFn = &crashRespond };
+    var supervisor = try Supervisor.start(.{
+        .address = .{ .ip4 = .loopback(0) },
+        .shape = .{ .forked = 1 },
+        .drain_timeout_ns = std.time.ns_per_s,
+    }, Server.http.handler(&crash), struct {
+        fn expected(report: Server.Report) bool {
+            // Waits of 100, 200, 400 and 800 ms: the last may still run at the stop.
+            const min_ns = config.server_restart_backoff_ns_min;
+            return report.restarts_delayed == crash_rounds and
+                report.restart_delay_ns_max == min_ns << (crash_rounds - 1) and
+                report.workers_restarted >= crash_rounds - 1 and report.workers_killed == 0;
+        }
+    }.expected);
+    defer supervisor.reap();
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    try bounded(io, crashInTurn, .{ io, &supervisor });
+}
+
+fn crashInTurn(io: Io, supervisor: *Supervisor) !void {
+    var pids_buffer: [8]linux.pid_t = undefined;
+    for (0..crash_rounds) |_| {
+        const worker = (try supervisor.awaitWorkers(io, 1, &pids_buffer))[0];
+        var client: Client = undefined;
+        try client.connect(io, supervisor.port);
+        defer client.close(io);
+        try client.send(request_get);
+        try client.expectClosed(); // unanswered: the worker died of it
+        // Reaped, so the supervisor has scheduled its restart before the next round (or
+        // the stop) comes.
+        try eventually(io, 5, worker, struct {
+            fn gone(pid: linux.pid_t) bool {
+                return !processExists(pid);
+            }
+        }.gone);
+    }
+    _ = linux.kill(supervisor.pid, .TERM);
+    try supervisor.expectExitZero(io, &.{});
 }
 
 /// `Slow` for the target "/slow" only, in memory shared with forked workers (so the test sees
