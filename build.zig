@@ -46,6 +46,7 @@ fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.built
     const filters = b.option([]const []const u8, "test-filter", "Only run tests matching") orelse &.{};
     const tsan = b.option(bool, "tsan", "Build the tests with ThreadSanitizer (LLVM backend)") orelse false;
     const stress = b.option(u32, "stress", "Run the scheduler stress tests' cycles N times over (1-1000)") orelse 1;
+    const fuzz_requests = b.option(u32, "fuzz-requests", "Requests the HTTP fuzz test sends (default 5000)");
 
     const module = b.createModule(.{
         .root_source_file = b.path("src/root.zig"),
@@ -83,6 +84,10 @@ fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.built
         // Read by src/testing/scheduler_test.zig; part of the step's inputs, so a new scale
         // reruns the tests.
         if (stress > 1) run.setEnvironmentVariable("WEFT_STRESS", b.fmt("{d}", .{stress}));
+        // Read by src/testing/http_test.zig, an input of the step like WEFT_STRESS.
+        if (fuzz_requests) |count| {
+            run.setEnvironmentVariable("WEFT_FUZZ_REQUESTS", b.fmt("{d}", .{count}));
+        }
         if (config.executors) |count| {
             run.setEnvironmentVariable("WEFT_EXECUTORS", count);
             run.setName(b.fmt("test ({s}, {s} executors)", .{ config.backend, count }));

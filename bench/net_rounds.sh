@@ -12,9 +12,13 @@
 #                     --executors N
 #   tokio-ct tokio-mt2  the Tokio echo server and hyper, current-thread or 2 workers
 #   go-1 go-2         the Go echo server and net/http, GOMAXPROCS 1 or 2
+#   base-1 base-2     weft-1/2 built from another checkout: WEFT_BASE_DIR=DIR, where DIR has
+#                     run `./zigw build install-weft-serve install-example-echo
+#                     -Doptimize=ReleaseFast` (a git worktree of the commit before a change)
 # The first server named is the baseline of the ratio columns, e.g.
 #   issue 4 (2 executors against 1):  bash bench/net_rounds.sh 7
 #   issue 3 (against Tokio/hyper):    bash bench/net_rounds.sh 5 tokio-ct weft-1 weft-2 tokio-mt2 go-1 go-2
+#   a change's overhead:              WEFT_BASE_DIR=../base bash bench/net_rounds.sh 7 base-1 weft-1
 # About 5 s per server per round with the defaults below.
 #
 # Rows (definitions in docs/BENCHMARKS.md, the harness of bench/peers/run.sh):
@@ -36,7 +40,7 @@ cd "$root" || exit 1
 
 usage() {
     echo "usage: bash bench/net_rounds.sh [ROUNDS [SERVER...]]   (ROUNDS a positive integer;" >&2
-    echo "       SERVER: weft-1 weft-2 tokio-ct tokio-mt2 go-1 go-2)" >&2
+    echo "       SERVER: weft-1 weft-2 base-1 base-2 tokio-ct tokio-mt2 go-1 go-2)" >&2
     exit 2
 }
 
@@ -48,6 +52,12 @@ servers=("$@")
 for server in "${servers[@]}"; do
     case $server in
         weft-1 | weft-2 | tokio-ct | tokio-mt2 | go-1 | go-2) ;;
+        base-1 | base-2)
+            [[ -x ${WEFT_BASE_DIR:-}/zig-out/bin/weft-serve ]] || {
+                echo "net_rounds.sh: $server needs WEFT_BASE_DIR with a built weft-serve" >&2
+                exit 2
+            }
+            ;;
         *) echo "net_rounds.sh: unknown server '$server'" >&2; usage ;;
     esac
 done
@@ -74,6 +84,12 @@ measure() {
                 env WEFT_EXECUTORS="$threads" zig-out/bin/example-echo --port '{port}'
             serve_and_measure http "$server" \
                 zig-out/bin/weft-serve --mode single --executors "$threads" --port '{port}'
+            ;;
+        base-*)
+            serve_and_measure echo "$server" \
+                env WEFT_EXECUTORS="$threads" "$WEFT_BASE_DIR/zig-out/bin/example-echo" --port '{port}'
+            serve_and_measure http "$server" "$WEFT_BASE_DIR/zig-out/bin/weft-serve" \
+                --mode single --executors "$threads" --port '{port}'
             ;;
         tokio-*)
             threads=${threads#mt}

@@ -4,8 +4,9 @@
 //! behind a rejected one is never answered), and that a new connection is served afterwards;
 //! then a seeded fuzz test of mutated requests against a `.threaded` server.
 //!
-//! `WEFT_FUZZ_REQUESTS=n` sets the fuzz test's request count (default `fuzz_requests_default`,
-//! CI's bound); `WEFT_FUZZ_SEED=n` its seed, printed when it fails.
+//! `-Dfuzz-requests=n` (the build sets `WEFT_FUZZ_REQUESTS`) sets the fuzz test's request
+//! count (default `fuzz_requests_default`; CI runs 20,000 more in ReleaseFast);
+//! `WEFT_FUZZ_SEED=n` its seed, printed when it fails.
 const std = @import("std");
 const Io = std.Io;
 const net = Io.net;
