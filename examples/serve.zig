@@ -245,7 +245,7 @@ test "weft-serve: --help and -h ask for the usage; good arguments parse" {
     try std.testing.expectEqual(Command.help, try parse(&.{"--help"}, &misuse));
     try std.testing.expectEqual(Command.help, try parse(&.{ "--mode", "single", "-h" }, &misuse));
     const command = try parse(&.{
-        "--mode",        "threaded", "--port",    "9123", "--workers", "3",
+        "--mode",        "threaded", "--port",       "9123",   "--workers", "3",
         "--connections", "10",       "--scheduling", "pinned",
     }, &misuse);
     const args = command.serve;
