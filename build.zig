@@ -68,6 +68,20 @@ fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.built
     // Both backends with the default executor count (one per CPU), and io_uring again with
     // one executor (the single-threaded paths) and with four (more threads than this
     // machine's cores: preemption in the middle of a hand-off, steals under contention).
+    // weft-serve's argument parser (examples/serve.zig) has tests of its own; they need
+    // neither a backend nor a runtime, so they run once.
+    const serve_tests = b.addTest(.{
+        .name = "test-serve",
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("examples/serve.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{.{ .name = "weft", .module = weftModule(b, target, optimize) }},
+        }),
+        .filters = filters,
+    });
+    test_step.dependOn(&b.addRunArtifact(serve_tests).step);
+
     const runs = [_]struct { backend: []const u8, executors: ?[]const u8 }{
         .{ .backend = "io_uring", .executors = null },
         .{ .backend = "epoll", .executors = null },

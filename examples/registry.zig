@@ -38,7 +38,7 @@ fn client(io: Io, registry: *Connections, id: Connections.Id) Io.Cancelable!void
             switch (err) {
                 error.Canceled => return error.Canceled,
                 error.Empty, error.NotFound, error.Stale, error.WaitersFull => return,
-                error.DeadlineExceeded, error.ShutdownInProgress => return,
+                error.DeadlineExceeded, error.ShutdownInProgress, error.Deadlock => return,
             };
     }
 }

@@ -15,6 +15,7 @@ const usage =
     \\usage: weft-serve --mode single|threaded|forked --port PORT [--workers N]
     \\                  [--executors N] [--listeners reuse_port|shared] [--connections N]
     \\                  [--scheduling stealing|pinned]
+    \\       weft-serve --help
     \\
     \\  --mode         single: one runtime on one thread
     \\                 threaded: N threads, each a runtime
@@ -29,6 +30,7 @@ const usage =
     \\  --scheduling   stealing: a runtime's tasks move between its executors (default);
     \\                 pinned: each connection stays on the executor it was given
     \\                 (weft.Runtime.Options.pinned)
+    \\  -h, --help     this text, on stdout
     \\
 ;
 
@@ -45,9 +47,17 @@ const Args = struct {
 
 pub fn main(init: std.process.Init) u8 {
     const argv = init.minimal.args.toSlice(init.arena.allocator()) catch return 1;
-    const args = parse(argv[1..]) catch |err| {
-        std.debug.print("weft-serve: {t}\n{s}", .{ err, usage });
+    var misuse: Misuse = .{};
+    const command = parse(argv[1..], &misuse) catch {
+        std.debug.print("weft-serve: {s}\n{s}", .{ misuse.message(), usage });
         return 2;
+    };
+    const args = switch (command) {
+        .help => {
+            std.Io.File.stdout().writeStreamingAll(init.io, usage) catch return 1;
+            return 0;
+        },
+        .serve => |args| args,
     };
     // Every connection is an fd: take all the fds the hard limit allows.
     const fd_limit = weft.Server.raiseFdLimit();
@@ -91,50 +101,157 @@ pub fn main(init: std.process.Init) u8 {
     return 0;
 }
 
-fn parse(args: []const [:0]const u8) error{ BadArgument, MissingMode, MissingPort }!Args {
+const Command = union(enum) {
+    serve: Args,
+    /// `--help` or `-h`: print the usage to stdout and exit 0.
+    help,
+};
+
+/// Why the command line was refused: one line naming the argument, for the user.
+const Misuse = struct {
+    buffer: [200]u8 = undefined,
+    len: usize = 0,
+
+    fn message(misuse: *const Misuse) []const u8 {
+        return misuse.buffer[0..misuse.len];
+    }
+
+    /// Records the message; a value too long for the buffer is cut, not an error.
+    fn set(misuse: *Misuse, comptime format: []const u8, args: anytype) error{Misuse} {
+        var writer: std.Io.Writer = .fixed(&misuse.buffer);
+        writer.print(format, args) catch {};
+        misuse.len = writer.buffered().len;
+        return error.Misuse;
+    }
+};
+
+const Option = enum {
+    @"--mode",
+    @"--port",
+    @"--workers",
+    @"--executors",
+    @"--listeners",
+    @"--connections",
+    @"--scheduling",
+};
+
+/// Reads the options after the program name; on `error.Misuse`, `misuse` says which and why.
+fn parse(args: []const [:0]const u8, misuse: *Misuse) error{Misuse}!Command {
     var mode: ?[]const u8 = null;
     var port: ?u16 = null;
     var workers: u32 = 2;
     var parsed: Args = .{ .shape = .single, .port = 0 };
     var i: usize = 0;
     while (i < args.len) : (i += 2) {
-        if (i + 1 >= args.len) return error.BadArgument;
+        if (eql(args[i], "--help") or eql(args[i], "-h")) return .help;
+        const option = std.meta.stringToEnum(Option, args[i]) orelse
+            return misuse.set("unknown option \"{s}\"", .{args[i]});
+        if (i + 1 >= args.len) return misuse.set("{t} needs a value", .{option});
         const value = args[i + 1];
-        if (std.mem.eql(u8, args[i], "--mode")) {
-            mode = value;
-        } else if (std.mem.eql(u8, args[i], "--port")) {
-            port = std.fmt.parseInt(u16, value, 10) catch return error.BadArgument;
-        } else if (std.mem.eql(u8, args[i], "--workers")) {
-            workers = std.fmt.parseInt(u32, value, 10) catch return error.BadArgument;
-            if (workers == 0 or workers > weft.config.server_workers_max) return error.BadArgument;
-        } else if (std.mem.eql(u8, args[i], "--executors")) {
-            parsed.executors = std.fmt.parseInt(usize, value, 10) catch return error.BadArgument;
-            if (parsed.executors == 0 or parsed.executors > weft.config.executors_max) {
-                return error.BadArgument;
-            }
-        } else if (std.mem.eql(u8, args[i], "--listeners")) {
-            parsed.listeners = std.meta.stringToEnum(weft.Server.Listeners, value) orelse
-                return error.BadArgument;
-        } else if (std.mem.eql(u8, args[i], "--connections")) {
-            parsed.connections_max = std.fmt.parseInt(u32, value, 10) catch
-                return error.BadArgument;
-            if (parsed.connections_max == 0) return error.BadArgument;
-        } else if (std.mem.eql(u8, args[i], "--scheduling")) {
-            const Scheduling = enum { stealing, pinned };
-            const scheduling = std.meta.stringToEnum(Scheduling, value) orelse
-                return error.BadArgument;
-            parsed.pinned = scheduling == .pinned;
-        } else return error.BadArgument;
+        switch (option) {
+            .@"--mode" => mode = value,
+            .@"--port" => port = std.fmt.parseInt(u16, value, 10) catch
+                return misuse.set("--port: \"{s}\" is not a port (0-65535)", .{value}),
+            .@"--workers" => {
+                workers = try count(u32, option, value, weft.config.server_workers_max, misuse);
+            },
+            .@"--executors" => {
+                const max = weft.config.executors_max;
+                parsed.executors = try count(usize, option, value, max, misuse);
+            },
+            .@"--listeners" => {
+                parsed.listeners = std.meta.stringToEnum(weft.Server.Listeners, value) orelse
+                    return misuse.set("--listeners: \"{s}\" is not reuse_port or shared", .{value});
+            },
+            .@"--connections" => {
+                const max = std.math.maxInt(u32);
+                parsed.connections_max = try count(u32, option, value, max, misuse);
+            },
+            .@"--scheduling" => {
+                const Scheduling = enum { stealing, pinned };
+                const scheduling = std.meta.stringToEnum(Scheduling, value) orelse {
+                    return misuse.set("--scheduling: \"{s}\" is not stealing or pinned", .{value});
+                };
+                parsed.pinned = scheduling == .pinned;
+            },
+        }
     }
-    const name = mode orelse return error.MissingMode;
-    parsed.shape = if (std.mem.eql(u8, name, "single"))
+    const name = mode orelse return misuse.set("--mode is required", .{});
+    parsed.shape = if (eql(name, "single"))
         .single
-    else if (std.mem.eql(u8, name, "threaded"))
+    else if (eql(name, "threaded"))
         .{ .threaded = workers }
-    else if (std.mem.eql(u8, name, "forked"))
+    else if (eql(name, "forked"))
         .{ .forked = workers }
     else
-        return error.BadArgument;
-    parsed.port = port orelse return error.MissingPort;
-    return parsed;
+        return misuse.set("--mode: \"{s}\" is not single, threaded or forked", .{name});
+    parsed.port = port orelse return misuse.set("--port is required", .{});
+    return .{ .serve = parsed };
+}
+
+/// `value` as a count within 1-`max`, or the misuse naming `option`.
+fn count(
+    comptime Int: type,
+    option: Option,
+    value: []const u8,
+    max: Int,
+    misuse: *Misuse,
+) error{Misuse}!Int {
+    const n = std.fmt.parseInt(Int, value, 10) catch 0;
+    if (n == 0 or n > max) {
+        return misuse.set("{t}: \"{s}\" is not a count within 1-{d}", .{ option, value, max });
+    }
+    return n;
+}
+
+fn eql(a: []const u8, b: []const u8) bool {
+    return std.mem.eql(u8, a, b);
+}
+
+test "weft-serve: a bad argument is named, with why" {
+    const cases = [_]struct { args: []const [:0]const u8, message: []const u8 }{
+        .{ .args = &.{"--foo"}, .message = "unknown option \"--foo\"" },
+        .{ .args = &.{"serve"}, .message = "unknown option \"serve\"" },
+        .{ .args = &.{ "--mode", "single", "--workers" }, .message = "--workers needs a value" },
+        .{
+            .args = &.{ "--mode", "single", "--port", "70000" },
+            .message = "--port: \"70000\" is not a port (0-65535)",
+        },
+        .{
+            .args = &.{ "--mode", "threaded", "--port", "1", "--workers", "0" },
+            .message = std.fmt.comptimePrint("--workers: \"0\" is not a count within 1-{d}", .{
+                weft.config.server_workers_max,
+            }),
+        },
+        .{
+            .args = &.{ "--mode", "many", "--port", "1" },
+            .message = "--mode: \"many\" is not single, threaded or forked",
+        },
+        .{
+            .args = &.{ "--listeners", "one", "--mode", "single" },
+            .message = "--listeners: \"one\" is not reuse_port or shared",
+        },
+        .{ .args = &.{ "--port", "8080" }, .message = "--mode is required" },
+        .{ .args = &.{ "--mode", "forked" }, .message = "--port is required" },
+    };
+    for (cases) |case| {
+        var misuse: Misuse = .{};
+        try std.testing.expectError(error.Misuse, parse(case.args, &misuse));
+        try std.testing.expectEqualStrings(case.message, misuse.message());
+    }
+}
+
+test "weft-serve: --help and -h ask for the usage; good arguments parse" {
+    var misuse: Misuse = .{};
+    try std.testing.expectEqual(Command.help, try parse(&.{"--help"}, &misuse));
+    try std.testing.expectEqual(Command.help, try parse(&.{ "--mode", "single", "-h" }, &misuse));
+    const command = try parse(&.{
+        "--mode",        "threaded", "--port",       "9123",   "--workers", "3",
+        "--connections", "10",       "--scheduling", "pinned",
+    }, &misuse);
+    const args = command.serve;
+    try std.testing.expectEqual(@as(u16, 9123), args.port);
+    try std.testing.expectEqual(@as(u32, 3), args.shape.workers());
+    try std.testing.expectEqual(@as(u32, 10), args.connections_max);
+    try std.testing.expect(args.pinned);
 }

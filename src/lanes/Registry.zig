@@ -34,7 +34,13 @@
 //!   `error.Canceled` (`error.DeadlineExceeded`); `f` never runs for it. If the resource was
 //!   handed to it in the same instant, it passes the resource on to the next waiter before
 //!   returning, so nothing is lost and nobody is skipped. Once `f` runs, it runs to its own end.
-//! - Not reentrant: a transaction on a resource its caller already holds waits for itself.
+//! - Not reentrant: a transaction on a resource its caller already holds (`f` calling
+//!   `transaction` on its own id) fails at once with `error.Deadlock` instead of waiting for
+//!   itself. The caller is a weft task, or an OS thread outside weft's executors on weft's
+//!   `Io` or `std.Io.Threaded`; under another `Io`, whose tasks may share a thread (fibers),
+//!   it is not identified and such a call still waits forever. A nested transaction on
+//!   another id is fine (two callers nesting in opposite orders can still deadlock: that cycle
+//!   is not detected).
 //! - No allocation: waiters are nodes on their own stacks, slots are allocated by `init`.
 //!
 //! ## Destroy and teardown
@@ -81,7 +87,12 @@ const assert = std.debug.assert;
 const Io = std.Io;
 const config = @import("../config.zig");
 const WaitQueue = @import("../sync/WaitQueue.zig");
+const Executor = @import("../sched/Executor.zig");
 const Lane = @import("Lane.zig");
+// An upward reference, as in weft.sync's select: only a caller on weft's `Io` (or on
+// `std.Io.Threaded`) outside a task is known to be its OS thread (see `callerOf`).
+const weft_vtable = &@import("../std_io/vtable.zig").vtable;
+const threaded_vtable = Io.Threaded.io(undefined).vtable;
 
 /// A registered resource's name: its slot and the slot's generation when it was registered.
 pub const Id = enum(u64) {
@@ -114,6 +125,9 @@ pub const TransactionError = error{
     DeadlineExceeded,
     /// `shutdown` began before `f` started; `f` never ran.
     ShutdownInProgress,
+    /// The caller already holds the resource (a transaction nested in one on the same id):
+    /// waiting would wait for itself. `f` never ran; the outer transaction goes on.
+    Deadlock,
 };
 
 pub const RegisterError = error{
@@ -164,8 +178,8 @@ pub const Stats = struct {
     waiters_withdrawn: u64 = 0,
     /// Callers failed in a line by `destroy` or `shutdown`.
     waiters_failed: u64 = 0,
-    /// Calls refused outright (`NotFound`, `Stale`, `WaitersFull`, `ShutdownInProgress`, or
-    /// canceled before they asked).
+    /// Calls refused outright (`NotFound`, `Stale`, `WaitersFull`, `ShutdownInProgress`,
+    /// `Deadlock`, or canceled before they asked).
     rejected: u64 = 0,
 };
 
@@ -192,6 +206,28 @@ const code_destroyed: u32 = 2;
 const code_shut_down: u32 = 3;
 
 const slot_none = std.math.maxInt(u32);
+
+/// A slot's `holder` when nobody holds it, or when the holder could not be identified.
+const holder_unknown: usize = 0;
+
+/// Who calls, for the deadlock check: a weft task, or an OS thread where a blocking call
+/// blocks the thread (outside weft's executors, on weft's `Io` or `std.Io.Threaded`).
+/// `holder_unknown` under any other `Io`: several of its fibers may share one thread, and
+/// telling them apart would take that `Io`'s own task identity, which `std.Io` does not expose.
+/// (Rejected: the thread there too, which would fail a fiber waiting for another fiber of its
+/// thread with a false `Deadlock`.)
+fn callerOf(io: Io) usize {
+    if (Executor.currentTask() != null) return Executor.callerId();
+    if (io.vtable == weft_vtable or io.vtable == threaded_vtable) return Executor.callerId();
+    return holder_unknown;
+}
+
+/// A caller in a resource's line. `holder` becomes the slot's holder when the resource is
+/// handed to it, under the lock, so the slot never names a holder that already left.
+const Waiter = struct {
+    node: WaitQueue.Node = .{},
+    holder: usize,
+};
 
 pub fn Registry(comptime T: type) type {
     return struct {
@@ -242,6 +278,9 @@ pub fn Registry(comptime T: type) type {
             waiters: WaitQueue = .empty,
             /// The next free slot, or `slot_none` (also links `shutdown`'s teardown list).
             next_free: u32 = slot_none,
+            /// Who holds the resource (`callerOf`) while `held` or `doomed`; else
+            /// `holder_unknown`.
+            holder: usize = holder_unknown,
 
             const State = enum { free, idle, held, doomed, tearing, retired };
         };
@@ -315,6 +354,8 @@ pub fn Registry(comptime T: type) type {
         /// holds it, and returns `function`'s result. Cancelation point until `function`
         /// starts; `timeout` bounds the wait in line. If the resource was destroyed or shut
         /// down while `function` ran, it is torn down before this returns (see the file doc).
+        /// Not reentrant: a caller that holds `id`'s resource already (this call is nested in
+        /// a transaction on `id`) gets `error.Deadlock` at once, whatever `timeout`.
         ///
         /// Errors, besides the function's own: see `file.TransactionError`; `function` never ran.
         pub fn transactionTimeout(
@@ -347,23 +388,31 @@ pub fn Registry(comptime T: type) type {
                 self.lock.unlock();
                 return err;
             };
+            const me = callerOf(io);
             if (slot.state == .idle) {
+                assert(slot.holder == holder_unknown);
                 slot.state = .held;
+                slot.holder = me;
                 _ = self.checked_out.fetchAdd(1, .monotonic);
                 self.lock.unlock();
                 return &slot.resource;
             }
             assert(slot.state == .held);
+            if (me != holder_unknown and slot.holder == me) {
+                self.counts.rejected += 1;
+                self.lock.unlock();
+                return error.Deadlock;
+            }
             if (slot.waiters.len >= self.options.waiters_max) {
                 self.counts.rejected += 1;
                 self.lock.unlock();
                 return error.WaitersFull;
             }
-            var node: WaitQueue.Node = .{};
-            slot.waiters.push(&node);
+            var waiter: Waiter = .{ .holder = me };
+            slot.waiters.push(&waiter.node);
             self.counts.waited += 1;
             self.lock.unlock();
-            const code = slot.waiters.wait(&self.lock, io, &node, deadline) catch |err| {
+            const code = slot.waiters.wait(&self.lock, io, &waiter.node, deadline) catch |err| {
                 self.countWithdrawn();
                 return switch (err) {
                     error.Canceled => error.Canceled,
@@ -418,12 +467,15 @@ pub fn Registry(comptime T: type) type {
                 assert(self.phase == .open); // `shutdown` dooms every held resource
                 if (slot.waiters.pop()) |node| {
                     // Direct hand-off: the resource stays checked out, now by the waiter.
+                    const waiter: *Waiter = @fieldParentPtr("node", node);
+                    slot.holder = waiter.holder;
                     node.complete(code_granted);
                     self.lock.unlock();
                     node.wake(io);
                     return;
                 }
                 slot.state = .idle;
+                slot.holder = holder_unknown;
                 self.checkIn(io);
                 self.lock.unlock();
                 return;
@@ -431,6 +483,7 @@ pub fn Registry(comptime T: type) type {
             // Doomed (destroyed or shut down while held): `destroy`/`shutdown` emptied the line.
             assert(slot.waiters.isEmpty());
             slot.state = .tearing;
+            slot.holder = holder_unknown;
             self.lock.unlock();
             self.tearDown(io, slot);
             self.lock.lock();

@@ -221,6 +221,18 @@ pub fn currentTask() ?*Task {
     return executor.current;
 }
 
+/// Who calls, as a number that two callers running at once never share: the running task's
+/// address or, on a thread weft does not run (whose blocking calls block the thread, and which
+/// never migrates), the address of a thread-local, unique per thread and never a task's.
+/// Never 0.
+pub fn callerId() usize {
+    if (currentTask()) |task| return @intFromPtr(task);
+    const Marker = struct {
+        threadlocal var byte: u8 = 0;
+    };
+    return @intFromPtr(&Marker.byte);
+}
+
 /// Whether a task about to park for a hand-off from another task should spin for it first:
 /// the calling thread is an executor with nothing else to run, and another executor is awake,
 /// so the task that will hand over can be running right now. A hand-off that lands within the

@@ -271,16 +271,6 @@ pub fn progressParentFile(userdata: ?*anyopaque) std.Progress.ParentFileError!Fi
     return processOf(userdata).environ.zig_progress_file;
 }
 
-/// Who calls: the task, or (a thread weft does not run, which never migrates) the address of
-/// a thread-local, unique per thread and never a task's address.
-fn ownerId() usize {
-    if (Executor.currentTask()) |task| return @intFromPtr(task);
-    const Marker = struct {
-        threadlocal var byte: u8 = 0;
-    };
-    return @intFromPtr(&Marker.byte);
-}
-
 /// Takes the stderr lock (waiting, uncancelably, as std.Io.Threaded does) unless the caller
 /// holds it already, and hands out the shared writer. Only the first lock of a runtime may
 /// fail with `error.Canceled`, from detecting the terminal's mode.
@@ -290,7 +280,7 @@ pub fn lockStderr(
 ) Io.Cancelable!Io.LockedStderr {
     const stderr = &processOf(userdata).stderr;
     const io = file_io.stateOf(userdata).io();
-    const me = ownerId();
+    const me = Executor.callerId();
     if (stderr.owner.load(.monotonic) != me) {
         stderr.mutex.lockUncancelable(io);
         assert(stderr.depth == 0);
@@ -306,7 +296,7 @@ pub fn tryLockStderr(
     terminal_mode: ?Io.Terminal.Mode,
 ) Io.Cancelable!?Io.LockedStderr {
     const stderr = &processOf(userdata).stderr;
-    const me = ownerId();
+    const me = Executor.callerId();
     if (stderr.owner.load(.monotonic) != me) {
         if (!stderr.mutex.tryLock()) return null;
         assert(stderr.depth == 0);
@@ -338,7 +328,8 @@ fn lockedStderr(
 /// one level of the lock.
 pub fn unlockStderr(userdata: ?*anyopaque) void {
     const stderr = &processOf(userdata).stderr;
-    assert(stderr.owner.load(.monotonic) == ownerId()); // unlock by a caller that holds it
+    // Unlocked by a caller that holds it.
+    assert(stderr.owner.load(.monotonic) == Executor.callerId());
     assert(stderr.depth > 0);
     const writer = &stderr.writer;
     if (writer.err == null) writer.interface.flush() catch {};

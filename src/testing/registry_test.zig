@@ -1,7 +1,7 @@
 //! Behaviour of `weft.Registry(T)` on weft: stale and unknown ids, the waiter limit, FIFO
-//! order, cancelation and deadlines in line, destroy with waiters, teardown on destroy and on
-//! shutdown (held or not), and exclusive access under contention from fibers and plain
-//! threads. No timed assertions: tests wait for registry states (a resource held, n callers in
+//! order, cancelation and deadlines in line, nested transactions (Deadlock), destroy with
+//! waiters, teardown on destroy and on shutdown (held or not), and exclusive access under
+//! contention from fibers and plain threads. No timed assertions: tests wait for registry states (a resource held, n callers in
 //! line), never for time. Holding transactions block on an `Io.Event` the test sets.
 const std = @import("std");
 const Io = std.Io;
@@ -385,6 +385,53 @@ fn contendFiber(
     contend(registry, io, ids, seed);
 }
 
+/// Generous: the nested call must fail at once; the bound only keeps a regression (a nested
+/// call that waits for itself) from hanging the suite.
+const nested_timeout: Io.Timeout = .{ .duration = .{
+    .raw = .fromSeconds(5),
+    .clock = .awake,
+} };
+
+/// Inside a transaction on `own`: a nested one on `own` fails with Deadlock (bounded, then
+/// unbounded), one on `other` runs. Returns the other resource's name.
+fn nest(conn: *Conn, registry: *Conns, io: Io, own: Conns.Id, other: Conns.Id) anyerror!u32 {
+    _ = conn;
+    try testing.expectError(
+        error.Deadlock,
+        registry.transactionTimeout(io, own, nested_timeout, Conn.getName, .{}),
+    );
+    try testing.expectError(error.Deadlock, nameOf(registry, io, own));
+    return nameOf(registry, io, other);
+}
+
+fn nestThrough(registry: *Conns, io: Io, own: Conns.Id, other: Conns.Id) Conns.Result(nest) {
+    return registry.transaction(io, own, nest, .{ registry, io, own, other });
+}
+
+test "Registry: a transaction nested on its caller's own id fails with Deadlock; on another runs" {
+    try withOne(8, struct {
+        fn body(io: Io, registry: *Conns, id: Conns.Id, log: *Log) !void {
+            const other = try registry.register(.{ .name = 1, .log = log });
+            try testing.expectEqual(@as(u32, 1), try nestThrough(registry, io, id, other));
+            // Handed over in line, the resource is its new holder's: the caller that gets it
+            // nests into Deadlock too, and the next in line still gets it after.
+            var busy: Busy = .{};
+            try busy.start(io, registry, id);
+            var nested = try io.concurrent(nestThrough, .{ registry, io, id, other });
+            try waitLine(io, registry, id, 1);
+            var again = try enqueue(io, registry, id, 7, 2);
+            try testing.expectEqual(@as(u32, 0), try busy.finish(io));
+            try testing.expectEqual(@as(u32, 1), try nested.await(io));
+            try testing.expectEqual(@as(u32, 7), try again.await(io));
+            const stats = registry.stats();
+            try testing.expectEqual(@as(u64, 4), stats.rejected);
+            try testing.expectEqual(@as(u64, 6), stats.transactions);
+            try testing.expectEqual(@as(u32, 0), registry.checked_out.load(.monotonic));
+            try testing.expectEqual(@as(u32, 0), try nameOf(registry, io, id));
+        }
+    }.body);
+}
+
 test "Registry: many fibers and plain threads contend; access stays exclusive, nothing lost" {
     try withRuntime(struct {
         fn body(io: Io) !void {
@@ -427,6 +474,9 @@ test "Registry: works on std.Io.Threaded too" {
     const id = try registry.register(.{ .name = 4, .log = &log });
     try testing.expectEqual(@as(u32, 6), try registry.transaction(io, id, Conn.failIfOdd, .{2}));
     try testing.expectError(error.Odd, registry.transaction(io, id, Conn.failIfOdd, .{1}));
+    // Its callers are threads: a nested transaction on the same id is found too.
+    const other = try registry.register(.{ .name = 5, .log = &log });
+    try testing.expectEqual(@as(u32, 5), try nestThrough(registry, io, id, other));
     registry.deinit(io);
-    try testing.expectEqual(@as(u32, 1), log.torn_down.load(.monotonic));
+    try testing.expectEqual(@as(u32, 2), log.torn_down.load(.monotonic));
 }
