@@ -14,7 +14,9 @@ const weft = @import("weft");
 const usage =
     \\usage: weft-serve --mode single|threaded|forked --port PORT [--workers N]
     \\                  [--executors N] [--listeners reuse_port|shared] [--connections N]
-    \\                  [--scheduling stealing|pinned]
+    \\                  [--scheduling stealing|pinned] [--idle-timeout S] [--header-timeout S]
+    \\                  [--body-timeout S] [--send-timeout S] [--request-timeout S]
+    \\                  [--drain-timeout S]
     \\       weft-serve --help
     \\
     \\  --mode         single: one runtime on one thread
@@ -30,6 +32,11 @@ const usage =
     \\  --scheduling   stealing: a runtime's tasks move between its executors (default);
     \\                 pinned: each connection stays on the executor it was given
     \\                 (weft.Runtime.Options.pinned)
+    \\  --*-timeout    seconds (decimals allowed) a connection may spend waiting for a
+    \\                 request (idle, default 60), on a request head (header, 10), on each
+    \\                 read of a body (body, 60), on each write of a response (send, 60), on
+    \\                 a whole request (request, unbounded); drain: how long a stop lets
+    \\                 requests in flight finish (5)
     \\  -h, --help     this text, on stdout
     \\
 ;
@@ -43,6 +50,12 @@ const Args = struct {
     listeners: weft.Server.Listeners = .reuse_port,
     connections_max: u32 = weft.config.server_connections_max_default,
     pinned: bool = false,
+    idle_timeout_ns: u64 = weft.config.server_idle_timeout_ns_default,
+    header_timeout_ns: u64 = weft.config.server_header_timeout_ns_default,
+    body_timeout_ns: u64 = weft.config.server_body_timeout_ns_default,
+    send_timeout_ns: u64 = weft.config.server_send_timeout_ns_default,
+    request_timeout_ns: ?u64 = null,
+    drain_timeout_ns: u64 = weft.config.server_drain_timeout_ns_default,
 };
 
 pub fn main(init: std.process.Init) u8 {
@@ -68,6 +81,12 @@ pub fn main(init: std.process.Init) u8 {
         .shape = args.shape,
         .listeners = args.listeners,
         .connections_max = args.connections_max,
+        .idle_timeout_ns = args.idle_timeout_ns,
+        .header_timeout_ns = args.header_timeout_ns,
+        .body_timeout_ns = args.body_timeout_ns,
+        .send_timeout_ns = args.send_timeout_ns,
+        .request_timeout_ns = args.request_timeout_ns,
+        .drain_timeout_ns = args.drain_timeout_ns,
         .stop_on_signals = true,
         .runtime = .{ .executors = args.executors, .pinned = args.pinned },
     }) catch |err| {
@@ -90,12 +109,15 @@ pub fn main(init: std.process.Init) u8 {
     };
     const w = report.workers;
     std.debug.print(
-        "weft-serve: stopped; accepted={d} rejected_full={d} closed_idle={d} cut_at_drain={d} " ++
-            "cut_idle={d} cut_header={d} restarted={d} restarts_delayed={d} killed={d}\n",
+        "weft-serve: stopped; accepted={d} requests={d} rejected={d} rejected_full={d} " ++
+            "closed_idle={d} cut_at_drain={d} cut_idle={d} cut_header={d} cut_body={d} " ++
+            "cut_send={d} cut_request={d} restarted={d} restarts_delayed={d} killed={d}\n",
         .{
-            w.accepted,               w.rejected_full,         w.closed_idle_at_drain,
-            w.cut_at_drain,           w.cut_idle_timeout,      w.cut_header_timeout,
-            report.workers_restarted, report.restarts_delayed, report.workers_killed,
+            w.accepted,              w.requests,             w.requests_rejected,
+            w.rejected_full,         w.closed_idle_at_drain, w.cut_at_drain,
+            w.cut_idle_timeout,      w.cut_header_timeout,   w.cut_body_timeout,
+            w.cut_send_timeout,      w.cut_request_timeout,  report.workers_restarted,
+            report.restarts_delayed, report.workers_killed,
         },
     );
     return 0;
@@ -133,6 +155,12 @@ const Option = enum {
     @"--listeners",
     @"--connections",
     @"--scheduling",
+    @"--idle-timeout",
+    @"--header-timeout",
+    @"--body-timeout",
+    @"--send-timeout",
+    @"--request-timeout",
+    @"--drain-timeout",
 };
 
 /// Reads the options after the program name; on `error.Misuse`, `misuse` says which and why.
@@ -174,6 +202,14 @@ fn parse(args: []const [:0]const u8, misuse: *Misuse) error{Misuse}!Command {
                 };
                 parsed.pinned = scheduling == .pinned;
             },
+            .@"--idle-timeout" => parsed.idle_timeout_ns = try seconds(option, value, misuse),
+            .@"--header-timeout" => parsed.header_timeout_ns = try seconds(option, value, misuse),
+            .@"--body-timeout" => parsed.body_timeout_ns = try seconds(option, value, misuse),
+            .@"--send-timeout" => parsed.send_timeout_ns = try seconds(option, value, misuse),
+            .@"--request-timeout" => {
+                parsed.request_timeout_ns = try seconds(option, value, misuse);
+            },
+            .@"--drain-timeout" => parsed.drain_timeout_ns = try seconds(option, value, misuse),
         }
     }
     const name = mode orelse return misuse.set("--mode is required", .{});
@@ -204,6 +240,17 @@ fn count(
     return n;
 }
 
+/// `value` as seconds (decimals allowed) within 1 ms-1 day, in ns, or the misuse naming
+/// `option`.
+fn seconds(option: Option, value: []const u8, misuse: *Misuse) error{Misuse}!u64 {
+    const s = std.fmt.parseFloat(f64, value) catch std.math.nan(f64);
+    // Written so that NaN fails too.
+    if (!(s >= 0.001 and s <= 86_400)) {
+        return misuse.set("{t}: \"{s}\" is not seconds within 0.001-86400", .{ option, value });
+    }
+    return @intFromFloat(s * std.time.ns_per_s);
+}
+
 fn eql(a: []const u8, b: []const u8) bool {
     return std.mem.eql(u8, a, b);
 }
@@ -232,6 +279,14 @@ test "weft-serve: a bad argument is named, with why" {
             .message = "--listeners: \"one\" is not reuse_port or shared",
         },
         .{ .args = &.{ "--port", "8080" }, .message = "--mode is required" },
+        .{
+            .args = &.{ "--body-timeout", "0" },
+            .message = "--body-timeout: \"0\" is not seconds within 0.001-86400",
+        },
+        .{
+            .args = &.{ "--send-timeout", "nan" },
+            .message = "--send-timeout: \"nan\" is not seconds within 0.001-86400",
+        },
         .{ .args = &.{ "--mode", "forked" }, .message = "--port is required" },
     };
     for (cases) |case| {
@@ -254,4 +309,9 @@ test "weft-serve: --help and -h ask for the usage; good arguments parse" {
     try std.testing.expectEqual(@as(u32, 3), args.shape.workers());
     try std.testing.expectEqual(@as(u32, 10), args.connections_max);
     try std.testing.expect(args.pinned);
+    const timed = (try parse(&.{
+        "--mode", "single", "--port", "1", "--body-timeout", "1.5", "--request-timeout", "30",
+    }, &misuse)).serve;
+    try std.testing.expectEqual(1_500 * std.time.ns_per_ms, timed.body_timeout_ns);
+    try std.testing.expectEqual(30 * std.time.ns_per_s, timed.request_timeout_ns.?);
 }

@@ -135,7 +135,7 @@ pub const Report = struct {
 };
 
 pub const InitError = error{
-    /// No workers, more than `config.server_workers_max`, or `connections_max` of 0.
+    /// No workers, more than `config.server_workers_max`, `connections_max` or a timeout of 0.
     InvalidOptions,
     /// Another socket listens on the address (with or without `SO_REUSEPORT`).
     AddressInUse,
@@ -152,6 +152,12 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Server {
     const workers = options.shape.workers();
     if (workers == 0 or workers > config.server_workers_max) return error.InvalidOptions;
     if (options.connections_max == 0) return error.InvalidOptions;
+    // A timeout of 0 would cut every connection at the reaper's first sweep.
+    const timeouts = [_]u64{
+        options.idle_timeout_ns, options.header_timeout_ns,           options.body_timeout_ns,
+        options.send_timeout_ns, options.request_timeout_ns orelse 1,
+    };
+    for (timeouts) |timeout_ns| if (timeout_ns == 0) return error.InvalidOptions;
     var server: Server = .{ .gpa = gpa, .options = options, .address = options.address };
     errdefer server.closeListeners();
     const shared = switch (options.shape) {

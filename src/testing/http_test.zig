@@ -837,11 +837,37 @@ const fuzz_seeds = [_][]const u8{
 };
 
 /// Bytes and pieces that matter to HTTP framing, spliced into requests.
+/// The first `fuzz_bytes` are single bytes (option 1 of `mutate` takes one of them).
 const fuzz_tokens = [_][]const u8{
-    "\r\n",                           "\n",                          "\r",        " ",                  "\t",          ":",                  ";",                        ",",
-    "\x00",                           "\x7f",                        "\xff",      "0",                  "-",           "+",                  "chunked",                  "Content-Length: 5\r\n",
-    "Transfer-Encoding: chunked\r\n", "Transfer-Encoding: gzip\r\n", "0\r\n\r\n", "ffffffffffffffffff", "Host: x\r\n", "GET / HTTP/1.1\r\n", "Expect: 100-continue\r\n",
+    "\r\n",
+    "\n",
+    "\r",
+    " ",
+    "\t",
+    ":",
+    ";",
+    ",",
+    "\x00",
+    "\x7f",
+    "\xff",
+    "0",
+    "-",
+    "+",
+    "chunked",
+    "Content-Length: 5\r\n",
+    "Transfer-Encoding: chunked\r\n",
+    "Transfer-Encoding: gzip\r\n",
+    "0\r\n\r\n",
+    "ffffffffffffffffff",
+    "Host: x\r\n",
+    "GET / HTTP/1.1\r\n",
+    "Expect: 100-continue\r\n",
 };
+
+const fuzz_bytes = 14;
+comptime {
+    for (fuzz_tokens[0..fuzz_bytes]) |token| std.debug.assert(token.len <= 2);
+}
 
 /// Builds a mutated request in `out`: a seed with one to four random edits.
 fn mutate(random: std.Random, out: []u8) []u8 {
@@ -853,7 +879,7 @@ fn mutate(random: std.Random, out: []u8) []u8 {
         const at = random.uintLessThan(usize, len);
         switch (random.uintLessThan(u32, 6)) {
             0 => out[at] ^= @as(u8, 1) << random.int(u3),
-            1 => out[at] = fuzz_tokens[random.uintLessThan(usize, 14)][0],
+            1 => out[at] = fuzz_tokens[random.uintLessThan(usize, fuzz_bytes)][0],
             2 => {
                 const token = fuzz_tokens[random.uintLessThan(usize, fuzz_tokens.len)];
                 if (len + token.len > out.len) continue;
@@ -899,13 +925,13 @@ test "http: fuzz: mutated requests never stop a .threaded server nor garble its 
     const io = rt.io();
     // Seconds per request are far below this bound; a hang is what it catches.
     const deadline: Io.Duration = .fromSeconds(@intCast(30 + requests / 500));
-    server_test.boundedBy(io, deadline, fuzz, .{ io, running.server.port(), seed, requests }) catch |err|
-        {
-            std.debug.print("fuzz failed: WEFT_FUZZ_SEED={d} WEFT_FUZZ_REQUESTS={d}\n", .{
-                seed, requests,
-            });
-            return err;
-        };
+    const port = running.server.port();
+    server_test.boundedBy(io, deadline, fuzz, .{ io, port, seed, requests }) catch |err| {
+        std.debug.print("fuzz failed: WEFT_FUZZ_SEED={d} WEFT_FUZZ_REQUESTS={d}\n", .{
+            seed, requests,
+        });
+        return err;
+    };
     const report = try running.finish();
     try testing.expectEqual(0, report.workers.cut_at_drain);
 }
@@ -934,4 +960,16 @@ fn fuzz(io: Io, port: u16, seed: u64, requests: u64) !void {
         var got: [8]u16 = undefined;
         try testing.expectEqualSlices(u16, &.{200}, after.statuses(&got));
     }
+}
+
+test "http: a timeout of 0 is refused by init" {
+    const names = .{ "idle_timeout_ns", "header_timeout_ns", "body_timeout_ns", "send_timeout_ns" };
+    inline for (names) |name| {
+        var options = server_test.optionsOf(.single);
+        @field(options, name) = 0;
+        try testing.expectError(error.InvalidOptions, Server.init(testing.allocator, options));
+    }
+    var options = server_test.optionsOf(.single);
+    options.request_timeout_ns = 0;
+    try testing.expectError(error.InvalidOptions, Server.init(testing.allocator, options));
 }
