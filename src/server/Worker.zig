@@ -215,7 +215,8 @@ pub const Report = struct {
     cut_body_timeout: u64 = 0,
     cut_send_timeout: u64 = 0,
     cut_request_timeout: u64 = 0,
-    /// Idle keep-alive connections closed when the drain began (no request lost).
+    /// Idle keep-alive connections whose reading side was shut when the drain began: each
+    /// ended at once, or after answering a request it had already been sent.
     closed_idle_at_drain: u64 = 0,
     /// Connections still open when the drain deadline passed, cut mid-request.
     cut_at_drain: u64 = 0,
