@@ -11,11 +11,14 @@
 //! - Lines end in CRLF; a bare LF or a CR without LF is 400. Empty lines before the request
 //!   line are skipped (RFC 9112 §2.2), counted in the head's size.
 //! - request-line = method SP request-target SP HTTP-version: a method of token characters
-//!   (one std.http.Method does not know is 501), a target of visible ASCII only (so any
-//!   whitespace in it is 400), a version `HTTP/d.d` (1.0 and 1.1 served, others 505).
+//!   (one std.http.Method does not know is 501, and so is CONNECT: no tunnels here), a target
+//!   of visible ASCII only (so any whitespace in it is 400) in origin form (`/...`), absolute
+//!   form (`scheme://...`) or, for OPTIONS only, `*`; a version `HTTP/d.d` (1.0 and 1.1
+//!   served, others 505).
 //! - field-line = token ":" OWS value OWS: no whitespace before the colon, no line folding,
 //!   and no control byte (NUL, CR, ...) but HTAB in a value: 400.
-//! - HTTP/1.1 needs exactly one Host; more than one is 400 in any version.
+//! - HTTP/1.1 needs exactly one Host; more than one is 400 in any version, and so is a Host
+//!   that is not `host[:port]` (RFC 9112 §3.2, RFC 3986 §3.2.2).
 //! - Content-Length: digits only (no sign, no space inside), one value or identical repeats
 //!   (also as a list), fitting 64 bits; else 400.
 //! - Transfer-Encoding: only `chunked` (any case), last, once. With Content-Length, in an
@@ -50,9 +53,10 @@ pub const Error = error{
     RequestLineInvalid,
     /// 400: the method has a byte that is not a token character.
     MethodInvalid,
-    /// 501: a well-formed method std.http.Method does not name.
+    /// 501: a well-formed method std.http.Method does not name, or CONNECT.
     MethodUnknown,
-    /// 400: the target is empty or holds whitespace, a control byte or a non-ASCII byte.
+    /// 400: the target is empty, holds whitespace, a control byte or a non-ASCII byte, or is
+    /// in none of the forms this method may use.
     TargetInvalid,
     /// 400: the version is not `HTTP/` DIGIT `.` DIGIT.
     VersionInvalid,
@@ -61,7 +65,7 @@ pub const Error = error{
     /// 400: a field line without a colon, with an empty or non-token name, whitespace before
     /// the colon, or folded onto the next line.
     FieldInvalid,
-    /// 400: HTTP/1.1 without Host, or more than one Host.
+    /// 400: HTTP/1.1 without Host, more than one Host, or one that is not `host[:port]`.
     HostInvalid,
     /// 400: Content-Length not digits, differing repeats, or past 64 bits.
     ContentLengthInvalid,
@@ -170,6 +174,10 @@ fn parseRequestLine(line: []const u8) Error!http.Server.Request.Head {
     const version = try parseVersion(line[target_end + 1 ..]);
     const method = std.meta.stringToEnum(http.Method, method_name) orelse
         return error.MethodUnknown;
+    // A 2xx to CONNECT would start a tunnel (RFC 9110 §9.3.6), which std.http's Request
+    // cannot carry: refuse it rather than answer with a body.
+    if (method == .CONNECT) return error.MethodUnknown;
+    if (!targetFormValid(method, target)) return error.TargetInvalid;
     return .{
         .method = method,
         .target = target,
@@ -181,6 +189,44 @@ fn parseRequestLine(line: []const u8) Error!http.Server.Request.Head {
         .transfer_compression = .identity,
         .keep_alive = version == .@"HTTP/1.1",
     };
+}
+
+/// RFC 9112 §3.2: origin form, absolute form (with an authority: `scheme://`), or `*` for
+/// OPTIONS; authority form is CONNECT's alone, refused above.
+fn targetFormValid(method: http.Method, target: []const u8) bool {
+    assert(target.len > 0);
+    if (target[0] == '/') return true;
+    if (std.mem.eql(u8, target, "*")) return method == .OPTIONS;
+    const scheme_end = std.mem.indexOf(u8, target, "://") orelse return false;
+    if (scheme_end == 0 or !std.ascii.isAlphabetic(target[0])) return false;
+    for (target[1..scheme_end]) |c| {
+        if (!std.ascii.isAlphanumeric(c) and c != '+' and c != '-' and c != '.') return false;
+    }
+    return true;
+}
+
+/// RFC 3986 §3.2.2-3: `[IP-literal]` or a reg-name/IPv4 of unreserved, pct-encoded and
+/// sub-delim characters, then an optional `:port` of digits. Empty is allowed (a target
+/// without an authority).
+fn hostValid(value: []const u8) bool {
+    var rest = value;
+    if (rest.len > 0 and rest[0] == '[') {
+        const close = std.mem.indexOfScalar(u8, rest, ']') orelse return false;
+        for (rest[1..close]) |c| {
+            if (!std.ascii.isHex(c) and c != ':' and c != '.' and c != 'v' and c != 'V') {
+                return false;
+            }
+        }
+        rest = rest[close + 1 ..];
+    } else {
+        const end = std.mem.indexOfScalar(u8, rest, ':') orelse rest.len;
+        for (rest[0..end]) |c| if (!host_table[c]) return false;
+        rest = rest[end..];
+    }
+    if (rest.len == 0) return true;
+    if (rest[0] != ':') return false;
+    for (rest[1..]) |c| if (!std.ascii.isDigit(c)) return false;
+    return true;
 }
 
 fn parseVersion(text: []const u8) Error!http.Version {
@@ -227,6 +273,7 @@ const Fields = struct {
         switch (name.len) {
             4 => if (std.ascii.eqlIgnoreCase(name, "host")) {
                 fields.hosts += 1;
+                if (!hostValid(value)) return error.HostInvalid;
             },
             6 => if (std.ascii.eqlIgnoreCase(name, "expect")) {
                 if (!std.ascii.eqlIgnoreCase(value, "100-continue")) {
@@ -343,6 +390,16 @@ pub fn isFieldValue(c: u8) bool {
     return c == '\t' or (c >= ' ' and c != 0x7f);
 }
 
+/// RFC 3986 unreserved, `%` of pct-encoded, and sub-delims.
+const host_table: [256]bool = table: {
+    var table: [256]bool = @splat(false);
+    for ("-._~%!$&'()*+,;=") |c| table[c] = true;
+    for ('0'..'9' + 1) |c| table[c] = true;
+    for ('a'..'z' + 1) |c| table[c] = true;
+    for ('A'..'Z' + 1) |c| table[c] = true;
+    break :table table;
+};
+
 const token_table: [256]bool = table: {
     var table: [256]bool = @splat(false);
     for ("!#$%&'*+-.^_`|~") |c| table[c] = true;
@@ -434,6 +491,12 @@ test "head: request line: token method, visible target, HTTP/d.d" {
         .{ "GET / http/1.1", error.VersionInvalid },
         .{ "GET /\x00 HTTP/1.1", error.TargetInvalid },
         .{ "GET /\xc3\xa9 HTTP/1.1", error.TargetInvalid },
+        .{ "GET * HTTP/1.1", error.TargetInvalid },
+        .{ "GET x:443 HTTP/1.1", error.TargetInvalid },
+        .{ "GET a HTTP/1.1", error.TargetInvalid },
+        .{ "GET ://x/ HTTP/1.1", error.TargetInvalid },
+        .{ "GET 1http://x/ HTTP/1.1", error.TargetInvalid },
+        .{ "CONNECT x:443 HTTP/1.1", error.MethodUnknown },
     };
     for (cases) |case| {
         var buffer: [128]u8 = undefined;
@@ -468,6 +531,32 @@ test "head: field lines: colon, token name, no space before the colon, no foldin
         "Expect: 100-Continue\r\nContent-Encoding: gzip\r\n\r\n");
     try testing.expectEqualStrings("100-continue", ok.std.expect.?);
     try testing.expectEqual(.gzip, ok.std.transfer_compression);
+}
+
+test "head: targets in origin, absolute or (OPTIONS) asterisk form" {
+    const lines = [_][]const u8{ "GET /", "GET http://x/a?b", "OPTIONS *", "GET h+s-1.x://y" };
+    for (lines) |line| {
+        var buffer: [128]u8 = undefined;
+        const text = try std.fmt.bufPrint(&buffer, "{s} HTTP/1.1\r\nHost: x\r\n\r\n", .{line});
+        _ = try parseText(text);
+    }
+}
+
+test "head: Host is host[:port]" {
+    for ([_][]const u8{ "a b", "a/b", "u@a", "a, b", "a:x", "[::1", "[::1]x", "a:1:2" }) |value| {
+        var buffer: [128]u8 = undefined;
+        const text = try std.fmt.bufPrint(&buffer, "GET / HTTP/1.1\r\nHost: {s}\r\n\r\n", .{
+            value,
+        });
+        try testing.expectError(error.HostInvalid, parseText(text));
+    }
+    for ([_][]const u8{ "", "a", "a.b-c_d~e:8080", "[::1]:80", "10.0.0.1", "%41" }) |value| {
+        var buffer: [128]u8 = undefined;
+        const text = try std.fmt.bufPrint(&buffer, "GET / HTTP/1.1\r\nHost: {s}\r\n\r\n", .{
+            value,
+        });
+        _ = try parseText(text);
+    }
 }
 
 test "head: Host: one in HTTP/1.1, at most one in HTTP/1.0" {
