@@ -6,9 +6,10 @@
 //! `http/Body.zig` delimits each body, because std.http asserts on input it does not check
 //! and is lenient where a server must not be (see both files). A head that breaks a rule gets
 //! its status (400, 415, 417, 501 or 505, as `head.status` says), a head larger than
-//! `config.server_head_bytes_max` gets 431, a body that breaks its framing gets 400 if nothing
-//! was answered yet; the connection is then closed (what follows cannot be framed) and the
-//! server goes on serving the others. A request without a body length has an empty body.
+//! `config.server_head_bytes_max` gets 431, a body that breaks its framing gets 400 unless
+//! the handler's response had gone out already (`Writer` holds it back otherwise); the
+//! connection is then closed (what follows cannot be framed) and the server goes on serving
+//! the others. A request without a body length has an empty body.
 //!
 //! It reports the connection's phases to the worker, so each phase has its timeout: idle until
 //! a request's first byte, head until its end, body for each wait for body bytes (in
@@ -119,6 +120,7 @@ const Exchange = struct {
         const writer = exchange.writer;
         const framing = exchange.head.framing;
         var body: Body = .init(exchange.in, connection, framing, exchange.body_buffer);
+        body.out = &writer.interface;
         var server: std.http.Server = .{
             .out = &writer.interface,
             .reader = .{
@@ -136,21 +138,32 @@ const Exchange = struct {
         if (connection.stopping()) request.head.keep_alive = false;
         connection.handling();
         connection.counts.requests += 1;
-        const written_before = writer.count();
+        const written_before = writer.written_bytes;
+        writer.begin(&body);
         const responded = if (http_handler.respondFn(http_handler.context, connection, &request))
             true
         else |_|
             false;
-        const answered = writer.count() != written_before;
-        writer.interface.flush() catch return false;
-        if (body.err) |err| {
-            // The body broke its framing (or was cut): answer if the handler had not.
-            if (!answered and err != error.BodyTruncated and err != error.ReadFailed) {
-                reject(connection, writer, exchange.in, .bad_request);
-            }
-            return false;
-        }
-        if (!responded) return false;
+        const flushed = if (writer.interface.flush()) true else |_| false;
+        writer.end();
+        const answered = writer.written_bytes != written_before;
+        if (body.err) |err| switch (err) {
+            // The client left: nothing to answer.
+            error.BodyTruncated, error.ReadFailed, error.WriteFailed => return false,
+            // Answered with `Connection: close` (std saw the failed discard); what the client
+            // still sends is read for a while, so that the close does not reset the response.
+            error.BodySkipOversize => {
+                lingeringClose(connection, exchange.in);
+                return false;
+            },
+            // The body broke its framing: the request is malformed, whatever the handler
+            // made of it (`Writer` kept its response from going out).
+            error.ChunkInvalid, error.ChunkExtensionsOversize, error.TrailerOversize => {
+                if (!answered) reject(connection, writer, exchange.in, .bad_request);
+                return false;
+            },
+        };
+        if (!flushed or !responded) return false;
         if (!answered) {
             // A handler that wrote nothing: the client would wait for an answer forever.
             reject(connection, writer, exchange.in, .internal_server_error);
@@ -158,7 +171,11 @@ const Exchange = struct {
         }
         if (!request.head.keep_alive or server.reader.state == .closing) return false;
         if (connection.stopping()) return false;
-        return body.skip(config.server_body_skip_bytes_max);
+        if (body.skip(config.server_body_skip_bytes_max)) return true;
+        // Too much left unread, or it broke its framing: the response said nothing of a
+        // close, so read what follows for a while before closing rather than reset.
+        lingeringClose(connection, exchange.in);
+        return false;
     }
 };
 
@@ -195,13 +212,24 @@ fn lingeringClose(connection: *Worker.Connection, in: *Io.Reader) void {
 }
 
 /// The connection's response writer: std's `net.Stream.Writer`, but each write that may wait
-/// for the client is the connection's `send` phase, and the bytes written are counted.
+/// for the client is the connection's `send` phase, the bytes written are counted, and while
+/// a handler runs (`begin` to `end`) it guards the response:
+/// - nothing of it goes out once the request's body failed (a malformed or cut body makes
+///   the request one to reject, whatever the handler answered: std's `respond` swallows the
+///   failure of the discard it does first);
+/// - once the server stops, a response head about to go out says `Connection: close` (std
+///   decided keep-alive before the stop, but the connection will close after it, and a client
+///   told so does not send another request into the close).
 const Writer = struct {
     interface: Io.Writer,
     connection: *Worker.Connection,
     /// Bytes the socket took.
     written_bytes: u64 = 0,
     err: ?Io.net.Stream.Writer.Error = null,
+    /// The body of the request whose handler runs; null outside `begin`-`end`.
+    body: ?*const Body = null,
+    /// Whether the response head may still be given `Connection: close` (not seen yet).
+    head_pending: bool = false,
 
     fn init(connection: *Worker.Connection, buffer: []u8) Writer {
         return .{
@@ -210,14 +238,29 @@ const Writer = struct {
         };
     }
 
-    /// Bytes written or buffered so far.
-    fn count(writer: *const Writer) u64 {
-        return writer.written_bytes + writer.interface.end;
+    fn begin(writer: *Writer, body: *const Body) void {
+        assert(writer.body == null);
+        assert(writer.interface.end == 0);
+        writer.body = body;
+        writer.head_pending = true;
+    }
+
+    fn end(writer: *Writer) void {
+        assert(writer.body != null);
+        writer.body = null;
+        writer.head_pending = false;
+        // What a refused response left in the buffer is dropped.
+        writer.interface.end = 0;
     }
 
     fn drain(w: *Io.Writer, data: []const []const u8, splat: usize) Io.Writer.Error!usize {
         const writer: *Writer = @alignCast(@fieldParentPtr("interface", w));
+        if (writer.body) |body| if (body.err) |err| switch (err) {
+            error.BodySkipOversize => {}, // std answers it with a close: let it through
+            else => return error.WriteFailed,
+        };
         const connection = writer.connection;
+        if (writer.head_pending and connection.stopping()) try writer.closeHead();
         const io = connection.io();
         const previous = connection.sending();
         defer connection.sent(previous);
@@ -228,6 +271,62 @@ const Writer = struct {
         };
         writer.written_bytes += n;
         return w.consume(n);
+    }
+
+    /// Makes the buffered response head say `Connection: close`: a `keep-alive` value is
+    /// overwritten in place (padded with spaces, which the grammar allows), a missing header
+    /// is sent right after the status line. A head not wholly buffered is left as it is (the
+    /// connection still closes after it).
+    fn closeHead(writer: *Writer) Io.Writer.Error!void {
+        const buffered = writer.interface.buffered();
+        // An interim `100 Continue` is not the head: wait for the final one.
+        if (std.mem.startsWith(u8, buffered, "HTTP/1.1 1")) return;
+        writer.head_pending = false;
+        const head_end = std.mem.indexOf(u8, buffered, "\r\n\r\n") orelse return;
+        const status_end = std.mem.indexOf(u8, buffered, "\r\n").?;
+        var lines = std.mem.splitSequence(u8, buffered[status_end + 2 .. head_end], "\r\n");
+        while (lines.next()) |line| {
+            const colon = std.mem.indexOfScalar(u8, line, ':') orelse continue;
+            if (!std.ascii.eqlIgnoreCase(line[0..colon], "connection")) continue;
+            const value = @constCast(line[colon + 1 ..]);
+            if (std.ascii.indexOfIgnoreCase(value, "close") != null) return;
+            if (value.len < " close".len) return; // cannot happen for std's `keep-alive`
+            @memcpy(value[0.." close".len], " close");
+            @memset(value[" close".len..], ' ');
+            return;
+        }
+        // Status line, then the header, as one write ahead of the rest.
+        var prefix: [256]u8 = undefined;
+        const status_line = buffered[0 .. status_end + 2];
+        const extra = "connection: close\r\n";
+        if (status_line.len + extra.len > prefix.len) return;
+        @memcpy(prefix[0..status_line.len], status_line);
+        @memcpy(prefix[status_line.len..][0..extra.len], extra);
+        try writer.writeRaw(prefix[0 .. status_line.len + extra.len]);
+        _ = writer.interface.consume(status_line.len);
+    }
+
+    /// Writes all of `bytes` to the socket, bypassing the buffer.
+    fn writeRaw(writer: *Writer, bytes: []const u8) Io.Writer.Error!void {
+        const connection = writer.connection;
+        const io = connection.io();
+        const previous = connection.sending();
+        defer connection.sent(previous);
+        var offset: usize = 0;
+        while (offset < bytes.len) {
+            const n = io.vtable.netWrite(
+                io.userdata,
+                connection.stream.socket.handle,
+                bytes[offset..],
+                &.{""},
+                1,
+            ) catch |err| {
+                writer.err = err;
+                return error.WriteFailed;
+            };
+            offset += n;
+            writer.written_bytes += n;
+        }
     }
 };
 

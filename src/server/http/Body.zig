@@ -11,7 +11,18 @@
 //! handler never takes a cut body for a whole one.
 //!
 //! Reads that must wait for the socket report the connection's `body` phase to the worker, so
-//! the body timeout bounds the wait for each read (like nginx's `client_body_timeout`).
+//! the body timeout bounds the wait for each read (like nginx's `client_body_timeout`), and
+//! first flush what is buffered of the response: std's `respond` buffers a `100 Continue` and
+//! then reads the body it asked for without sending it, which left clients waiting for it
+//! (RFC 9110 §10.1.1) until the body timeout.
+//!
+//! A Content-Length body only ever discarded (std's `respond` drops a body its handler did not
+//! read, whatever its length) is cut off after `config.server_body_skip_bytes_max`: the read
+//! fails with `error.BodySkipOversize`, so std answers with `Connection: close` instead of
+//! taking in a body of any size for nothing (Go's net/http stops at 256 KiB the same way).
+//! A chunked body cannot be told apart so: std's decoder reads its framing through `readVec`
+//! whether it keeps or drops the data, so std drops it whole, bounded by the body timeout
+//! (and `request_timeout_ns` where set).
 const Body = @This();
 
 const std = @import("std");
@@ -26,6 +37,11 @@ interface: Io.Reader,
 source: *Io.Reader,
 /// Null in unit tests: no worker times the reads.
 connection: ?*Worker.Connection,
+/// The response writer, flushed before each wait for body bytes; null in unit tests.
+out: ?*Io.Writer = null,
+/// Content-Length body bytes passed on through `stream` (read) and through `discard`.
+read_bytes: u64 = 0,
+discarded_bytes: u64 = 0,
 state: union(enum) {
     /// Body bytes not yet passed on.
     length: u64,
@@ -44,6 +60,11 @@ pub const Error = error{
     TrailerOversize,
     /// The socket read failed (the connection's reader holds the error), or was cut.
     ReadFailed,
+    /// Past `config.server_body_skip_bytes_max` bytes discarded and none read: the rest is
+    /// not worth reading (the connection closes after the response).
+    BodySkipOversize,
+    /// Writing what was buffered of the response failed before a wait for the body.
+    WriteFailed,
 };
 
 /// `buffer` holds checked chunked bytes until std's decoder takes them; the trailer section
@@ -105,8 +126,10 @@ fn fail(body: *Body, err: Error) error{ReadFailed} {
     return error.ReadFailed;
 }
 
-/// Waits for more bytes of the connection, in the `body` phase.
+/// Waits for more bytes of the connection, in the `body` phase, after sending what is
+/// buffered of the response (a `100 Continue` the client waits for, among others).
 fn fillSource(body: *Body) error{ReadFailed}!void {
+    if (body.out) |out| out.flush() catch return body.fail(error.WriteFailed);
     const connection = body.connection;
     if (connection) |c| c.waitingBody();
     defer if (connection) |c| c.handling();
@@ -132,6 +155,7 @@ fn stream(r: *Io.Reader, w: *Io.Writer, limit: Io.Limit) Io.Reader.StreamError!u
             const buffered = try body.bufferedSource();
             const n = try body.source.stream(w, limit.min(.limited64(remaining.*)).min(buffered));
             remaining.* -= n;
+            body.read_bytes += n;
             return n;
         },
         .chunked => {
@@ -147,9 +171,11 @@ fn discard(r: *Io.Reader, limit: Io.Limit) Io.Reader.Error!usize {
     switch (body.state) {
         .length => |*remaining| {
             if (remaining.* == 0) return error.EndOfStream;
+            try body.checkSkip();
             const buffered = try body.bufferedSource();
             const n = try body.source.discard(limit.min(.limited64(remaining.*)).min(buffered));
             remaining.* -= n;
+            body.discarded_bytes += n;
             return n;
         },
         .chunked => {
@@ -170,6 +196,15 @@ fn readVec(r: *Io.Reader, data: [][]u8) Io.Reader.Error!usize {
             return 0; // the bytes are in the buffer
         },
     }
+}
+
+/// Fails a discard of a Content-Length body once the skip bound was discarded and nothing
+/// read: std's `respond` dropping a body nobody wanted.
+fn checkSkip(body: *Body) error{ReadFailed}!void {
+    assert(body.state == .length);
+    if (body.read_bytes > 0) return;
+    if (body.discarded_bytes < config.server_body_skip_bytes_max) return;
+    return body.fail(error.BodySkipOversize);
 }
 
 /// Moves checked bytes of a chunked body from the connection into the buffer: at least one,
