@@ -47,12 +47,16 @@ fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.built
     const tsan = b.option(bool, "tsan", "Build the tests with ThreadSanitizer (LLVM backend)") orelse false;
     const stress = b.option(u32, "stress", "Run the scheduler stress tests' cycles N times over (1-1000)") orelse 1;
     const fuzz_requests = b.option(u32, "fuzz-requests", "Requests the HTTP fuzz test sends (default 5000)");
+    // Most real programs link libc (sqlite, openssl, C parsers): glibc then carves each
+    // thread's static TLS out of the stack weft asks for (src/os/thread.zig).
+    const link_libc = b.option(bool, "link-libc", "Build the tests linked with libc") orelse false;
 
     const module = b.createModule(.{
         .root_source_file = b.path("src/root.zig"),
         .target = target,
         .optimize = optimize,
         .sanitize_thread = tsan,
+        .link_libc = if (link_libc) true else null,
     });
     // The README's std.Io status table is checked against the real VTable by a test.
     module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });

@@ -20,6 +20,7 @@ const assert = std.debug.assert;
 const Io = std.Io;
 const config = @import("config.zig");
 const os = @import("os/linux.zig");
+const os_thread = @import("os/thread.zig");
 const Executor = @import("sched/Executor.zig");
 const Scheduler = @import("sched/Scheduler.zig");
 const ThreadWaiter = @import("sched/Waiter.zig").ThreadWaiter;
@@ -266,11 +267,13 @@ fn startWorker(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
         }
     };
     var startup: Startup = .{};
-    const thread = std.Thread.spawn(
-        .{ .stack_size = config.executor_thread_stack_size_bytes },
+    const thread = os_thread.spawn(
+        "executor",
+        config.executor_thread_stack_size_bytes,
+        null,
         Startup.main,
         .{ &startup, executor, loop_choice },
-    ) catch return error.SystemResources;
+    ) catch return error.SystemResources; // logged with the sizes by `spawn`
     _ = startup.waiter.wait(null);
     startup.result catch |err| {
         thread.join();

@@ -59,6 +59,7 @@ test {
     _ = @import("testing/sync_test.zig");
     _ = @import("testing/select_test.zig");
     _ = @import("testing/InterleavingChecker.zig");
+    _ = @import("os/thread.zig");
     _ = @import("server/http/head.zig");
     _ = @import("server/http/Body.zig");
     _ = @import("testing/server_test.zig");

@@ -80,6 +80,7 @@ const Io = std.Io;
 const config = @import("../config.zig");
 const Lock = @import("../os/Mutex.zig");
 const os = @import("../os/linux.zig");
+const os_thread = @import("../os/thread.zig");
 const cpu_demand = @import("../sched/cpu_demand.zig");
 
 gpa: std.mem.Allocator,
@@ -328,8 +329,10 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!*Lane {
     for (workers) |*worker| worker.* = .{ .lane = lane };
     for (workers, 0..) |*worker, index| {
         _ = lane.workers_live.fetchAdd(1, .monotonic);
-        worker.thread = std.Thread.spawn(
-            .{ .stack_size = options.stack_size_bytes, .allocator = gpa },
+        worker.thread = os_thread.spawn(
+            "lane worker",
+            options.stack_size_bytes,
+            gpa,
             workerMain,
             .{worker},
         ) catch |err| {
