@@ -117,6 +117,13 @@ pub const handoff_spins_max = 64;
 /// the search loop, timer expiry and I/O completion callbacks, never a task.
 pub const executor_thread_stack_size_bytes = 256 * 1024;
 
+/// Alternate signal stack an executor maps for its thread when the thread has none (std gives
+/// every thread it starts one of `std.options.signal_stack_size`, 256 KiB by default). weft's
+/// stack overflow handler runs there, then the handler it hands the fault to: std's, which
+/// walks and prints the stack trace and needs about 128 KiB (std's own figure). Virtual;
+/// committed only if a signal comes.
+pub const signal_stack_size_bytes = 256 * 1024;
+
 /// Workers (threads or processes) one `weft.Server` may run: each holds a listener, a runtime,
 /// and in the forked shape a process; past a few per core they only add contention.
 pub const server_workers_max = 64;
@@ -299,6 +306,8 @@ comptime {
     assert(lane_idle_spin_ns_default < std.time.ns_per_ms); // a poll, not a busy worker
     assert(lane_caller_spin_ns_default <= lane_idle_spin_ns_default); // the executor matters more
     assert(lane_stack_size_bytes_default % std.heap.page_size_min == 0);
+    assert(signal_stack_size_bytes % std.heap.page_size_min == 0);
+    assert(signal_stack_size_bytes >= 128 * 1024); // std's stack trace, run there too
     assert(blocking_lane_threads > 0 and blocking_lane_threads <= lane_threads_max);
     assert(blocking_lane_queue_limit >= blocking_lane_threads);
 

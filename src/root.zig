@@ -38,6 +38,7 @@ test {
     _ = @import("fiber/context.zig");
     _ = @import("sched/Timers.zig");
     _ = @import("sched/futex.zig");
+    _ = @import("sched/overflow.zig");
     _ = @import("sched/cpu_demand.zig");
     _ = @import("sched/RunDelay.zig");
     _ = @import("sched/Runnable.zig");

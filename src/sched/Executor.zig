@@ -52,6 +52,7 @@ const context = @import("../fiber/context.zig");
 const stack_mod = @import("../fiber/stack.zig");
 const Task = @import("Task.zig");
 const Timers = @import("Timers.zig");
+const overflow = @import("overflow.zig");
 const Scheduler = @import("Scheduler.zig");
 const RunDelay = @import("RunDelay.zig");
 const Runnable = @import("Runnable.zig");
@@ -90,6 +91,9 @@ current: ?*Task = null,
 idle_context: context.Context = undefined,
 /// Executor 0's idle context runs on this mapping (a worker's runs on its thread's stack).
 idle_stack: ?[]align(std.heap.page_size_min) u8 = null,
+/// The alternate signal stack `start` mapped for this executor's thread, which had none (see
+/// sched/overflow.zig); null when the thread has std's, or stacks are unguarded.
+signal_stack: ?[]align(std.heap.page_size_min) u8 = null,
 /// Where a finished task's registers go when it switches away for the last time.
 dead_context: context.Context = undefined,
 /// The task this executor switched away from; its `on_cpu` is cleared once we landed.
@@ -155,6 +159,16 @@ pub fn init(executor: *Executor, scheduler: *Scheduler, index: u32, options: Opt
 /// Executor 0 also adopts the thread's current code as the main task.
 pub fn start(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
     assert(current_executor == null); // one executor per thread
+    if (executor.stacks.guard == .page) {
+        // A fault on a guard page is named (sched/overflow.zig), from this thread's alternate
+        // signal stack: the faulting fiber's own is spent.
+        executor.signal_stack = try overflow.ensureSignalStack();
+        overflow.install();
+    }
+    errdefer if (executor.signal_stack) |memory| {
+        overflow.releaseSignalStack(memory, true);
+        executor.signal_stack = null;
+    };
     try executor.loop.init(loop_choice);
     errdefer executor.loop.deinit();
     executor.started = true;
@@ -188,6 +202,9 @@ pub fn deinit(executor: *Executor) void {
     assert(executor.local.isEmpty());
     assert(executor.ring.isEmpty());
     assert(executor.inject.isEmpty());
+    if (executor.signal_stack) |memory| {
+        overflow.releaseSignalStack(memory, current_executor == executor);
+    }
     if (current_executor == executor) current_executor = null;
     executor.run_delay.close();
     executor.runnable.close();
