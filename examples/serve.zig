@@ -5,8 +5,8 @@
 //!   ./zig-out/bin/weft-serve --mode single --port 9123 --executors 2
 //!   curl http://127.0.0.1:9123/
 //!
-//! SIGINT or SIGTERM stops it: no new connections, requests in flight finish (5 s at most),
-//! then it prints what was served and cut and exits 0. Listens on 127.0.0.1. In forked mode
+//! SIGINT or SIGTERM stops it: no new connections, requests in flight get `--drain-timeout`
+//! (5 s) to finish and are cut after it, then it prints what was served and cut and exits 0. Listens on 127.0.0.1. In forked mode
 //! SIGTERM to one worker's pid (logged at its start) restarts that worker alone.
 const std = @import("std");
 const weft = @import("weft");
