@@ -5,10 +5,14 @@
 const std = @import("std");
 const assert = std.debug.assert;
 
-/// Default virtual size of a fiber stack, guard page included. Pages are only committed when
-/// touched, so a sleeping task costs about one page whatever this is; the size bounds how deep a
-/// task may recurse. Debug builds of std (http, tls) need well over 64 KiB.
-pub const stack_size_bytes_default = 256 * 1024;
+/// Default virtual size of a fiber stack, guard page included: what code that runs on
+/// std.Io.Threaded's 16 MiB thread stacks needs of a task, up to a 512 KiB frame (a Debug
+/// build of std.http.Client's `fetch` has a 207 KiB one) with 512 KiB to spare. Pages are only
+/// committed when touched, so a sleeping task costs about one page whatever this is; what grows
+/// with it is the page tables: one 4 KiB table per 2 MiB of address space holding a touched
+/// page, so size / 512 bytes per live task (2 KiB here, 0.5 KiB at 256 KiB: measured by
+/// `bench-sleep --stack-kib`, docs/BENCHMARKS.md). A million tasks want 256 KiB.
+pub const stack_size_bytes_default = 1024 * 1024;
 
 /// Smallest stack accepted: the guard page, the task's start frame and a few frames.
 pub const stack_size_bytes_min = 16 * 1024;

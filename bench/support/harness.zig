@@ -41,8 +41,9 @@ pub fn Backend(comptime weft: type) type {
         const Self = @This();
 
         /// Builds the runtime named by `runtime=`. For weft, `executors=`, `cpu_threads=` (the
-        /// CPU lane of `Runtime.compute`), `pinned=` (1: `Options.pinned`) and `stack=` (unless
-        /// `default`) override the defaults of `weft.Runtime.Options`. Threaded always runs with
+        /// CPU lane of `Runtime.compute`), `pinned=` (1: `Options.pinned`), `stack=` (unless
+        /// `default`) and `stack_kib=` (`stack_size_bytes` in KiB) override the defaults of
+        /// `weft.Runtime.Options`. Threaded always runs with
         /// its defaults, as a program using `std.process.Init.io` would.
         pub fn init(gpa: std.mem.Allocator, config: Config) !Self {
             switch (try config.enumValue(IoKind, "runtime")) {
@@ -60,6 +61,9 @@ pub fn Backend(comptime weft: type) type {
                     }
                     if (config.get("cpu_threads") != null) {
                         options.cpu.threads = try config.int(u32, "cpu_threads");
+                    }
+                    if (config.get("stack_kib") != null) {
+                        options.stack_size_bytes = try config.int(usize, "stack_kib") * 1024;
                     }
                     // `stack=default` is accepted so that result lines always name the mode.
                     const stack = config.get("stack") orelse "default";

@@ -632,3 +632,26 @@ test "Runtime: yield outside a weft task yields the thread" {
     }.run, .{io});
     thread.join();
 }
+
+/// A frame the size of a large Debug std function's (std.http.Client.fetch has 207 KiB): every
+/// byte of it written, so each page of the stack under it is touched.
+fn deepFrame(io: Io, sum: *u64) Io.Cancelable!void {
+    var buffer: [512 * 1024]u8 = undefined;
+    @memset(&buffer, 1);
+    std.mem.doNotOptimizeAway(&buffer);
+    try io.sleep(.fromMilliseconds(1), .awake);
+    var total: u64 = 0;
+    for (buffer[0..4096]) |byte| total += byte;
+    sum.* = total;
+}
+
+test "Runtime: a task with a 512 KiB frame runs on the default options" {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    var sums: [4]u64 = @splat(0);
+    var group: Io.Group = .init;
+    for (&sums) |*sum| try group.concurrent(io, deepFrame, .{ io, sum });
+    try group.await(io);
+    for (sums) |sum| try testing.expectEqual(4096, sum);
+}
