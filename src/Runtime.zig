@@ -269,6 +269,7 @@ fn startWorker(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
     var startup: Startup = .{};
     const thread = os_thread.spawn(
         "executor",
+        "config.executor_thread_stack_size_bytes (weft's own frames: a bug, please report it)",
         config.executor_thread_stack_size_bytes,
         null,
         Startup.main,

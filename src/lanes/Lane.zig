@@ -331,6 +331,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!*Lane {
         _ = lane.workers_live.fetchAdd(1, .monotonic);
         worker.thread = os_thread.spawn(
             "lane worker",
+            "the lane's Options.stack_size_bytes",
             options.stack_size_bytes,
             gpa,
             workerMain,

@@ -60,10 +60,31 @@ fn addModuleTls(
 
 pub const SpawnError = std.Thread.SpawnError;
 
+/// What a thread started by `spawn` is, and where its stack lies.
+pub const Named = struct {
+    /// For the user: "executor", "lane worker".
+    what: []const u8,
+    /// The option that sizes its stack, named in an overflow's message.
+    option: []const u8,
+    /// The mapping its stack pointer was in when it started: [low, high).
+    low: usize,
+    high: usize,
+};
+
+/// Set as the thread starts; read by the SIGSEGV handler (a thread-local load: signal-safe).
+threadlocal var named: ?Named = null;
+
+/// The calling thread's record, if `spawn` started it and its stack range could be read.
+pub fn current() ?Named {
+    return named;
+}
+
 /// `std.Thread.spawn` with a stack of `work_stack_bytes` for the thread's own frames (see
 /// `stackBytes`). A failure is logged with the sizes involved, for the user to act on.
 pub fn spawn(
     what: []const u8,
+    /// The option that sizes the stack, for an overflow's message.
+    option: []const u8,
     work_stack_bytes: usize,
     /// What std's `Thread.spawn` allocates its bookkeeping with (null: its default).
     gpa: ?std.mem.Allocator,
@@ -73,25 +94,83 @@ pub fn spawn(
     assert(work_stack_bytes > 0);
     const stack_bytes = stackBytes(work_stack_bytes);
     assert(stack_bytes >= work_stack_bytes);
-    return std.Thread.spawn(.{ .stack_size = stack_bytes, .allocator = gpa }, function, args) catch |err|
-        {
-            log.err("cannot start {s} thread: {t} (stack {d} bytes: {d} for its work, {d} of " ++
-                "static TLS; raise ulimit -u or free memory)", .{
-                what, err, stack_bytes, work_stack_bytes, staticTlsBytes(),
-            });
-            return err;
-        };
+    const Entry = struct {
+        fn run(
+            what_: []const u8,
+            option_: []const u8,
+            args_: @TypeOf(args),
+        ) @typeInfo(@TypeOf(function)).@"fn".return_type.? {
+            recordStack(what_, option_);
+            return @call(.auto, function, args_);
+        }
+    };
+    const config: std.Thread.SpawnConfig = .{ .stack_size = stack_bytes, .allocator = gpa };
+    return std.Thread.spawn(config, Entry.run, .{ what, option, args }) catch |err| {
+        log.err("cannot start {s} thread: {t} (stack {d} bytes: {d} for its work, {d} of " ++
+            "static TLS; raise ulimit -u or free memory)", .{
+            what, err, stack_bytes, work_stack_bytes, staticTlsBytes(),
+        });
+        return err;
+    };
+}
+
+/// Finds the mapping the stack pointer is in, in /proc/self/maps; leaves `named` null if it
+/// cannot (no /proc): an overflow is then reported as a plain fault.
+fn recordStack(what: []const u8, option: []const u8) void {
+    const linux = std.os.linux;
+    const sp = @frameAddress();
+    const fd_rc = linux.open("/proc/self/maps", .{ .CLOEXEC = true }, 0);
+    if (linux.errno(fd_rc) != .SUCCESS) return;
+    const fd: i32 = @intCast(fd_rc);
+    defer _ = linux.close(fd);
+    var buffer: [4096]u8 = undefined;
+    var len: usize = 0;
+    // Bounded by the file's length: every pass consumes what it read, or ends.
+    while (true) {
+        const rc = linux.read(fd, buffer[len..].ptr, buffer.len - len);
+        if (linux.errno(rc) != .SUCCESS or rc == 0) return;
+        len += rc;
+        var start: usize = 0;
+        while (std.mem.indexOfScalarPos(u8, buffer[0..len], start, '\n')) |end| {
+            if (parseRange(buffer[start..end])) |range| {
+                if (range[0] <= sp and sp < range[1]) {
+                    named = .{ .what = what, .option = option, .low = range[0], .high = range[1] };
+                    return;
+                }
+            }
+            start = end + 1;
+        }
+        // Keep the partial last line; a line longer than the buffer is no mapping's.
+        if (start == 0 and len == buffer.len) return;
+        std.mem.copyForwards(u8, buffer[0 .. len - start], buffer[start..len]);
+        len -= start;
+    }
+}
+
+/// "start-end perms ..." -> .{ start, end }.
+fn parseRange(line: []const u8) ?[2]usize {
+    const dash = std.mem.indexOfScalar(u8, line, '-') orelse return null;
+    const space = std.mem.indexOfScalarPos(u8, line, dash, ' ') orelse return null;
+    const low = std.fmt.parseInt(usize, line[0..dash], 16) catch return null;
+    const high = std.fmt.parseInt(usize, line[dash + 1 .. space], 16) catch return null;
+    return .{ low, high };
 }
 
 test "thread: a small work stack is enough in any program, libc or not" {
     // 16 KiB of work: glibc's static TLS (std's 256 KiB signal stack among it) comes on top.
-    const thread = try spawn("test", 16 * 1024, std.testing.allocator, struct {
-        fn run() void {
+    var seen: ?Named = null;
+    const thread = try spawn("test", "none", 16 * 1024, std.testing.allocator, struct {
+        fn run(out: *?Named) void {
             var frame: [8 * 1024]u8 = undefined;
             std.mem.doNotOptimizeAway(&frame);
+            out.* = current();
         }
-    }.run, .{});
+    }.run, .{&seen});
     thread.join();
+    // The thread knew its stack: at least the work size, around its frames.
+    const stack = seen.?;
+    try std.testing.expectEqualStrings("test", stack.what);
+    try std.testing.expect(stack.high - stack.low >= 16 * 1024);
     if (builtin.link_libc) {
         try std.testing.expect(staticTlsBytes() > 0);
         try std.testing.expect(stackBytes(16 * 1024) > 16 * 1024 + staticTlsBytes());

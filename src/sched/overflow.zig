@@ -45,6 +45,7 @@ const Mutex = @import("../os/Mutex.zig");
 const Stack = @import("../fiber/stack.zig").Stack;
 const Executor = @import("Executor.zig");
 const Task = @import("Task.zig");
+const os_thread = @import("../os/thread.zig");
 
 const page_size = std.heap.page_size_min;
 
@@ -122,7 +123,11 @@ fn handle(sig: linux.SIG, info: *const linux.siginfo_t, context: ?*anyopaque) ca
     const from_fault = info.code > 0;
     const fault_address = @intFromPtr(info.fields.sigfault.addr);
     if (from_fault) {
-        if (overflowed(fault_address)) |task| report(task, task.stack.?, fault_address);
+        if (overflowed(fault_address)) |task| {
+            report(task, task.stack.?, fault_address);
+        } else if (threadOverflowed(fault_address)) |thread| {
+            reportThread(thread, fault_address);
+        }
     }
     _ = linux.sigaction(.SEGV, &previous, null);
     // A fault happens again when the instruction runs again on return; a sent signal (blocked
@@ -136,6 +141,19 @@ fn overflowed(fault_address: usize) ?*Task {
     const task = Executor.currentTask() orelse return null;
     const stack = task.stack orelse return null;
     return if (inGuardPage(stack, fault_address)) task else null;
+}
+
+/// Below a thread's stack, how far a fault is taken for its overflow: its guard (a page with
+/// std's or glibc's threads), and the reach of a frame that skipped past it.
+const thread_guard_window_bytes = 64 * 1024;
+
+/// This thread's record (a thread weft started: an executor, a lane worker) if
+/// `fault_address` lies just below its stack.
+fn threadOverflowed(fault_address: usize) ?os_thread.Named {
+    const thread = os_thread.current() orelse return null;
+    if (fault_address >= thread.low) return null;
+    if (thread.low - fault_address > thread_guard_window_bytes) return null;
+    return thread;
 }
 
 fn inGuardPage(stack: Stack, address: usize) bool {
@@ -153,6 +171,24 @@ fn report(task: *Task, stack: Stack, fault_address: usize) void {
         @intFromPtr(task), @intFromPtr(stack.memory.ptr), stack.top(),
         stack.memory.len,  page_size,                     fault_address,
     }) catch unreachable; // the buffer holds the longest line (six 64-bit numbers)
+    writeLine(line);
+}
+
+fn reportThread(thread: os_thread.Named, fault_address: usize) void {
+    var buffer: [400]u8 = undefined;
+    const line = std.fmt.bufPrint(&buffer, "weft: stack overflow in {s} thread {d}: it used " ++
+        "all of its stack 0x{x}-0x{x} ({d} bytes; fault at 0x{x}). Raise {s}, or recurse " ++
+        "less.\n", .{
+        thread.what,              linux.gettid(), thread.low,    thread.high,
+        thread.high - thread.low, fault_address,  thread.option,
+    }) catch |err| switch (err) {
+        // An option name longer than any weft gives: say what fits.
+        error.NoSpaceLeft => &buffer,
+    };
+    writeLine(line);
+}
+
+fn writeLine(line: []const u8) void {
     var written: usize = 0;
     // Bounded: a pipe may take the line in pieces, but a stuck stderr must not hold the crash.
     for (0..16) |_| {

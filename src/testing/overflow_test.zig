@@ -11,6 +11,7 @@ const Io = std.Io;
 const Runtime = @import("../Runtime.zig");
 const Executor = @import("../sched/Executor.zig");
 const overflow = @import("../sched/overflow.zig");
+const Lane = @import("../lanes/Lane.zig");
 
 const page_size = std.heap.page_size_min;
 const stack_size_bytes = 64 * 1024;
@@ -253,6 +254,31 @@ test "overflow: a guarded fiber stack overflow is named with its stack, then fau
         try expectNamed(&outcome, "");
         try testing.expect(outcome.killedBy(.SEGV));
     }
+}
+
+/// A lane job that recurses without bound on its worker thread's own stack.
+fn overflowOnLaneWorker() void {
+    var rt = Runtime.init(std.heap.page_allocator, .{}) catch linux.exit_group(2);
+    const lane = Lane.init(std.heap.page_allocator, .{
+        .threads = 1,
+        .stack_size_bytes = stack_size_bytes,
+    }) catch linux.exit_group(3);
+    _ = lane.run(rt.io(), recurseForever, .{0}) catch linux.exit_group(4);
+    // Not reached: the recursion faults below the worker's stack.
+}
+
+test "overflow: a lane worker thread's overflow is named with the lane's option" {
+    var outcome: Outcome = undefined;
+    try runInChild(overflowOnLaneWorker, &outcome);
+    const stderr = outcome.stderr();
+    testing.expect(std.mem.indexOf(u8, stderr, "weft: stack overflow in lane worker thread ") !=
+        null) catch |err| {
+        std.debug.print("child's stderr:\n{s}\n", .{stderr});
+        return err;
+    };
+    try testing.expect(std.mem.indexOf(u8, stderr, "Raise the lane's Options.stack_size_bytes") !=
+        null);
+    try testing.expect(outcome.killedBy(.ABRT) or outcome.killedBy(.SEGV));
 }
 
 test "overflow: a program's own SIGSEGV handler still gets the fault after weft names it" {
