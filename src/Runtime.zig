@@ -53,7 +53,9 @@ pub const Options = struct {
     /// The loop backend; `.auto` honours the `WEFT_BACKEND` environment variable
     /// (`io_uring` or `epoll`), else takes io_uring and falls back to epoll.
     backend: Loop.Choice = .auto,
-    /// Virtual size of each fiber stack, guard page included (committed only when touched).
+    /// Virtual size of each fiber stack, guard page included (committed only when touched):
+    /// 1 MiB by default, room for a 512 KiB frame. Each live task costs page tables of size /
+    /// 512 bytes (2 KiB at 1 MiB): a million shallow tasks want `256 * 1024`.
     stack_size_bytes: usize = config.stack_size_bytes_default,
     /// `.page` (default): an overflow faults. `.none`: depth check only (see fiber/stack.zig).
     stack_guard: stack_mod.Guard = .page,
