@@ -1,0 +1,173 @@
+//! Compatibility: std.Io used the way real libraries use it, on weft's default options.
+//! std.http.Client against std.http.Server, std.Io from plain threads the program spawned,
+//! CPU-heavy tasks between socket reads and writes (the shape of TLS), a std.Io.Threaded
+//! beside weft in one process, and empty buffers handed to the stream operations.
+//!
+//! Bounded, so that a hang fails a test instead of blocking it: every task-side body runs
+//! under `boundedBy` (canceled after `deadline_s`), and every plain thread is joined only after
+//! it reports done, polled for at most `deadline_s`; a thread that never reports panics the
+//! test binary, since it still uses the test's stack. The limits are hang guards, far above
+//! what a passing test takes, not timed assertions.
+const std = @import("std");
+const Io = std.Io;
+const net = Io.net;
+const testing = std.testing;
+const Sha256 = std.crypto.hash.sha2.Sha256;
+const Runtime = @import("../Runtime.zig");
+const boundedBy = @import("server_test.zig").boundedBy;
+
+/// Longest a test's task side, or any thread it spawned, may take.
+const deadline_s = 20;
+const thread_poll_ms = 10;
+
+const loopback: net.IpAddress = .{ .ip4 = .loopback(0) };
+
+fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    try boundedBy(io, .fromSeconds(deadline_s), body, .{io});
+}
+
+/// Joins `thread` once it has set `done`, or panics after `deadline_s`: a hung thread still
+/// uses the caller's stack, so the test can neither return nor go on.
+fn joinWithin(io: Io, thread: std.Thread, done: *const std.atomic.Value(bool)) void {
+    var waited_ms: u64 = 0;
+    // Pairs with the release store at the end of the thread's function.
+    while (!done.load(.acquire)) : (waited_ms += thread_poll_ms) {
+        if (waited_ms >= deadline_s * std.time.ms_per_s) @panic("compat: a thread hung");
+        io.sleep(.fromMilliseconds(thread_poll_ms), .awake) catch {};
+    }
+    thread.join();
+}
+
+const Accepted = std.atomic.Value(u32);
+const Serve = fn (io: Io, stream: net.Stream) Io.Cancelable!void;
+
+/// A task body that accepts connections until canceled and serves each with `serve` on a task
+/// of its own, counting them in `accepted`.
+fn acceptLoop(comptime serve: Serve) fn (Io, *net.Server, *Accepted) anyerror!void {
+    return struct {
+        fn run(io: Io, server: *net.Server, accepted: *Accepted) anyerror!void {
+            var group: Io.Group = .init;
+            defer group.cancel(io);
+            while (true) {
+                const stream = try server.accept(io);
+                _ = accepted.fetchAdd(1, .monotonic);
+                group.concurrent(io, serve, .{ io, stream }) catch |err| {
+                    stream.close(io);
+                    return err;
+                };
+            }
+        }
+    }.run;
+}
+
+/// Stops an `acceptLoop`: it ends only by cancelation, so anything else is its failure.
+fn stopAcceptLoop(io: Io, acceptor: *Io.Future(anyerror!void)) !void {
+    acceptor.cancel(io) catch |err| switch (err) {
+        error.Canceled => return,
+        else => return err,
+    };
+    return error.TestUnexpectedResult;
+}
+
+// --- 1. std.http.Client.fetch against std.http.Server ---------------------------------------
+
+const big_body_bytes = 1 << 20;
+const small_body = "hello from std.http.Server";
+/// The 1 MiB body, filled by the test that uses it (a pattern that does not repeat every 256
+/// bytes, so a misplaced chunk shows).
+var big_body: [big_body_bytes]u8 = undefined;
+
+fn bigByte(index: usize) u8 {
+    return @truncate((index *% 2654435761) >> 13);
+}
+
+fn serveHttp(io: Io, stream: net.Stream) Io.Cancelable!void {
+    defer stream.close(io);
+    var read_buffer: [8192]u8 = undefined;
+    var write_buffer: [8192]u8 = undefined;
+    var reader = stream.reader(io, &read_buffer);
+    var writer = stream.writer(io, &write_buffer);
+    var server: std.http.Server = .init(&reader.interface, &writer.interface);
+    // Errors end the connection: the client's fetch then fails, which is what the tests see.
+    while (true) {
+        var request = server.receiveHead() catch return;
+        const body: []const u8 = if (std.mem.eql(u8, request.head.target, "/big"))
+            &big_body
+        else
+            small_body;
+        const keep_alive = request.head.keep_alive;
+        request.respond(body, .{ .keep_alive = keep_alive }) catch return;
+        if (!keep_alive) return;
+    }
+}
+
+/// Runs `body(io, port, accepted)` against a std.http.Server loop on a task of the same
+/// runtime; `accepted` counts the connections it took.
+fn withHttpServer(
+    comptime body: fn (io: Io, port: u16, accepted: *Accepted) anyerror!void,
+) !void {
+    try withRuntime(struct {
+        fn run(io: Io) !void {
+            var server = try loopback.listen(io, .{ .reuse_address = true });
+            defer server.deinit(io);
+            var accepted: Accepted = .init(0);
+            var acceptor = try io.concurrent(acceptLoop(serveHttp), .{ io, &server, &accepted });
+            body(io, server.socket.address.getPort(), &accepted) catch |err| {
+                stopAcceptLoop(io, &acceptor) catch {};
+                return err;
+            };
+            try stopAcceptLoop(io, &acceptor);
+        }
+    }.run);
+}
+
+/// Fetches `path` `count` times through one client and checks each body.
+fn fetchRepeatedly(io: Io, port: u16, path: []const u8, count: u32, keep_alive: bool) !void {
+    var client: std.http.Client = .{ .allocator = testing.allocator, .io = io };
+    defer client.deinit();
+    var url_buffer: [64]u8 = undefined;
+    const url = try std.fmt.bufPrint(&url_buffer, "http://127.0.0.1:{d}{s}", .{ port, path });
+    const expected: []const u8 = if (std.mem.eql(u8, path, "/big")) &big_body else small_body;
+    for (0..count) |_| {
+        var response: Io.Writer.Allocating = .init(testing.allocator);
+        defer response.deinit();
+        const result = try client.fetch(.{
+            .location = .{ .url = url },
+            .response_writer = &response.writer,
+            .keep_alive = keep_alive,
+        });
+        try testing.expectEqual(std.http.Status.ok, result.status);
+        try testing.expectEqualSlices(u8, expected, response.written());
+    }
+}
+
+test "compat: std.http.Client.fetch reuses one kept-alive connection for several fetches" {
+    try withHttpServer(struct {
+        fn body(io: Io, port: u16, accepted: *Accepted) !void {
+            try fetchRepeatedly(io, port, "/", 4, true);
+            try testing.expectEqual(1, accepted.load(.monotonic));
+        }
+    }.body);
+}
+
+test "compat: std.http.Client.fetch with keep_alive = false opens a connection per fetch" {
+    try withHttpServer(struct {
+        fn body(io: Io, port: u16, accepted: *Accepted) !void {
+            try fetchRepeatedly(io, port, "/", 3, false);
+            try testing.expectEqual(3, accepted.load(.monotonic));
+        }
+    }.body);
+}
+
+test "compat: std.http.Client.fetch receives a 1 MiB body intact, twice on one connection" {
+    for (&big_body, 0..) |*byte, index| byte.* = bigByte(index);
+    try withHttpServer(struct {
+        fn body(io: Io, port: u16, accepted: *Accepted) !void {
+            try fetchRepeatedly(io, port, "/big", 2, true);
+            try testing.expectEqual(1, accepted.load(.monotonic));
+        }
+    }.body);
+}
