@@ -171,3 +171,118 @@ test "compat: std.http.Client.fetch receives a 1 MiB body intact, twice on one c
         }
     }.body);
 }
+
+// --- 2. std.Io from plain threads the program spawned ---------------------------------------
+
+const echo_clients = 6;
+
+/// Accepts one connection and echoes everything its peer sends until the peer half-closes.
+fn echoOne(io: Io, server: *net.Server) !void {
+    const stream = try server.accept(io);
+    defer stream.close(io);
+    var read_buffer: [64]u8 = undefined;
+    var write_buffer: [64]u8 = undefined;
+    var reader = stream.reader(io, &read_buffer);
+    var writer = stream.writer(io, &write_buffer);
+    _ = try reader.interface.streamRemaining(&writer.interface);
+    try writer.interface.flush();
+}
+
+fn echoMany(io: Io, server: *net.Server, count: usize) anyerror!void {
+    for (0..count) |_| try echoOne(io, server);
+}
+
+/// Connects, sends a message naming `index` (longer than every buffer on the way), half-closes
+/// and expects the same bytes back, then end of stream.
+fn expectEcho(io: Io, address: net.IpAddress, index: usize) anyerror!void {
+    const stream = try address.connect(io, .{ .mode = .stream });
+    defer stream.close(io);
+    var message_buffer: [512]u8 = undefined;
+    var message_writer: Io.Writer = .fixed(&message_buffer);
+    for (0..20) |_| try message_writer.print("client {d} says hello; ", .{index});
+    const message = message_writer.buffered();
+    var write_buffer: [16]u8 = undefined;
+    var writer = stream.writer(io, &write_buffer);
+    try writer.interface.writeAll(message);
+    try writer.interface.flush();
+    try stream.shutdown(io, .send);
+    var read_buffer: [16]u8 = undefined;
+    var reader = stream.reader(io, &read_buffer);
+    const echoed = try reader.interface.allocRemaining(testing.allocator, .unlimited);
+    defer testing.allocator.free(echoed);
+    try testing.expectEqualStrings(message, echoed);
+}
+
+/// A plain thread's result, and when it is ready.
+const ThreadOutcome = struct {
+    result: anyerror!void = error.ThreadDidNotRun,
+    /// Set (release) once `result` is written; pairs with the acquire load in `joinWithin`.
+    done: std.atomic.Value(bool) = .init(false),
+
+    fn finish(outcome: *ThreadOutcome, result: anyerror!void) void {
+        outcome.result = result;
+        outcome.done.store(true, .release);
+    }
+};
+
+fn echoManyThread(io: Io, server: *net.Server, count: usize, outcome: *ThreadOutcome) void {
+    outcome.finish(echoMany(io, server, count));
+}
+
+fn expectEchoThread(io: Io, address: net.IpAddress, index: usize, outcome: *ThreadOutcome) void {
+    outcome.finish(expectEcho(io, address, index));
+}
+
+test "compat: a plain thread serves with weft's io while tasks are its clients" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var server = try loopback.listen(io, .{ .reuse_address = true });
+            defer server.deinit(io);
+            var outcome: ThreadOutcome = .{};
+            const thread = try std.Thread.spawn(.{}, echoManyThread, .{
+                io, &server, echo_clients, &outcome,
+            });
+            var joined = false;
+            defer if (!joined) joinWithin(io, thread, &outcome.done);
+            var clients: [echo_clients]Io.Future(anyerror!void) = undefined;
+            for (&clients, 0..) |*client, index| {
+                client.* = try io.concurrent(expectEcho, .{ io, server.socket.address, index });
+            }
+            var first_error: anyerror!void = {};
+            for (&clients) |*client| client.await(io) catch |err| {
+                first_error = err;
+            };
+            try first_error;
+            // The clients read end of stream only after the thread closed their connection.
+            joinWithin(io, thread, &outcome.done);
+            joined = true;
+            try outcome.result;
+        }
+    }.body);
+}
+
+test "compat: plain threads are clients with weft's io of a server on a task" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var server = try loopback.listen(io, .{ .reuse_address = true });
+            defer server.deinit(io);
+            var outcomes: [echo_clients]ThreadOutcome = @splat(.{});
+            var threads: [echo_clients]std.Thread = undefined;
+            var spawned: usize = 0;
+            defer for (threads[0..spawned], outcomes[0..spawned]) |thread, *outcome| {
+                joinWithin(io, thread, &outcome.done);
+            };
+            for (&threads, &outcomes, 0..) |*thread, *outcome, index| {
+                const address = server.socket.address;
+                thread.* = try std.Thread.spawn(.{}, expectEchoThread, .{
+                    io, address, index, outcome,
+                });
+                spawned += 1;
+            }
+            try echoMany(io, &server, echo_clients);
+            for (threads, &outcomes) |thread, *outcome| joinWithin(io, thread, &outcome.done);
+            spawned = 0;
+            for (outcomes) |outcome| try outcome.result;
+        }
+    }.body);
+}
