@@ -286,3 +286,99 @@ test "compat: plain threads are clients with weft's io of a server on a task" {
         }
     }.body);
 }
+
+// --- 3. A TLS-shaped workload: CPU-heavy work between socket reads and writes ---------------
+
+const sealed_connections = 64;
+const sealed_rounds = 4;
+const record_bytes = 1024;
+/// Hash passes over a record per seal: tens of KiB of SHA-256, a few ms in a Debug build,
+/// like a TLS record's crypto with a handshake's worth of it on top.
+const seal_passes = 48;
+
+/// The CPU work of one record: SHA-256 chained over the record `seal_passes` times.
+fn seal(record: *const [record_bytes]u8) [Sha256.digest_length]u8 {
+    var digest: [Sha256.digest_length]u8 = undefined;
+    Sha256.hash(record, &digest, .{});
+    for (1..seal_passes) |_| {
+        var hasher: Sha256 = .init(.{});
+        hasher.update(&digest);
+        hasher.update(record);
+        hasher.final(&digest);
+    }
+    return digest;
+}
+
+/// Exchanges the server completed, across all connections of the running test.
+var sealed_exchanges: std.atomic.Value(u32) = .init(0);
+
+/// Reads records until end of stream and answers each with its seal.
+fn serveSealed(io: Io, stream: net.Stream) Io.Cancelable!void {
+    defer stream.close(io);
+    var read_buffer: [record_bytes]u8 = undefined;
+    var write_buffer: [64]u8 = undefined;
+    var reader = stream.reader(io, &read_buffer);
+    var writer = stream.writer(io, &write_buffer);
+    // Errors end the connection: its client then fails, which is what the test sees.
+    while (true) {
+        const record = reader.interface.takeArray(record_bytes) catch return;
+        const digest = seal(record);
+        // Counted before the answer leaves, so a client holding it knows it was counted.
+        _ = sealed_exchanges.fetchAdd(1, .monotonic);
+        writer.interface.writeAll(&digest) catch return;
+        writer.interface.flush() catch return;
+    }
+}
+
+/// Sends `sealed_rounds` records, seals each itself while the server does too, and expects
+/// the server's seal to match.
+fn exchangeSealed(io: Io, address: net.IpAddress, index: usize) anyerror!void {
+    const stream = try address.connect(io, .{ .mode = .stream });
+    defer stream.close(io);
+    var read_buffer: [64]u8 = undefined;
+    var write_buffer: [record_bytes]u8 = undefined;
+    var reader = stream.reader(io, &read_buffer);
+    var writer = stream.writer(io, &write_buffer);
+    var prng: std.Random.DefaultPrng = .init(index);
+    for (0..sealed_rounds) |_| {
+        var record: [record_bytes]u8 = undefined;
+        prng.random().bytes(&record);
+        try writer.interface.writeAll(&record);
+        try writer.interface.flush();
+        const expected = seal(&record);
+        const answer = try reader.interface.takeArray(Sha256.digest_length);
+        try testing.expectEqualSlices(u8, &expected, answer);
+    }
+}
+
+test "compat: 64 tasks seal records with SHA-256 between loopback reads and writes" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            sealed_exchanges.store(0, .monotonic);
+            var server = try loopback.listen(io, .{ .reuse_address = true });
+            defer server.deinit(io);
+            var accepted: Accepted = .init(0);
+            const acceptor_args = .{ io, &server, &accepted };
+            var acceptor = try io.concurrent(acceptLoop(serveSealed), acceptor_args);
+            var clients: [sealed_connections]Io.Future(anyerror!void) = undefined;
+            var started: usize = 0;
+            var first_error: anyerror!void = {};
+            for (&clients, 0..) |*client, index| {
+                const address = server.socket.address;
+                client.* = io.concurrent(exchangeSealed, .{ io, address, index }) catch |err| {
+                    first_error = err;
+                    break;
+                };
+                started += 1;
+            }
+            for (clients[0..started]) |*client| client.await(io) catch |err| {
+                first_error = err;
+            };
+            try stopAcceptLoop(io, &acceptor);
+            try first_error;
+            try testing.expectEqual(sealed_connections, accepted.load(.monotonic));
+            const exchanges = sealed_connections * sealed_rounds;
+            try testing.expectEqual(exchanges, sealed_exchanges.load(.monotonic));
+        }
+    }.body);
+}
