@@ -382,3 +382,167 @@ test "compat: 64 tasks seal records with SHA-256 between loopback reads and writ
         }
     }.body);
 }
+
+// --- 4. A std.Io.Threaded beside weft in one process ----------------------------------------
+
+const handoff_producers = 4;
+const handoff_consumers = 4;
+const handoff_items_per_producer = 200;
+const handoff_items = handoff_producers * handoff_items_per_producer;
+const handoff_capacity = 16;
+const cross_clients = 3;
+/// Every task on the Threaded io: the producers, its echo server and its clients.
+const threaded_tasks = handoff_producers + 1 + cross_clients;
+
+/// A queue between a library's threads (on its own std.Io.Threaded) and tasks on weft. Each
+/// std.Io primitive belongs to one io, so the queue waits on none: a spin lock guards a few
+/// loads and stores, and a side that finds it full or empty sleeps on its own io and retries.
+const Handoff = struct {
+    lock: std.atomic.Mutex = .unlocked,
+    items: [handoff_capacity]u64 = undefined,
+    count: usize = 0,
+    consumed: std.atomic.Value(u32) = .init(0),
+    sum: std.atomic.Value(u64) = .init(0),
+
+    fn acquire(handoff: *Handoff) void {
+        // Held for a few instructions and never across a suspension, so spinning is bounded.
+        while (!handoff.lock.tryLock()) std.atomic.spinLoopHint();
+    }
+
+    fn push(handoff: *Handoff, item: u64) bool {
+        handoff.acquire();
+        defer handoff.lock.unlock();
+        if (handoff.count == handoff_capacity) return false;
+        handoff.items[handoff.count] = item;
+        handoff.count += 1;
+        return true;
+    }
+
+    fn pop(handoff: *Handoff) ?u64 {
+        handoff.acquire();
+        defer handoff.lock.unlock();
+        if (handoff.count == 0) return null;
+        handoff.count -= 1;
+        return handoff.items[handoff.count];
+    }
+};
+
+fn handoffItem(producer: usize, index: usize) u64 {
+    return producer * 1_000_000 + index + 1;
+}
+
+/// Runs on the Threaded io: pushes its items, sleeping on that io while the queue is full and
+/// now and then regardless, so both runtimes' timers run at once.
+fn produce(io: Io, handoff: *Handoff, producer: usize, done: *Accepted) anyerror!void {
+    defer _ = done.fetchAdd(1, .release); // pairs with the acquire load in `awaitThreaded`
+    for (0..handoff_items_per_producer) |index| {
+        while (!handoff.push(handoffItem(producer, index))) try io.sleep(.fromMilliseconds(1), .awake);
+        if (index % 16 == 0) try io.sleep(.fromMicroseconds(200), .awake);
+    }
+}
+
+/// Runs on weft: pops until every item is consumed, sleeping on weft while the queue is empty.
+fn consume(io: Io, handoff: *Handoff) anyerror!void {
+    while (handoff.consumed.load(.monotonic) < handoff_items) {
+        const item = handoff.pop() orelse {
+            try io.sleep(.fromMilliseconds(1), .awake);
+            continue;
+        };
+        _ = handoff.sum.fetchAdd(item, .monotonic);
+        _ = handoff.consumed.fetchAdd(1, .monotonic);
+    }
+}
+
+fn threadedEchoServer(io: Io, server: *net.Server, done: *Accepted) anyerror!void {
+    defer _ = done.fetchAdd(1, .release); // pairs with the acquire load in `awaitThreaded`
+    return echoMany(io, server, cross_clients);
+}
+
+fn threadedClient(io: Io, address: net.IpAddress, index: usize, done: *Accepted) anyerror!void {
+    defer _ = done.fetchAdd(1, .release); // pairs with the acquire load in `awaitThreaded`
+    return expectEcho(io, address, index);
+}
+
+/// Polls with weft's sleep until every Threaded task is done: awaiting one that is not would
+/// block this executor's thread on a Threaded futex.
+fn awaitThreaded(io: Io, done: *const Accepted) !void {
+    var waited_ms: u64 = 0;
+    while (done.load(.acquire) < threaded_tasks) : (waited_ms += thread_poll_ms) {
+        if (waited_ms >= deadline_s * std.time.ms_per_s) return error.TestTimedOut;
+        try io.sleep(.fromMilliseconds(thread_poll_ms), .awake);
+    }
+}
+
+test "compat: a std.Io.Threaded in the same process hands data to weft tasks and serves them" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var threaded: Io.Threaded = .init(testing.allocator, .{});
+            defer threaded.deinit();
+            const threaded_io = threaded.io();
+            var threaded_server = try loopback.listen(threaded_io, .{ .reuse_address = true });
+            defer threaded_server.deinit(threaded_io);
+            var weft_server = try loopback.listen(io, .{ .reuse_address = true });
+            defer weft_server.deinit(io);
+            var handoff: Handoff = .{};
+            var done: Accepted = .init(0);
+
+            var threaded_futures: [threaded_tasks]Io.Future(anyerror!void) = undefined;
+            var started: usize = 0;
+            defer for (threaded_futures[0..started]) |*future| {
+                future.cancel(threaded_io) catch {};
+            };
+            for (0..handoff_producers) |producer| {
+                const args = .{ threaded_io, &handoff, producer, &done };
+                threaded_futures[started] = try threaded_io.concurrent(produce, args);
+                started += 1;
+            }
+            const server_args = .{ threaded_io, &threaded_server, &done };
+            threaded_futures[started] = try threaded_io.concurrent(threadedEchoServer, server_args);
+            started += 1;
+            for (0..cross_clients) |index| {
+                const args = .{ threaded_io, weft_server.socket.address, index, &done };
+                threaded_futures[started] = try threaded_io.concurrent(threadedClient, args);
+                started += 1;
+            }
+
+            var weft_futures: [handoff_consumers + 1 + cross_clients]Io.Future(anyerror!void) =
+                undefined;
+            var weft_started: usize = 0;
+            defer for (weft_futures[0..weft_started]) |*future| future.cancel(io) catch {};
+            for (0..handoff_consumers) |_| {
+                weft_futures[weft_started] = try io.concurrent(consume, .{ io, &handoff });
+                weft_started += 1;
+            }
+            const echo_args = .{ io, &weft_server, cross_clients };
+            weft_futures[weft_started] = try io.concurrent(echoMany, echo_args);
+            weft_started += 1;
+            for (0..cross_clients) |index| {
+                const address = threaded_server.socket.address;
+                weft_futures[weft_started] = try io.concurrent(expectEcho, .{ io, address, index });
+                weft_started += 1;
+            }
+
+            var first_error: anyerror!void = {};
+            for (weft_futures[0..weft_started]) |*future| future.await(io) catch |err| {
+                first_error = err;
+            };
+            weft_started = 0;
+            try first_error;
+            try awaitThreaded(io, &done);
+            for (threaded_futures[0..started]) |*future| future.await(threaded_io) catch |err| {
+                first_error = err;
+            };
+            started = 0;
+            try first_error;
+
+            var sum_expected: u64 = 0;
+            for (0..handoff_producers) |producer| {
+                for (0..handoff_items_per_producer) |index| {
+                    sum_expected += handoffItem(producer, index);
+                }
+            }
+            try testing.expectEqual(handoff_items, handoff.consumed.load(.monotonic));
+            try testing.expectEqual(sum_expected, handoff.sum.load(.monotonic));
+        }
+    }.body);
+}
