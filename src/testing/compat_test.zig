@@ -436,7 +436,8 @@ fn handoffItem(producer: usize, index: usize) u64 {
 fn produce(io: Io, handoff: *Handoff, producer: usize, done: *Accepted) anyerror!void {
     defer _ = done.fetchAdd(1, .release); // pairs with the acquire load in `awaitThreaded`
     for (0..handoff_items_per_producer) |index| {
-        while (!handoff.push(handoffItem(producer, index))) try io.sleep(.fromMilliseconds(1), .awake);
+        const item = handoffItem(producer, index);
+        while (!handoff.push(item)) try io.sleep(.fromMilliseconds(1), .awake);
         if (index % 16 == 0) try io.sleep(.fromMicroseconds(200), .awake);
     }
 }
@@ -592,7 +593,8 @@ fn emptyTransfers(io: Io, path: []const u8) !EmptyTransfers {
     var empty: [0]u8 = .{};
     var three: [3]u8 = undefined;
     var read_data = [_][]u8{ &empty, &three, &empty };
-    result.net_read_between_empties = try vtable.netRead(io.userdata, peer.socket.handle, &read_data);
+    const in = peer.socket.handle;
+    result.net_read_between_empties = try vtable.netRead(io.userdata, in, &read_data);
     result.net_read_bytes = three;
 
     const file = try Io.Dir.createFileAbsolute(io, path, .{ .read = true });
