@@ -74,4 +74,5 @@ test {
     _ = @import("lanes/Registry.zig");
     _ = @import("testing/cpu_test.zig");
     _ = @import("testing/registry_test.zig");
+    _ = @import("testing/compat_test.zig");
 }

@@ -27,9 +27,12 @@ pub const Iovecs = struct {
         splat: usize,
         scratch: *[splat_buffer_bytes]u8,
     ) Iovecs {
-        assert(data.len > 0);
         var iovecs: Iovecs = .{};
         iovecs.add(header);
+        // std's `Writer.drain` never passes an empty `data`, but a caller of the vtable may:
+        // std.Io.Threaded then indexes `data[data.len - 1]` (a panic); here it is no data, and
+        // only the header is written.
+        if (data.len == 0) return iovecs;
         for (data[0 .. data.len - 1]) |bytes| iovecs.add(bytes);
         iovecs.addSplat(data[data.len - 1], splat, scratch);
         return iovecs;
@@ -96,6 +99,8 @@ test "Iovecs: drain layout, empty buffers left out, one-byte splat expanded" {
     try std.testing.expectEqual(@as(usize, 36), iovecs.buffer[3].len);
     const none: Iovecs = .drain("", &.{"abc"}, 0, &scratch);
     try std.testing.expectEqual(@as(usize, 0), none.count);
+    const header_only: Iovecs = .drain("ab", &.{}, 1, &scratch);
+    try std.testing.expectEqual(@as(usize, 1), header_only.count);
     var a: [4]u8 = undefined;
     var b: [0]u8 = .{};
     const read: ReadIovecs = .init(&.{ &b, &a, &b });
