@@ -760,7 +760,8 @@ fn loopThroughStop(
             const stop_began = stopping.load(.acquire);
             switch (requestOnce(&reader.interface, &writer.interface)) {
                 .answered => |answer| {
-                    tally.responses += 1;
+                    // Atomic: the test polls it while the clients run.
+                    _ = @atomicRmw(u32, &tally.responses, .Add, 1, .monotonic);
                     if (stop_began and !answer.close) tally.kept_open_while_stopping += 1;
                     if (answer.close) break;
                     reused = true;
@@ -801,7 +802,9 @@ fn expectNothingLost(shape: Server.Shape) !void {
     // Every client has been answered at least once: all are looping.
     for (0..500) |_| {
         var looping: u32 = 0;
-        for (tallies) |tally| looping += @intFromBool(tally.responses > 0);
+        for (&tallies) |*tally| {
+            looping += @intFromBool(@atomicLoad(u32, &tally.responses, .monotonic) > 0);
+        }
         if (looping == clients) break;
         try io.sleep(.fromMilliseconds(10), .awake);
     } else return error.TestTimedOut;

@@ -186,7 +186,9 @@ const Responder = struct {
     queries: std.atomic.Value(usize) = .init(0),
     received: Io.Semaphore = .{},
     dropped: [2]bool = .{ false, false },
-    tcp_connections: usize = 0,
+    /// TCP connections accepted. Atomic for the same reason as `queries`: the test's read is
+    /// ordered after the increment only through the socket, which TSan cannot see.
+    tcp_connections: std.atomic.Value(usize) = .init(0),
     closed: Io.Semaphore = .{},
     /// Posted when a `hang.test` query arrived over TCP (it is never answered).
     hanging: Io.Semaphore = .{},
@@ -290,7 +292,7 @@ const Responder = struct {
         var listener: net.Server = .{ .socket = responder.tcp, .options = {} };
         while (true) {
             const stream = try listener.accept(io);
-            responder.tcp_connections += 1;
+            _ = responder.tcp_connections.fetchAdd(1, .monotonic);
             const served = responder.serveConnection(io, stream);
             stream.close(io);
             responder.closed.post(io);
@@ -613,7 +615,7 @@ test "netLookup: a truncated UDP reply is asked again over TCP, both queries on 
             try testing.expect(pair.has("10.0.0.6") and pair.has("fd00::6"));
             try testing.expectEqualStrings("pair.test", pair.canonical);
             try responder.closed.wait(io);
-            try testing.expectEqual(@as(usize, 1), responder.tcp_connections);
+            try testing.expectEqual(@as(usize, 1), responder.tcp_connections.load(.monotonic));
             try responder.received.wait(io);
             try responder.received.wait(io);
             try testing.expectEqual(@as(usize, 2), responder.queries.load(.monotonic)); // A and AAAA, over UDP
@@ -644,13 +646,13 @@ test "netLookup: TCP replies out of order, one longer than kept, a server that c
             try testing.expect(huge.addresses[0] == .ip4 and huge.has("10.0.0.7"));
             try testing.expect(huge.has("fd00::2:1") and huge.has("fd00::2:e"));
             try responder.closed.wait(io);
-            try testing.expectEqual(@as(usize, 1), responder.tcp_connections);
+            try testing.expectEqual(@as(usize, 1), responder.tcp_connections.load(.monotonic));
             // One reply per connection: the resolver connects again for the other query.
             const oneshot = try resolve(io, "oneshot.test", null);
             try testing.expect(oneshot.len == 2 and oneshot.has("fd00::6"));
             try responder.closed.wait(io);
             try responder.closed.wait(io);
-            try testing.expectEqual(@as(usize, 3), responder.tcp_connections);
+            try testing.expectEqual(@as(usize, 3), responder.tcp_connections.load(.monotonic));
         }
     }.body);
 }
