@@ -28,6 +28,11 @@ fn currentNice() ?i32 {
     return os.threadNice();
 }
 
+/// Why the nice-value tests are skipped where the value cannot be read.
+const no_nice = "no nice value readable (sched_getattr)";
+/// Why the time-slice tests are skipped on older kernels.
+const no_slices = "no custom time slices before Linux 6.12";
+
 test "CpuLane: compute returns the job's result; its error set is kept" {
     comptime std.debug.assert(
         CpuLane.Result(checked) == (error{NoRounds} || CpuLane.Error)!u64,
@@ -47,8 +52,9 @@ test "CpuLane: jobs run on their own threads, at a lowered priority" {
     const io = rt.io();
     const worker_tid = try rt.compute(io, currentTid, .{});
     try testing.expect(worker_tid != os.currentTid());
-    const caller_nice = os.threadNice() orelse return error.SkipZigTest;
-    const worker_nice = (try rt.compute(io, currentNice, .{})) orelse return error.SkipZigTest;
+    const caller_nice = os.threadNice() orelse return os.skipTest(@src(), no_nice);
+    const worker_nice = (try rt.compute(io, currentNice, .{})) orelse
+        return os.skipTest(@src(), no_nice);
     try testing.expectEqual(@min(caller_nice + 3, 19), worker_nice);
     try testing.expectEqual(CpuLane.cpusAvailable(), rt.state.cpu.threads());
 }
@@ -76,11 +82,12 @@ test "CpuLane: workers get the short time slice, keeping their lowered priority"
     var rt = try Runtime.init(testing.allocator, .{ .cpu = .{ .nice = 2 } });
     defer rt.deinit();
     const io = rt.io();
-    if (!try kernelHasCustomSlices()) return error.SkipZigTest; // before 6.12: nothing to check
+    if (!try kernelHasCustomSlices()) return os.skipTest(@src(), no_slices);
     const worker_slice = (try rt.compute(io, currentSlice, .{})).?;
     try testing.expectEqual(weft_config.cpu_lane_slice_ns_default.?, worker_slice);
-    const caller_nice = os.threadNice() orelse return error.SkipZigTest;
-    const worker_nice = (try rt.compute(io, currentNice, .{})) orelse return error.SkipZigTest;
+    const caller_nice = os.threadNice() orelse return os.skipTest(@src(), no_nice);
+    const worker_nice = (try rt.compute(io, currentNice, .{})) orelse
+        return os.skipTest(@src(), no_nice);
     try testing.expectEqual(@min(caller_nice + 2, 19), worker_nice); // not reset by the slice
 }
 
@@ -89,7 +96,7 @@ test "CpuLane: a time slice below the kernel's range is raised to its minimum" {
     var rt = try Runtime.init(testing.allocator, .{ .cpu = .{ .slice_ns = short_ns } });
     defer rt.deinit();
     const io = rt.io();
-    if (!try kernelHasCustomSlices()) return error.SkipZigTest; // before 6.12: nothing to check
+    if (!try kernelHasCustomSlices()) return os.skipTest(@src(), no_slices);
     const worker_slice = (try rt.compute(io, currentSlice, .{})).?;
     try testing.expectEqual(@as(u64, os.thread_slice_ns_min), worker_slice);
 }

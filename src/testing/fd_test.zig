@@ -13,6 +13,7 @@ const posix = std.posix;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const Server = @import("../server/Server.zig");
+const os = @import("../os/linux.zig");
 
 const loopback: net.IpAddress = .{ .ip4 = .loopback(0) };
 
@@ -23,7 +24,7 @@ pub fn forEachOpenFd(
     comptime onEntry: fn (@TypeOf(context), i32) error{Unexpected}!void,
 ) !void {
     const rc = linux.open("/proc/self/fd", .{ .DIRECTORY = true, .CLOEXEC = true }, 0);
-    if (linux.errno(rc) != .SUCCESS) return error.SkipZigTest; // no /proc here
+    if (linux.errno(rc) != .SUCCESS) return os.skipTest(@src(), "no /proc/self/fd");
     const dir: i32 = @intCast(rc);
     defer _ = linux.close(dir);
     var buffer: [4096]u8 align(8) = undefined;
@@ -88,9 +89,11 @@ const Exhaustion = struct {
 
     fn start(exhaustion: *Exhaustion, source: i32) !void {
         exhaustion.* = .{ .saved = undefined };
-        if (linux.getrlimit(.NOFILE, &exhaustion.saved) != 0) return error.SkipZigTest;
+        if (linux.getrlimit(.NOFILE, &exhaustion.saved) != 0) {
+            return os.skipTest(@src(), "no RLIMIT_NOFILE");
+        }
         const limit: u64 = @intCast(try highestOpenFd() + 1 + spare);
-        if (limit > exhaustion.saved.cur) return error.SkipZigTest; // already tighter
+        if (limit > exhaustion.saved.cur) return os.skipTest(@src(), "fd limit already tighter");
         const lowered: linux.rlimit = .{ .cur = limit, .max = exhaustion.saved.max };
         try testing.expectEqual(@as(usize, 0), linux.setrlimit(.NOFILE, &lowered));
         errdefer exhaustion.end();

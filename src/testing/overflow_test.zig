@@ -12,6 +12,7 @@ const Runtime = @import("../Runtime.zig");
 const Executor = @import("../sched/Executor.zig");
 const overflow = @import("../sched/overflow.zig");
 const Lane = @import("../lanes/Lane.zig");
+const os = @import("../os/linux.zig");
 
 const page_size = std.heap.page_size_min;
 const stack_size_bytes = 64 * 1024;
@@ -39,13 +40,15 @@ fn runInChild(comptime body: fn () void, outcome: *Outcome) !void {
     // Under ThreadSanitizer neither outcome is observable: its runtime takes SIGSEGV itself
     // (and deadlocks in std's segfault handler, which TSan's own lock is held around), and a
     // raw fork(2) that TSan does not intercept leaves the child without its background thread.
-    if (builtin.sanitize_thread) return error.SkipZigTest;
+    if (builtin.sanitize_thread) return os.skipTest(@src(), "TSan takes SIGSEGV; raw fork");
     var pipe: [2]i32 = undefined;
-    if (linux.errno(linux.pipe2(&pipe, .{ .CLOEXEC = true })) != .SUCCESS) return error.SkipZigTest;
+    if (linux.errno(linux.pipe2(&pipe, .{ .CLOEXEC = true })) != .SUCCESS) {
+        return os.skipTest(@src(), "no pipe");
+    }
     const pid_rc = linux.fork();
     switch (linux.errno(pid_rc)) {
         .SUCCESS => {},
-        else => return error.SkipZigTest, // no fork here: nothing to observe
+        else => return os.skipTest(@src(), "no fork here: nothing to observe"),
     }
     if (pid_rc == 0) {
         // The child: stderr to the pipe (the test runner's stdout protocol stays clean), and

@@ -466,8 +466,9 @@ fn burstsAndSleeps(io: Io) Io.Cancelable!void {
 fn contendedOnOneCpu(policy: @FieldType(Runtime.Options, "cpu_contention")) !bool {
     const linux = std.os.linux;
     // The lowest CPU this thread may use, alone; the executor threads inherit it.
-    const cpus = os.allowedCpus() orelse return error.SkipZigTest;
-    linux.sched_setaffinity(0, &cpus.lowest_only) catch return error.SkipZigTest;
+    const cpus = os.allowedCpus() orelse return os.skipTest(@src(), "no CPU affinity to read");
+    linux.sched_setaffinity(0, &cpus.lowest_only) catch
+        return os.skipTest(@src(), "cannot pin to one CPU");
     defer linux.sched_setaffinity(0, &cpus.allowed) catch {};
 
     var rt = try Runtime.init(testing.allocator, .{ .executors = 2, .cpu_contention = policy });
@@ -485,7 +486,7 @@ fn contendedOnOneCpu(policy: @FieldType(Runtime.Options, "cpu_contention")) !boo
 test "scheduler: executors sharing one CPU notice it, unless told to ignore contention" {
     // Where schedstat is missing there is nothing to notice.
     const probe = RunDelay.open(os.monotonicNs());
-    if (probe.fd == null) return error.SkipZigTest;
+    if (probe.fd == null) return os.skipTest(@src(), "no /proc/loadavg");
     var closing = probe;
     closing.close();
     try testing.expect(try contendedOnOneCpu(.adapt));
@@ -495,7 +496,7 @@ test "scheduler: executors sharing one CPU notice it, unless told to ignore cont
 test "scheduler: a lone executor polls its ring a while before it sleeps in the kernel" {
     // Timing: under ThreadSanitizer's slowdown a sleep can be due before the executor first
     // looks, which says nothing about the poll.
-    if (builtin.sanitize_thread) return error.SkipZigTest;
+    if (builtin.sanitize_thread) return os.skipTest(@src(), "timing, under TSan");
     // `.ignore`: no look at the machine's runnable threads, which a busy test machine would
     // make say "no idle CPU".
     var rt = try Runtime.init(testing.allocator, .{ .executors = 1, .cpu_contention = .ignore });
@@ -508,7 +509,7 @@ test "scheduler: a lone executor polls its ring a while before it sleeps in the 
 }
 
 test "scheduler: a lone executor sleeps at once while other threads want every CPU" {
-    if (builtin.sanitize_thread) return error.SkipZigTest; // timing, as above
+    if (builtin.sanitize_thread) return os.skipTest(@src(), "timing, under TSan");
     var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
     defer rt.deinit();
     // A closed sampler answers "no idle CPU", as a machine with more runnable threads than
@@ -532,7 +533,7 @@ fn shortSleepsBlocked(rt: *Runtime, sleep_us: u32) !u64 {
 }
 
 test "scheduler: the one executor left when the others retired polls like a lone one" {
-    if (builtin.sanitize_thread) return error.SkipZigTest; // timing, as above
+    if (builtin.sanitize_thread) return os.skipTest(@src(), "timing, under TSan");
     // `.ignore`: the executors measure nothing themselves; the test retires executor 1.
     var rt = try Runtime.init(testing.allocator, .{ .executors = 2, .cpu_contention = .ignore });
     defer rt.deinit();

@@ -584,13 +584,16 @@ const Supervisor = struct {
     }
 };
 
+/// Why the .forked tests are skipped under ThreadSanitizer (the first of them says more).
+const tsan_fork = "forked workers of a TSan process drain too slowly and can hang";
+
 test "Server: .forked restarts a SIGKILLed worker, and SIGTERM drains, reaps and exits 0" {
     // Under ThreadSanitizer the forked workers (raw fork of a TSan process) drain too slowly
     // for the 1 s drain deadline, and the supervisor reports a killed worker (3 failures in
     // 16 TSan runs of this test). A 20 s drain deadline does not make it pass: one run in six
     // then hung for 2 minutes, as a child forked while another thread held one of TSan's
     // own locks can (TSan does not support fork from a threaded process).
-    if (builtin.sanitize_thread) return error.SkipZigTest;
+    if (builtin.sanitize_thread) return os.skipTest(@src(), tsan_fork);
     var supervisor = try Supervisor.start(.{
         .address = .{ .ip4 = .loopback(0) },
         .shape = .{ .forked = 2 },
@@ -654,7 +657,7 @@ fn contains(pids: []const linux.pid_t, pid: linux.pid_t) bool {
 }
 
 test "Server: .forked SIGTERM to one worker replaces it alone; the service keeps answering" {
-    if (builtin.sanitize_thread) return error.SkipZigTest; // see the SIGKILL test above
+    if (builtin.sanitize_thread) return os.skipTest(@src(), tsan_fork);
     var supervisor = try Supervisor.start(.{
         .address = .{ .ip4 = .loopback(0) },
         .shape = .{ .forked = 2 },
@@ -724,7 +727,7 @@ const Steady = struct {
 const kill_rounds = 6;
 
 test "Server: .forked workers killed one by one, in turn SIGKILL and SIGTERM: all answered" {
-    if (builtin.sanitize_thread) return error.SkipZigTest; // see the SIGKILL test above
+    if (builtin.sanitize_thread) return os.skipTest(@src(), tsan_fork);
     var supervisor = try Supervisor.start(.{
         .address = .{ .ip4 = .loopback(0) },
         .shape = .{ .forked = 2 },
@@ -793,7 +796,7 @@ fn crashRespond(
 const crash_rounds = 4;
 
 test "Server: .forked crash loop: each quick death doubles the wait before the restart" {
-    if (builtin.sanitize_thread) return error.SkipZigTest; // see the SIGKILL test above
+    if (builtin.sanitize_thread) return os.skipTest(@src(), tsan_fork);
     const crash: Server.http.Handler = .{ .respondFn = &crashRespond };
     var supervisor = try Supervisor.start(.{
         .address = .{ .ip4 = .loopback(0) },
@@ -911,7 +914,7 @@ test "Server.raiseFdLimit: lifts a lowered soft RLIMIT_NOFILE to the hard limit"
     var saved: linux.rlimit = undefined;
     try testing.expectEqual(@as(usize, 0), linux.getrlimit(.NOFILE, &saved));
     defer _ = linux.setrlimit(.NOFILE, &saved);
-    if (saved.max < 512) return error.SkipZigTest; // nothing to lower below
+    if (saved.max < 512) return os.skipTest(@src(), "hard fd limit under 512");
     const lowered: linux.rlimit = .{ .cur = 256, .max = saved.max };
     try testing.expectEqual(@as(usize, 0), linux.setrlimit(.NOFILE, &lowered));
     const limit = Server.raiseFdLimit();
