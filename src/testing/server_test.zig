@@ -7,7 +7,9 @@
 //! fails with `error.TestTimedOut` after `client_deadline_s`); `Running.finish` panics if the
 //! server has not stopped after `server_stop_ms_max`; every wait for a child process polls
 //! at most a few seconds. The limits are far above what a passing test takes: they are hang
-//! guards, not timed assertions.
+//! guards, not timed assertions. The timed assertions (when a timeout cut, when a supervisor
+//! restarted or killed a worker) bound each wait by what the code promises, plus an allowance
+//! for a loaded machine's scheduling that keeps the bounds of different causes apart.
 const std = @import("std");
 const builtin = @import("builtin");
 const Io = std.Io;
@@ -24,6 +26,10 @@ const request_get = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 
 /// Longest a test's client side may take before it is canceled.
 const client_deadline_s = 20;
+/// What a test that times a cut allows beyond the reaper's promised lateness, for the
+/// scheduling of the reaper, the connection's task and the client on a loaded 2-core machine
+/// (two test runs at once, other engineers' builds). Observed lateness: 12-31 ms.
+pub const cut_allowance_ms = 100;
 /// Longest `Running.finish` waits for `run` to return after `stop` (the default drain
 /// timeout is 5 s).
 const server_stop_ms_max = 20_000;
@@ -357,15 +363,23 @@ test "Server: timeouts cut no phase early: gaps under the idle timeout, an idle 
             try io.sleep(.fromMilliseconds(60), .awake);
             try steady.send("TP/1.1\r\nHost: t");
             try io.sleep(.fromMilliseconds(60), .awake);
+            // The idle phase begins after the response is sent, so after this (timed from
+            // the response's arrival, a client scheduled late could see the cut early).
+            const idle_start_ns = os.monotonicNs();
             try steady.send("\r\n\r\n");
             try testing.expectEqual(200, try steady.receive());
-            // Left idle, it is cut: not before the timeout, and within its 25 % (with room
-            // for a loaded machine's scheduling).
-            const idle_start_ns = os.monotonicNs();
+            // Left idle, it is cut: not before the timeout, and at most two reaper periods
+            // (an eighth of the shortest timeout each) after it, as Worker.zig promises,
+            // with `cut_allowance_ms` for a loaded machine's scheduling.
             try steady.expectClosed();
-            const idle_ns = os.monotonicNs() - idle_start_ns;
-            try testing.expect(idle_ns >= 200 * std.time.ns_per_ms);
-            try testing.expect(idle_ns < 2 * std.time.ns_per_s);
+            const idle_ms = (os.monotonicNs() - idle_start_ns) / std.time.ns_per_ms;
+            const due_ms_max = 200 + 2 * (200 / 8) + cut_allowance_ms;
+            if (idle_ms < 200 or idle_ms > due_ms_max) {
+                std.debug.print("idle cut after {d} ms, not within 200-{d} ms\n", .{
+                    idle_ms, due_ms_max,
+                });
+                return error.TestIdleCutOutOfBounds;
+            }
         }
     }.body);
     const report = try running.finish();
