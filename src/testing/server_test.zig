@@ -20,6 +20,7 @@ const os = @import("../os/linux.zig");
 const Runtime = @import("../Runtime.zig");
 const Server = @import("../server/Server.zig");
 const config = @import("../config.zig");
+const supervisor_shape = @import("../server/supervisor.zig");
 
 pub const hello = Server.http.Fixed("Hello World");
 const request_get = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
@@ -570,16 +571,26 @@ const Supervisor = struct {
     /// Expects the supervisor (sent SIGTERM) to exit 0 within 5 s, and `workers` (its
     /// children before the signal) to be gone: reaped, not zombies.
     fn expectExitZero(supervisor: *Supervisor, io: Io, workers: []const linux.pid_t) !void {
-        var status: u32 = 0;
-        for (0..250) |_| {
-            const rc = linux.waitpid(supervisor.pid, &status, linux.W.NOHANG);
-            if (rc == supervisor.pid) break;
-            try io.sleep(.fromMilliseconds(20), .awake);
-        } else return error.TestTimedOut;
-        supervisor.reaped = true;
+        const status = try supervisor.awaitExit(io, 5 * std.time.ms_per_s) orelse
+            return error.TestTimedOut;
         try testing.expect(linux.W.IFEXITED(status));
         try testing.expectEqual(0, linux.W.EXITSTATUS(status));
         for (workers) |worker| try testing.expect(!processExists(worker));
+    }
+
+    /// Reaps the supervisor and returns its wait status once it exited, polling every 10 ms;
+    /// null if it still runs after `ms_max`.
+    fn awaitExit(supervisor: *Supervisor, io: Io, ms_max: u64) !?u32 {
+        var status: u32 = 0;
+        for (0..ms_max / 10 + 1) |_| {
+            const rc = linux.waitpid(supervisor.pid, &status, linux.W.NOHANG);
+            if (rc == supervisor.pid) {
+                supervisor.reaped = true;
+                return status;
+            }
+            try io.sleep(.fromMilliseconds(10), .awake);
+        }
+        return null;
     }
 
     /// Waits until the supervisor has `count` children and returns them.
@@ -902,20 +913,30 @@ const SlowPath = struct {
     }
 
     fn map(delay_ms: i64) !*SlowPath {
-        const rc = linux.mmap(null, @sizeOf(SlowPath), .{ .READ = true, .WRITE = true }, .{
-            .TYPE = .SHARED,
-            .ANONYMOUS = true,
-        }, -1, 0);
-        if (linux.errno(rc) != .SUCCESS) return error.OutOfMemory;
-        const slow_path: *SlowPath = @ptrFromInt(rc);
-        slow_path.* = .{ .slow = .{ .delay_ms = delay_ms } };
-        return slow_path;
+        return mapShared(SlowPath, .{ .slow = .{ .delay_ms = delay_ms } });
     }
 
     fn unmap(slow_path: *SlowPath) void {
-        _ = linux.munmap(@ptrCast(slow_path), @sizeOf(SlowPath));
+        unmapShared(SlowPath, slow_path);
     }
 };
+
+/// A `T` in memory the test shares with the processes it forks (and theirs): what a forked
+/// worker's handler writes there, the test sees.
+fn mapShared(comptime T: type, value: T) !*T {
+    const rc = linux.mmap(null, @sizeOf(T), .{ .READ = true, .WRITE = true }, .{
+        .TYPE = .SHARED,
+        .ANONYMOUS = true,
+    }, -1, 0);
+    if (linux.errno(rc) != .SUCCESS) return error.OutOfMemory;
+    const pointer: *T = @ptrFromInt(rc);
+    pointer.* = value;
+    return pointer;
+}
+
+fn unmapShared(comptime T: type, pointer: *T) void {
+    _ = linux.munmap(@ptrCast(pointer), @sizeOf(T));
+}
 
 test "Server: .forked SIGTERM with a request in flight: it completes, the supervisor exits 0" {
     const slow_path = try SlowPath.map(300);
@@ -953,6 +974,104 @@ fn termDuringRequest(io: Io, supervisor: *Supervisor, slow: *Slow) !void {
     try testing.expectEqual(200, try client.receive());
     try client.expectClosed(); // the response in flight was the connection's last
     try supervisor.expectExitZero(io, workers);
+}
+
+/// Blocks its worker's thread for `stuck_ms` in a plain sleep, as a handler stuck in a
+/// blocking call or a long computation would: no cancelation point, so neither the worker's
+/// drain nor its SIGTERM handler ends it. In memory shared with the forked workers, so the
+/// test sees that it started, and in which worker.
+const Stuck = struct {
+    /// Far past the test's drain deadline; bounds a worker a failed test leaves behind.
+    const stuck_ms = 10_000;
+
+    started: std.atomic.Value(u32) = .init(0),
+    /// Stored before `started` (release).
+    pid: std.atomic.Value(linux.pid_t) = .init(0),
+
+    fn respond(
+        context: ?*anyopaque,
+        _: *Server.Connection,
+        request: *Server.http.Request,
+    ) Server.http.RespondError!void {
+        const stuck: *Stuck = @ptrCast(@alignCast(context.?));
+        stuck.pid.store(linux.getpid(), .monotonic);
+        _ = stuck.started.fetchAdd(1, .release);
+        os.sleepThread(stuck_ms * std.time.ns_per_ms);
+        try request.respond("Hello World", .{});
+    }
+};
+
+const stuck_drain_timeout_ms = 300;
+/// Beyond the kill deadline: the supervisor's 100 ms tick (it checks the deadline once a
+/// tick), its reaping, and scheduling on a loaded machine.
+const kill_allowance_ms = 400;
+
+test "Server: .forked worker stuck past the drain deadline is SIGKILLed at it, then reaped" {
+    if (builtin.sanitize_thread) return error.SkipZigTest; // see the SIGKILL test above
+    const stuck = try mapShared(Stuck, .{});
+    defer unmapShared(Stuck, stuck);
+    const http_handler: Server.http.Handler = .{ .context = stuck, .respondFn = &Stuck.respond };
+    var supervisor = try Supervisor.start(.{
+        .address = .{ .ip4 = .loopback(0) },
+        .shape = .{ .forked = 2 },
+        .drain_timeout_ns = stuck_drain_timeout_ms * std.time.ns_per_ms,
+    }, Server.http.handler(&http_handler), struct {
+        fn expected(report: Server.Report) bool {
+            // The stuck worker killed (its report lost with it), the other one drained.
+            return report.workers_killed == 1 and report.workers_restarted == 0;
+        }
+    }.expected);
+    defer supervisor.reap();
+    // A failed test leaves the stuck worker orphaned in its sleep: end it now.
+    defer {
+        const pid = stuck.pid.load(.acquire);
+        if (pid != 0 and processExists(pid)) _ = linux.kill(pid, .KILL);
+    }
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    try bounded(io, stopWithWorkerStuck, .{ io, &supervisor, stuck });
+}
+
+fn stopWithWorkerStuck(io: Io, supervisor: *Supervisor, stuck: *const Stuck) !void {
+    var pids_buffer: [8]linux.pid_t = undefined;
+    const workers = try supervisor.awaitWorkers(io, 2, &pids_buffer);
+    var client: Client = undefined;
+    try client.connect(io, supervisor.port);
+    defer client.close(io);
+    try client.send(request_get);
+    while (stuck.started.load(.acquire) == 0) try io.sleep(.fromMilliseconds(5), .awake);
+    const stuck_pid = stuck.pid.load(.monotonic);
+    try testing.expect(contains(workers, stuck_pid));
+
+    const stop_ns = os.monotonicNs();
+    _ = linux.kill(supervisor.pid, .TERM);
+    // The other worker drains at once; the stuck one ends only by the supervisor's SIGKILL,
+    // due when the drain timeout and the grace after it have passed.
+    const kill_grace_ms = supervisor_shape.kill_grace_ns / std.time.ns_per_ms;
+    const deadline_ms = stuck_drain_timeout_ms + kill_grace_ms;
+    const exit_ms_max = deadline_ms + kill_allowance_ms;
+    const status = try supervisor.awaitExit(io, exit_ms_max) orelse {
+        std.debug.print("the supervisor had not exited {d} ms after its SIGTERM: worker " ++
+            "{d}, stuck past the drain deadline ({d} ms), was not killed\n", .{
+            exit_ms_max, stuck_pid, deadline_ms,
+        });
+        return error.TestStuckWorkerNotKilled;
+    };
+    const exited_ms = (os.monotonicNs() - stop_ns) / std.time.ns_per_ms;
+    if (exited_ms < deadline_ms) {
+        std.debug.print("the supervisor exited {d} ms after its SIGTERM, before the drain " ++
+            "deadline ({d} ms): the stuck worker was killed early\n", .{
+            exited_ms, deadline_ms,
+        });
+        return error.TestStuckWorkerKilledEarly;
+    }
+    // Its report says one worker killed, none restarted.
+    try testing.expect(linux.W.IFEXITED(status));
+    try testing.expectEqual(0, linux.W.EXITSTATUS(status));
+    // Reaped, both: no zombie left.
+    for (workers) |worker| try testing.expect(!processExists(worker));
+    try client.expectClosed(); // unanswered: its worker died with it
 }
 
 test "Server.raiseFdLimit: lifts a lowered soft RLIMIT_NOFILE to the hard limit" {
