@@ -52,7 +52,7 @@ const log = std.log.scoped(.weft_server);
 
 const tick_ns = 100 * std.time.ns_per_ms;
 /// Beyond the drain timeout, for a worker to write its report and exit.
-const kill_grace_ns = std.time.ns_per_s;
+pub const kill_grace_ns = std.time.ns_per_s;
 
 const Slot = struct {
     pid: linux.pid_t = 0,

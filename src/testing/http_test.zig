@@ -10,9 +10,11 @@
 const std = @import("std");
 const Io = std.Io;
 const net = Io.net;
+const linux = std.os.linux;
 const testing = std.testing;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
+const socket = @import("../net/socket.zig");
 const Runtime = @import("../Runtime.zig");
 const Server = @import("../server/Server.zig");
 const server_test = @import("server_test.zig");
@@ -687,6 +689,232 @@ fn lockOut(io: Io, port: u16) !void {
     // machine.
     try testing.expect(locked_ms < 4 * timeout_ms);
     try uploaders.await(io);
+}
+
+/// The phases a timeout bounds, each given a timeout of its own by `roleOptions`: spaced so
+/// that a phase cut by another phase's timeout is out of its own bounds whichever way the two
+/// differ, too early (the reaper never cuts before the timeout) or too late (past the
+/// precision Worker.zig promises and `role_allowance_ms`, which stay under the next timeout).
+const Role = enum {
+    header,
+    body,
+    send,
+    idle,
+    request,
+
+    fn timeoutMs(role: Role) u64 {
+        return switch (role) {
+            .header => 200,
+            .body => 450,
+            .send => 700,
+            .idle => 950,
+            .request => 1200,
+        };
+    }
+
+    /// The report's count of cuts by this role's timeout.
+    fn field(comptime role: Role) []const u8 {
+        return "cut_" ++ @tagName(role) ++ "_timeout";
+    }
+};
+
+/// Worker.zig's promise: a cut comes at most two reaper periods after its timeout, a period
+/// being an eighth of the shortest timeout (so 25 % of any timeout).
+const role_lateness_max_ms = 2 * (Role.header.timeoutMs() / 8);
+const role_allowance_ms = server_test.cut_allowance_ms;
+
+comptime {
+    const roles = std.enums.values(Role);
+    for (roles[0 .. roles.len - 1], roles[1..]) |role, next| {
+        std.debug.assert(role.timeoutMs() < next.timeoutMs());
+        const due_ms_max = role.timeoutMs() + role_lateness_max_ms + role_allowance_ms;
+        std.debug.assert(due_ms_max < next.timeoutMs());
+    }
+}
+
+fn roleOptions() Server.Options {
+    var options = server_test.optionsOf(.single);
+    options.header_timeout_ns = Role.header.timeoutMs() * std.time.ns_per_ms;
+    options.body_timeout_ns = Role.body.timeoutMs() * std.time.ns_per_ms;
+    options.send_timeout_ns = Role.send.timeoutMs() * std.time.ns_per_ms;
+    options.idle_timeout_ns = Role.idle.timeoutMs() * std.time.ns_per_ms;
+    options.request_timeout_ns = Role.request.timeoutMs() * std.time.ns_per_ms;
+    return options;
+}
+
+/// Answers with `response_bytes` through a small send buffer, and records when its last write
+/// began and when a write failed: when the cut reached the handler. The client cannot see a
+/// send cut itself: the connection's end waits behind the response bytes it does not read.
+const Flood = struct {
+    const response_bytes = 16 * 1024 * 1024;
+
+    /// `os.monotonicNs` as the last write began: the send phase cut began after it. The
+    /// handler's start would be tens of ms earlier: the socket fills in steps, each after
+    /// the client's delayed ACK (40 ms on Linux), so a few writes wait before the last.
+    progress_ns: std.atomic.Value(u64) = .init(0),
+    /// `os.monotonicNs` at the failed write; 0 before.
+    failed_ns: std.atomic.Value(u64) = .init(0),
+    http_handler: Server.http.Handler = .{ .respondFn = &respond },
+
+    fn respond(
+        context: ?*anyopaque,
+        connection: *Server.Connection,
+        request: *Server.http.Request,
+    ) Server.http.RespondError!void {
+        const flood: *Flood = @ptrCast(@alignCast(context.?));
+        // A fixed send buffer, not one the kernel grows to megabytes: the socket is full
+        // after a few writes, and 16 MiB are far more than it and the client's hold.
+        const handle = connection.stream.socket.handle;
+        socket.setOption(handle, linux.SOL.SOCKET, linux.SO.SNDBUF, 16 * 1024) catch {};
+        var buffer: [4096]u8 = undefined;
+        var body = try request.respondStreaming(&buffer, .{ .content_length = response_bytes });
+        const chunk: [16 * 1024]u8 = @splat('x');
+        var left: usize = response_bytes;
+        while (left > 0) : (left -= chunk.len) {
+            flood.progress_ns.store(os.monotonicNs(), .monotonic);
+            body.writer.writeAll(&chunk) catch |err| {
+                flood.failed_ns.store(os.monotonicNs(), .release);
+                return err;
+            };
+        }
+        try body.end();
+    }
+};
+
+fn sendAll(writer: *Io.Writer, bytes: []const u8) !void {
+    try writer.writeAll(bytes);
+    try writer.flush();
+}
+
+/// Leads a new connection into `role`'s phase and leaves it there until the server cuts it;
+/// returns the time from just before the client's last step (the phase begins after it) to
+/// the cut, or for `.send` from the handler's last write to its failure.
+fn cutAfter(io: Io, role: Role, port: u16, flood: *Flood) anyerror!u64 {
+    const address: net.IpAddress = .{ .ip4 = .loopback(port) };
+    const stream = try address.connect(io, .{ .mode = .stream });
+    defer stream.close(io);
+    var write_buffer: [256]u8 = undefined;
+    var writer = stream.writer(io, &write_buffer);
+    var read_buffer: [1024]u8 = undefined;
+    var reader = stream.reader(io, &read_buffer);
+    const start_ns = os.monotonicNs();
+    switch (role) {
+        // A head that never ends.
+        .header => try sendAll(&writer.interface, "GET / HTTP/1.1\r\nHost: t\r\n"),
+        // A body that stops after 10 of its 100 bytes.
+        .body => try sendAll(&writer.interface, "POST / HTTP/1.1\r\nHost: t\r\n" ++
+            "Content-Length: 100\r\n\r\n0123456789"),
+        // A request answered, then nothing.
+        .idle => {
+            try sendAll(&writer.interface, get_after);
+            try testing.expectEqual(200, (try readHead(&reader.interface)).status);
+        },
+        // A response never read: the handler's write waits.
+        .send => {
+            try sendAll(&writer.interface, get_after);
+            // Bounded by the test's deadline.
+            while (flood.failed_ns.load(.acquire) == 0) {
+                try io.sleep(.fromMilliseconds(5), .awake);
+            }
+            const failed_ns = flood.failed_ns.load(.acquire);
+            const cut_ns = failed_ns - flood.progress_ns.load(.monotonic);
+            // The socket buffers held a little of it; the server gave up on the rest.
+            const received_bytes = reader.interface.discardRemaining() catch 0; // or reset
+            try testing.expect(received_bytes < Flood.response_bytes);
+            return cut_ns;
+        },
+        // A body trickling in faster than the body timeout, for longer than the request's.
+        .request => {
+            try sendAll(&writer.interface, "POST / HTTP/1.1\r\nHost: t\r\n" ++
+                "Content-Length: 1000\r\n\r\n");
+            var trickle = try io.concurrent(trickleBody, .{ io, &writer.interface });
+            defer trickle.cancel(io) catch {};
+            _ = reader.interface.discardRemaining() catch {}; // end of stream or reset
+            return os.monotonicNs() - start_ns;
+        },
+    }
+    _ = reader.interface.discardRemaining() catch {}; // end of stream or reset
+    return os.monotonicNs() - start_ns;
+}
+
+/// One body byte every 50 ms (a ninth of the body timeout) until a write fails.
+fn trickleBody(io: Io, writer: *Io.Writer) Io.Cancelable!void {
+    while (true) {
+        try io.sleep(.fromMilliseconds(50), .awake);
+        sendAll(writer, "x") catch return;
+    }
+}
+
+/// Runs one `cutAfter` per role at once, each against its own server, into `elapsed_ns`.
+fn cutsByRole(
+    io: Io,
+    ports: *const [roles_count]u16,
+    flood: *Flood,
+    elapsed_ns: *[roles_count]u64,
+) !void {
+    var futures: [roles_count]Io.Future(anyerror!u64) = undefined;
+    var launched: usize = 0;
+    defer for (futures[0..launched]) |*future| {
+        _ = future.cancel(io) catch {};
+    };
+    for (std.enums.values(Role), ports, &futures) |role, port, *future| {
+        future.* = try io.concurrent(cutAfter, .{ io, role, port, flood });
+        launched += 1;
+    }
+    for (&futures, elapsed_ns) |*future, *elapsed| {
+        elapsed.* = try future.await(io);
+    }
+}
+
+const roles_count = std.enums.values(Role).len;
+
+/// Whether `elapsed_ns` is within `role`'s timeout and its promised lateness (with the
+/// allowance); says what was wrong otherwise.
+fn cutInTime(role: Role, elapsed_ns: u64) bool {
+    const role_timeout_ms = role.timeoutMs();
+    const due_ms_max = role_timeout_ms + role_lateness_max_ms + role_allowance_ms;
+    if (elapsed_ns >= role_timeout_ms * std.time.ns_per_ms and
+        elapsed_ns <= due_ms_max * std.time.ns_per_ms) return true;
+    std.debug.print("{t} phase: cut after {d} ms, not within {d}-{d} ms (its timeout, two " ++
+        "reaper periods, {d} ms for scheduling): cut by another phase's timeout?\n", .{
+        role,              elapsed_ns / std.time.ns_per_ms, role_timeout_ms, due_ms_max,
+        role_allowance_ms,
+    });
+    return false;
+}
+
+test "http: each phase is cut by its own timeout, in time, and counted under its own reason" {
+    var flood: Flood = .{};
+    flood.http_handler.context = &flood;
+    // One server per role, all with the same five timeouts: each report must hold one cut,
+    // under its role's reason. At once, so the test takes about the longest timeout.
+    var servers: [roles_count]Running = undefined;
+    var ports: [roles_count]u16 = undefined;
+    var started: usize = 0;
+    defer for (servers[0..started]) |*running| running.abandon();
+    for (std.enums.values(Role), &servers, &ports) |role, *running, *port| {
+        const http_handler = if (role == .send) &flood.http_handler else &Echo.http_handler;
+        try running.start(roleOptions(), Server.http.handler(http_handler));
+        started += 1;
+        port.* = running.server.port();
+    }
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    var elapsed_ns: [roles_count]u64 = undefined;
+    try server_test.boundedBy(io, .fromSeconds(10), cutsByRole, .{
+        io, &ports, &flood, &elapsed_ns,
+    });
+    var failed = false;
+    inline for (comptime std.enums.values(Role), &servers, elapsed_ns) |role, *running, elapsed| {
+        if (!cutInTime(role, elapsed)) failed = true;
+        const report = try running.finish();
+        expectOnlyCut(report, role.field()) catch {
+            std.debug.print("{t} phase: counted under the wrong reason\n", .{role});
+            failed = true;
+        };
+    }
+    if (failed) return error.TestCutByWrongTimeout;
 }
 
 /// What one looping keep-alive client saw across a stop.
