@@ -5,6 +5,7 @@ const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const Executor = @import("../sched/Executor.zig");
+const os = @import("../os/linux.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
@@ -272,8 +273,14 @@ test "Runtime: recancel re-arms the request" {
     }.body);
 }
 
-fn spinner(io: Io, stop: *std.atomic.Value(bool)) Io.Cancelable!void {
-    while (!stop.load(.acquire)) try io.checkCancel();
+/// Checks for cancelation in a loop until `stop`; if it is not set within 10 s (the stopper
+/// needs 1 ms), the loop's checks gave the other task no turn: `error.Starved`, not a hang.
+fn spinner(io: Io, stop: *std.atomic.Value(bool)) error{ Canceled, Starved }!void {
+    const deadline_ns = os.monotonicNs() + 10 * std.time.ns_per_s;
+    while (!stop.load(.acquire)) {
+        try io.checkCancel();
+        if (os.monotonicNs() > deadline_ns) return error.Starved;
+    }
 }
 
 fn stopper(io: Io, stop: *std.atomic.Value(bool)) Io.Cancelable!void {
@@ -282,7 +289,8 @@ fn stopper(io: Io, stop: *std.atomic.Value(bool)) Io.Cancelable!void {
 }
 
 test "Runtime: checkCancel in a CPU loop does not starve other fibers" {
-    try withRuntime(struct {
+    // One executor: with more, the stopper would run beside the spinner, yields or not.
+    try withOneExecutor(struct {
         fn body(io: Io) !void {
             var stop: std.atomic.Value(bool) = .init(false);
             var spin = try io.concurrent(spinner, .{ io, &stop });
@@ -604,8 +612,12 @@ test "Runtime: yield lets another task of the same executor run" {
     }.body);
 }
 
-fn yieldForever(io: Io) Io.Cancelable!void {
-    while (true) try Runtime.yield(io);
+/// Yields until canceled; `error.NotCanceled` if no cancelation arrived within 10 s (the test
+/// cancels at once), so a yield that is no cancelation point fails the test instead of hanging.
+fn yieldForever(io: Io) error{ Canceled, NotCanceled }!void {
+    const deadline_ns = os.monotonicNs() + 10 * std.time.ns_per_s;
+    while (os.monotonicNs() < deadline_ns) try Runtime.yield(io);
+    return error.NotCanceled;
 }
 
 test "Runtime: yield is a cancelation point" {
@@ -625,12 +637,16 @@ test "Runtime: yield outside a weft task yields the thread" {
     var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
     defer rt.deinit();
     const io = rt.io();
+    // The outcome goes back through `result`: an error a thread's function returns is only
+    // printed by std, and would not fail the test.
+    var result: Io.Cancelable!void = error.Canceled;
     const thread = try std.Thread.spawn(.{}, struct {
-        fn run(weft_io: Io) !void {
-            try Runtime.yield(weft_io);
+        fn run(weft_io: Io, outcome: *Io.Cancelable!void) void {
+            outcome.* = Runtime.yield(weft_io);
         }
-    }.run, .{io});
+    }.run, .{ io, &result });
     thread.join();
+    try result;
 }
 
 /// A frame the size of a large Debug std function's (std.http.Client.fetch has 207 KiB): every
