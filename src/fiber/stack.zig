@@ -392,3 +392,80 @@ test "Pool: a refill takes at most one batch and leaves the rest shared" {
     try std.testing.expectEqual(@as(usize, config.pool_spill_stacks - 1), a.free_count);
     try std.testing.expectEqual(@as(usize, config.pool_spill_stacks), shared.count.load(.monotonic));
 }
+
+/// Whether the kernel can read the byte at `address`: a write of it into a pipe fails with
+/// EFAULT on a guard page (a guard marker or a PROT_NONE page alike) instead of faulting.
+fn kernelCanRead(address: usize) !bool {
+    var pipe: [2]i32 = undefined;
+    if (os.errno(linux.pipe2(&pipe, .{ .CLOEXEC = true })) != .SUCCESS) return error.Unexpected;
+    defer for (pipe) |fd| {
+        _ = linux.close(fd);
+    };
+    const rc = linux.write(pipe[1], @ptrFromInt(address), 1);
+    return switch (os.errno(rc)) {
+        .SUCCESS => true,
+        .FAULT => false,
+        else => error.Unexpected,
+    };
+}
+
+/// Whether /proc/self/maps has a mapping that starts at `address`, and with which permissions.
+fn mappingAt(address: usize, permissions: *[4]u8) !bool {
+    var buffer: [1 << 20]u8 = undefined;
+    const fd_rc = linux.open("/proc/self/maps", .{ .CLOEXEC = true }, 0);
+    if (os.errno(fd_rc) != .SUCCESS) return os.skipTest(@src(), "no /proc/self/maps");
+    const fd: i32 = @intCast(fd_rc);
+    defer _ = linux.close(fd);
+    var len: usize = 0;
+    while (len < buffer.len) {
+        const rc = linux.read(fd, buffer[len..].ptr, buffer.len - len);
+        if (os.errno(rc) != .SUCCESS) return error.Unexpected;
+        if (rc == 0) break;
+        len += rc;
+    }
+    var prefix: [24]u8 = undefined;
+    const start = try std.fmt.bufPrint(&prefix, "{x}-", .{address});
+    var lines = std.mem.splitScalar(u8, buffer[0..len], '\n');
+    while (lines.next()) |line| {
+        if (!std.mem.startsWith(u8, line, start)) continue;
+        const space = std.mem.indexOfScalar(u8, line, ' ') orelse return error.Unexpected;
+        if (line.len < space + 5) return error.Unexpected;
+        permissions.* = line[space + 1 ..][0..4].*;
+        return true;
+    }
+    return false;
+}
+
+test "Pool: each way of installing guards leaves the lowest page of every stack unreadable" {
+    // The batch (process_madvise), one madvise per stack (process_madvise refused) and
+    // mprotect (kernels before 6.13): the two fallbacks are forced by the pool's flags, which
+    // `installGuard(s)` otherwise sets on the kernel's refusal.
+    const Way = enum { batch, one_by_one, mprotect };
+    for ([_]Way{ .batch, .one_by_one, .mprotect }) |way| {
+        var pool: Pool = .init(std.testing.allocator, 64 * 1024, .page, null);
+        defer pool.deinit();
+        pool.guard_batch_unsupported = way == .one_by_one;
+        pool.guard_splits_mappings = way == .mprotect;
+        var stacks: [3]Stack = undefined;
+        for (&stacks) |*stack| stack.* = try pool.acquire();
+        defer for (stacks) |stack| pool.release(stack);
+        for (stacks) |stack| {
+            const bottom = @intFromPtr(stack.memory.ptr);
+            try std.testing.expect(!try kernelCanRead(bottom));
+            try std.testing.expect(!try kernelCanRead(bottom + page_size - 1));
+            try std.testing.expect(try kernelCanRead(bottom + page_size));
+            try std.testing.expect(try kernelCanRead(stack.top() - 1));
+            // Only mprotect splits the slab: its guard is a mapping of its own, PROT_NONE.
+            var permissions: [4]u8 = undefined;
+            const own_mapping = try mappingAt(bottom, &permissions);
+            if (pool.guard_splits_mappings) {
+                try std.testing.expect(own_mapping);
+                try std.testing.expectEqualStrings("---p", &permissions);
+            } else if (own_mapping) {
+                // The slab's first stack starts its mapping; its pages stay read-write.
+                try std.testing.expectEqual(pool.slabs.items[0].ptr, stack.memory.ptr);
+                try std.testing.expectEqualStrings("rw-p", &permissions);
+            }
+        }
+    }
+}
