@@ -182,6 +182,40 @@ test "fs: setPermissions and setOwner" {
     }.body);
 }
 
+test "fs: a directory's owner changes for root and is refused to others; a file is no tty" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            try tmp.dir.createDir(io, "owned", .default_dir);
+            var dir = try tmp.dir.openDir(io, "owned", .{ .iterate = true });
+            defer dir.close(io);
+            try dir.setOwner(io, null, null); // leaving both unchanged is allowed for anyone
+            const nobody = 65534;
+            if (linux.getuid() == 0) {
+                try dir.setOwner(io, nobody, nobody);
+                try testing.expectEqual([2]u32{ nobody, nobody }, try ownerOf(dir.handle));
+                try dir.setOwner(io, 0, null);
+                try testing.expectEqual([2]u32{ 0, nobody }, try ownerOf(dir.handle));
+            } else {
+                try testing.expectError(error.PermissionDenied, dir.setOwner(io, nobody, null));
+            }
+            const file = try tmp.dir.createFile(io, "plain", .{});
+            defer file.close(io);
+            try testing.expect(!try file.supportsAnsiEscapeCodes(io));
+            try testing.expectError(error.NotTerminalDevice, file.enableAnsiEscapeCodes(io));
+        }
+
+        fn ownerOf(fd: linux.fd_t) ![2]u32 {
+            var stat: linux.Statx = undefined;
+            const mask: linux.STATX = .{ .UID = true, .GID = true };
+            const rc = linux.statx(fd, "", linux.AT.EMPTY_PATH, mask, &stat);
+            if (linux.errno(rc) != .SUCCESS) return error.Unexpected;
+            return .{ stat.uid, stat.gid };
+        }
+    }.body);
+}
+
 /// Runs `call` on std.Io.Threaded and on weft and expects the same outcome.
 fn expectSameAsThreaded(comptime call: fn (io: Io, dir: Dir) anyerror!void) !void {
     var threaded: Io.Threaded = .init(testing.allocator, .{});

@@ -629,6 +629,29 @@ test "Runtime: yield is a cancelation point" {
     }.body);
 }
 
+/// Calls the Io's crash handler, as std's panic printer does before it may use the Io, then
+/// waits for the cancel request and passes cancelation points: none may deliver it.
+fn crashedTask(io: Io) error{ Canceled, NotRequested }!void {
+    io.vtable.crashHandler(io.userdata);
+    const task = Executor.currentTask().?;
+    const deadline_ns = os.monotonicNs() + 10 * std.time.ns_per_s;
+    while (task.cancel_state.load(.acquire) != .requested) {
+        if (os.monotonicNs() > deadline_ns) return error.NotRequested;
+        try io.sleep(.fromMilliseconds(1), .awake);
+    }
+    try io.sleep(.fromMilliseconds(1), .awake);
+    try io.checkCancel();
+}
+
+test "Runtime: after crashHandler no cancelation is delivered to the task" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var future = try io.concurrent(crashedTask, .{io});
+            try future.cancel(io); // the task ran to its end: no error.Canceled
+        }
+    }.body);
+}
+
 test "Runtime: yield outside a weft task yields the thread" {
     var threaded: Io.Threaded = .init(testing.allocator, .{});
     defer threaded.deinit();
