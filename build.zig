@@ -9,23 +9,32 @@
 const std = @import("std");
 const std_tests = @import("build/std_tests.zig");
 
+/// weft's own build options (`@import("build_options")` in src/), given to every module whose
+/// root is src/root.zig. Set once in `build`.
+var weft_options: *std.Build.Step.Options = undefined;
+
 pub fn build(b: *std.Build) void {
     const target = b.standardTargetOptions(.{});
     const optimize = b.standardOptimizeOption(.{});
+    weft_options = b.addOptions();
+    // Off by default: counting adds an atomic increment to every std.Io call.
+    const coverage = b.option(bool, "coverage", "Count every std.Io VTable call " ++
+        "(written to WEFT_COVERAGE_FILE at each Runtime.deinit; see build/coverage.sh)") orelse false;
+    weft_options.addOption(bool, "coverage", coverage);
 
     const weft = b.addModule("weft", .{
         .root_source_file = b.path("src/root.zig"),
         .target = target,
         .optimize = optimize,
     });
+    weft.addOptions("build_options", weft_options);
 
     addTests(b, target, optimize);
     addDemo(b, target);
     addExamples(b, target, optimize);
     addBenchmarks(b, target);
     addCrossCheck(b, optimize);
-    std_tests.add(b, target, optimize);
-    _ = weft;
+    std_tests.add(b, target, optimize, weftModule(b, target, optimize));
 }
 
 fn weftModule(
@@ -33,11 +42,13 @@ fn weftModule(
     target: std.Build.ResolvedTarget,
     optimize: std.builtin.OptimizeMode,
 ) *std.Build.Module {
-    return b.createModule(.{
+    const module = b.createModule(.{
         .root_source_file = b.path("src/root.zig"),
         .target = target,
         .optimize = optimize,
     });
+    module.addOptions("build_options", weft_options);
+    return module;
 }
 
 /// The unit tests run once per loop backend: both must pass the whole suite.
@@ -50,6 +61,7 @@ fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.built
     // Most real programs link libc (sqlite, openssl, C parsers): glibc then carves each
     // thread's static TLS out of the stack weft asks for (src/os/thread.zig).
     const link_libc = b.option(bool, "link-libc", "Build the tests linked with libc") orelse false;
+    const coverage_file = b.graph.environ_map.get("WEFT_COVERAGE_FILE");
     // A Release build of the whole suite through LLVM takes over 20 minutes on two cores; Zig's
     // own x86_64 backend builds it in Debug's time with the mode's semantics (no safety
     // checks: what a ReleaseFast program does with a broken invariant), only unoptimized.
@@ -62,6 +74,7 @@ fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.built
         .sanitize_thread = tsan,
         .link_libc = if (link_libc) true else null,
     });
+    module.addOptions("build_options", weft_options);
     // The README's std.Io status table is checked against the real VTable by a test.
     module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
     module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
@@ -110,6 +123,9 @@ fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.built
         if (fuzz_requests) |count| {
             run.setEnvironmentVariable("WEFT_FUZZ_REQUESTS", b.fmt("{d}", .{count}));
         }
+        // Where a -Dcoverage build's runs append their counts (src/std_io/coverage.zig); an
+        // input of the step, so a run with a new file is not taken from the cache.
+        if (coverage_file) |path| run.setEnvironmentVariable("WEFT_COVERAGE_FILE", path);
         if (config.executors) |count| {
             run.setEnvironmentVariable("WEFT_EXECUTORS", count);
             run.setName(b.fmt("test ({s}, {s} executors)", .{ config.backend, count }));

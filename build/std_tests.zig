@@ -67,10 +67,12 @@ const default_filters = [_][]const u8{
 // * `Target.Query`, `scrypt`, `IoUring`, `fs`, `testing`: pass, no Io call (the tests that
 //   would use it live in files the wheel ships empty, or skip).
 
+/// `weft_module`: weft's module (src/root.zig) for `target` and `optimize`.
 pub fn add(
     b: *std.Build,
     target: std.Build.ResolvedTarget,
     optimize: std.builtin.OptimizeMode,
+    weft_module: *std.Build.Module,
 ) void {
     const step = b.step(
         "test-std",
@@ -95,11 +97,7 @@ pub fn add(
         .optimize = optimize,
     });
     root_module.addOptions("std_runner_options", options);
-    root_module.addImport("weft", b.createModule(.{
-        .root_source_file = b.path("src/root.zig"),
-        .target = target,
-        .optimize = optimize,
-    }));
+    root_module.addImport("weft", weft_module);
 
     const tests = b.addTest(.{
         .name = "std-tests",

@@ -29,6 +29,7 @@ const Loop = @import("loop/Loop.zig");
 const stack_mod = @import("fiber/stack.zig");
 const vtable_mod = @import("std_io/vtable.zig");
 const task_io = @import("std_io/task.zig");
+const coverage = @import("std_io/coverage.zig");
 const Blocking = @import("fs/Blocking.zig");
 const ProcessState = @import("std_io/ProcessState.zig");
 const lookup = @import("net/lookup.zig");
@@ -340,6 +341,7 @@ pub fn deinit(rt: Runtime) void {
     gpa.free(scheduler.executors);
     state.process.deinit();
     gpa.destroy(state);
+    coverage.flush();
 }
 
 pub fn io(rt: Runtime) Io {

@@ -12,6 +12,7 @@ const process = @import("process.zig");
 const batch = @import("batch.zig");
 const memory_map = @import("memory_map.zig");
 const spawn = @import("spawn.zig");
+const coverage = @import("coverage.zig");
 
 /// `native`: weft runs it on its loop or as a direct non-blocking syscall (file system
 /// operations go to the blocking lane where the loop cannot run them: on epoll, or on a kernel
@@ -149,10 +150,14 @@ pub fn status(comptime name: []const u8) Status {
 pub const vtable: Io.VTable = blk: {
     @setEvalBranchQuota(20_000);
     var result: Io.VTable = undefined;
-    for (@typeInfo(Io.VTable).@"struct".fields) |field| {
-        @field(result, field.name) = for (native ++ lane) |pair| {
+    for (@typeInfo(Io.VTable).@"struct".fields, 0..) |field, index| {
+        const function = for (native ++ lane) |pair| {
             if (std.mem.eql(u8, pair[0], field.name)) break pair[1];
         } else @compileError("weft implements no std.Io.VTable." ++ field.name);
+        @field(result, field.name) = if (coverage.enabled)
+            coverage.counted(index, function)
+        else
+            function;
     }
     break :blk result;
 };
