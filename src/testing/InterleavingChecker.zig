@@ -9,13 +9,41 @@
 //! - the code is handed the checker's own `Io`, whose futex, cancelation and clock entries
 //!   the checker implements: a futex wait parks the logical thread until a matching wake, or
 //!   returns early at random (a spurious wake, a cancel request, a timeout on a virtual clock
-//!   that jumps to the deadline); a cancel request may also land on a parked thread.
+//!   that jumps to the deadline); a cancel request may also land on any thread at any step,
+//!   and every request is accounted for (below).
 //!
 //! When no logical thread can run, the checker looks for the two failures it exists to find:
 //! a thread parked on a futex word whose value already changed (nobody will wake it: a lost
 //! wake-up), or, failing that and with no timed wait left to expire, a deadlock. Either ends
 //! the run at once (the fibers are abandoned, not unwound). The scenario's own checks (every
 //! value delivered exactly once) run after the logical threads finished.
+//!
+//! ## Cancel accounting
+//!
+//! std.Io's rule, which every primitive of weft.sync follows: a cancel request that loses the
+//! race with a completion (a value or permit handed over) is re-armed (`io.recancel()`), the
+//! operation returns what it was handed, and the task sees `error.Canceled` at its next
+//! cancelation point. A primitive that forgets the re-arm drops the request; one that re-arms
+//! and returns `error.Canceled` too delivers it twice. Neither shows in a scenario that just
+//! retries on `Canceled`, so the checker follows each logical thread's request, one at a time
+//! as a std.Io task has one:
+//!
+//!     none ──request──▶ pending ──cancelation point──▶ delivered ──task code sees it──▶ none
+//!                          ▲                               │
+//!                          └────────── recancel ◀──────────┘
+//!
+//! A request lands at a random step on any thread without one (at once delivered if the
+//! thread is parked in a cancelable wait), or is made and delivered by a cancelable wait as it
+//! starts. "Task code sees it" is reported by the scenario: `canceled(io)` when an operation
+//! returned `error.Canceled`, and `cancelationPoint(io)`, the task's own check between two
+//! operations. The run fails, naming the thread, when a request is lost (still `delivered`
+//! at the task's own cancelation point or at its end: the operation returned something else
+//! and did not re-arm), delivered twice (`canceled` while it is `pending` again), invented
+//! (`canceled` with none), or re-armed without a delivery. A thread's end stands for its next
+//! cancelation point. So at the end of every run, per thread, requests made = requests that
+//! surfaced, and deliveries = requests + re-arms. Values are the scenarios' part: each checks
+//! that every value was delivered exactly once, so a value kept under a re-armed request is
+//! counted and one dropped with an `error.Canceled` is missed.
 //!
 //! What it cannot find: bugs that need weak memory ordering (the model is sequentially
 //! consistent), and interleavings inside a step (between two atomic operations the code runs
@@ -41,6 +69,11 @@ main_context: context.Context = undefined,
 clock_ns: i96 = 0,
 steps: u64 = 0,
 failure: ?Failure = null,
+/// The thread that was running when the run failed.
+failure_thread: usize = 0,
+/// Per thread index, the cancel accounting of every run since `init` (coverage: whether a
+/// scenario reaches the re-arm at all).
+totals: [threads_max]CancelCounts = @splat(.{}),
 hooks: atomic.Checker = undefined,
 
 pub const threads_max = 6;
@@ -50,7 +83,7 @@ pub const Options = struct {
     /// One futex wait in N returns at once, as a spurious wake.
     spurious_one_in: u32 = 16,
     /// One cancelable futex wait in N is canceled when it starts; besides, at one step in
-    /// 4 N a parked cancelable thread is canceled.
+    /// 4 N a cancel request lands on a random thread (see "Cancel accounting").
     cancel_one_in: u32 = 16,
     /// One timed futex wait in N times out when it starts.
     timeout_one_in: u32 = 8,
@@ -65,6 +98,63 @@ pub const Failure = error{
     Deadlock,
     /// `steps_max` steps without finishing.
     StepLimit,
+    /// A cancel request was delivered into an operation (a cancelation point inside it
+    /// returned `error.Canceled`), and the operation returned something else without
+    /// re-arming it: the task never sees it.
+    CancelLost,
+    /// The task saw `error.Canceled` for a request that was re-armed too: it would see it
+    /// again at its next cancelation point.
+    CancelDeliveredTwice,
+    /// The task saw `error.Canceled` with no request delivered.
+    CancelWithoutRequest,
+    /// `recancel` with no delivered request to re-arm (std.Io: "asserts that error.Canceled
+    /// was returned from a prior cancelation point").
+    RecancelWithoutDelivery,
+};
+
+/// One line on what `failure` means, for a failing seed's report.
+pub fn explain(failure: Failure) []const u8 {
+    return switch (failure) {
+        error.LostWakeUp => "nothing can run, and a thread is parked on a futex word that changed",
+        error.Deadlock => "nothing can run, and no timed wait is left to expire",
+        error.StepLimit => "the run did not finish within steps_max steps (a livelock?)",
+        error.CancelLost => "a cancel request was delivered into an operation that returned " ++
+            "neither error.Canceled nor re-armed it (io.recancel): the task never sees it",
+        error.CancelDeliveredTwice => "an operation returned error.Canceled and re-armed " ++
+            "the request too: the task would see it twice",
+        error.CancelWithoutRequest => "an operation returned error.Canceled, but no cancel " ++
+            "request was delivered",
+        error.RecancelWithoutDelivery => "io.recancel() with no delivered cancel request to " ++
+            "re-arm",
+    };
+}
+
+/// Where a logical thread's cancel request stands (see "Cancel accounting").
+pub const Cancel = enum {
+    none,
+    /// Made or re-armed, not yet delivered: the next cancelation point returns
+    /// `error.Canceled`.
+    pending,
+    /// A cancelation point returned `error.Canceled`; whoever got it owes the task that error
+    /// or a re-arm.
+    delivered,
+};
+
+/// One thread's cancel requests over a run (or, summed, over many).
+pub const CancelCounts = struct {
+    requested: u64 = 0,
+    /// Cancelation points that returned `error.Canceled`.
+    delivered: u64 = 0,
+    recanceled: u64 = 0,
+    /// `error.Canceled` that reached the task's own code.
+    surfaced: u64 = 0,
+
+    fn add(counts: *CancelCounts, other: CancelCounts) void {
+        counts.requested += other.requested;
+        counts.delivered += other.delivered;
+        counts.recanceled += other.recanceled;
+        counts.surfaced += other.surfaced;
+    }
 };
 
 /// What a logical thread runs: `function(argument, io)`, where `io` is the checker's.
@@ -84,12 +174,19 @@ const Logical = struct {
     cancelable: bool = false,
     /// Why a parked futex wait ended.
     reason: Reason = .none,
-    /// A re-armed (or not yet delivered) cancel request.
-    cancel_pending: bool = false,
+    cancel: Cancel = .none,
+    cancels: CancelCounts = .{},
     protection: Io.CancelProtection = .unblocked,
 
     const State = enum { runnable, lock_parked, futex_parked, finished };
     const Reason = enum { none, woken, timed_out, canceled };
+
+    /// A cancelation point returns `error.Canceled` for the pending request.
+    fn deliver(thread: *Logical) void {
+        assert(thread.cancel == .pending);
+        thread.cancel = .delivered;
+        thread.cancels.delivered += 1;
+    }
 };
 
 pub fn init(gpa: std.mem.Allocator) std.mem.Allocator.Error!Checker {
@@ -120,6 +217,7 @@ pub fn run(checker: *Checker, seed: u64, options: Options, bodies: []const Body)
     checker.clock_ns = 0;
     checker.steps = 0;
     checker.failure = null;
+    checker.failure_thread = 0;
     checker.hooks = .{
         .context = checker,
         .step = stepHook,
@@ -141,7 +239,35 @@ pub fn run(checker: *Checker, seed: u64, options: Options, bodies: []const Body)
     checker.current = checker.randomRunnable().?;
     context.switchTo(&checker.main_context, &checker.threads[checker.current].context);
     if (checker.failure) |failure| return failure;
-    for (checker.threads[0..checker.threads_len]) |thread| assert(thread.state == .finished);
+    for (checker.threads[0..checker.threads_len], 0..) |thread, index| {
+        assert(thread.state == .finished);
+        // Every request surfaced exactly once, every re-arm was delivered again: what the
+        // state machine enforces step by step (a violation failed the run above).
+        assert(thread.cancel == .none);
+        assert(thread.cancels.surfaced == thread.cancels.requested);
+        assert(thread.cancels.delivered == thread.cancels.requested + thread.cancels.recanceled);
+        checker.totals[index].add(thread.cancels);
+    }
+}
+
+/// The cancel accounting of thread `index` in the last run (for a failure's report).
+pub fn cancelsOf(checker: *const Checker, index: usize) CancelCounts {
+    assert(index < checker.threads_len);
+    return checker.threads[index].cancels;
+}
+
+/// For scenario code: an operation returned `error.Canceled` to the task.
+pub fn canceled(io_: Io) void {
+    checkerOfIo(io_).surface();
+}
+
+/// For scenario code: the task's own cancelation point between two operations, where std
+/// code would `try io.checkCancel()`. A request delivered into the operation before, and
+/// neither returned by it nor re-armed, is lost: the run fails here.
+pub fn cancelationPoint(io_: Io) void {
+    const checker = checkerOfIo(io_);
+    if (checker.currentThread().cancel == .delivered) checker.fail(error.CancelLost);
+    io_.checkCancel() catch checker.surface();
 }
 
 /// The `Io` whose futex, cancelation and clock entries the checker implements; every other
@@ -159,6 +285,17 @@ fn fiberMain(argument: *anyopaque) callconv(.c) noreturn {
     const checker: *Checker = @ptrCast(@alignCast(argument));
     const thread = checker.currentThread();
     thread.body.function(thread.body.argument, checker.io());
+    // The end stands for the thread's next cancelation point: a request made (or re-armed)
+    // after its last one surfaces here.
+    assert(thread.protection == .unblocked);
+    switch (thread.cancel) {
+        .none => {},
+        .pending => {
+            thread.deliver();
+            checker.surface();
+        },
+        .delivered => checker.fail(error.CancelLost),
+    }
     thread.state = .finished;
     checker.park();
     unreachable; // a finished thread is never resumed
@@ -192,26 +329,51 @@ fn switchTo(checker: *Checker, next: usize) void {
 /// Ends the run: back to `run` on the test's stack, never to return here.
 fn fail(checker: *Checker, failure: Failure) noreturn {
     checker.failure = failure;
+    checker.failure_thread = checker.current;
     context.switchTo(&checker.threads[checker.current].context, &checker.main_context);
     unreachable; // an abandoned fiber is never resumed
 }
 
-/// A scheduling point: maybe cancel a parked thread, then let a random runnable one go on.
+/// A scheduling point: maybe a cancel request lands, then a random runnable thread goes on.
 fn step(checker: *Checker) void {
     checker.steps += 1;
     if (checker.steps > checker.options.steps_max) checker.fail(error.StepLimit);
-    if (checker.oneIn(checker.options.cancel_one_in *| 4)) checker.cancelParked();
+    if (checker.oneIn(checker.options.cancel_one_in *| 4)) checker.requestCancel();
     checker.switchTo(checker.randomRunnable().?); // the current thread is runnable
 }
 
-fn cancelParked(checker: *Checker) void {
-    for (checker.threads[0..checker.threads_len]) |*thread| {
-        if (thread.state != .futex_parked or !thread.cancelable) continue;
-        if (thread.protection == .blocked) continue;
+/// A cancel request lands on a random thread that has none: delivered at once if the thread
+/// is parked in a cancelable wait (which it ends), else pending until a cancelation point.
+fn requestCancel(checker: *Checker) void {
+    var candidates: [threads_max]usize = undefined;
+    var count: usize = 0;
+    for (checker.threads[0..checker.threads_len], 0..) |thread, index| {
+        if (thread.state == .finished or thread.cancel != .none) continue;
+        candidates[count] = index;
+        count += 1;
+    }
+    if (count == 0) return;
+    const thread = &checker.threads[candidates[checker.prng.random().uintLessThan(usize, count)]];
+    thread.cancels.requested += 1;
+    thread.cancel = .pending;
+    // `cancelable` is false for a wait that started under protection.
+    if (thread.state == .futex_parked and thread.cancelable) {
+        thread.deliver();
         thread.state = .runnable;
         thread.reason = .canceled;
-        return;
     }
+}
+
+/// `error.Canceled` reached the current thread's own code.
+fn surface(checker: *Checker) void {
+    const thread = checker.currentThread();
+    switch (thread.cancel) {
+        .delivered => {},
+        .pending => checker.fail(error.CancelDeliveredTwice),
+        .none => checker.fail(error.CancelWithoutRequest),
+    }
+    thread.cancel = .none;
+    thread.cancels.surfaced += 1;
 }
 
 /// The current thread cannot go on (parked or finished): runs another. When none can run,
@@ -287,6 +449,11 @@ fn checkerOf(userdata: ?*anyopaque) *Checker {
     return @ptrCast(@alignCast(userdata.?));
 }
 
+fn checkerOfIo(io_: Io) *Checker {
+    assert(io_.vtable == &vtable); // scenario code runs on the checker's Io
+    return checkerOf(io_.userdata);
+}
+
 fn futexWait(
     userdata: ?*anyopaque,
     ptr: *const u32,
@@ -316,13 +483,19 @@ fn wait(
     checker.step();
     const thread = checker.currentThread();
     const can_cancel = cancelable and thread.protection == .unblocked;
-    if (can_cancel and thread.cancel_pending) {
-        thread.cancel_pending = false;
+    if (can_cancel and thread.cancel == .pending) {
+        thread.deliver();
         return error.Canceled;
     }
     if (@atomicLoad(u32, ptr, .seq_cst) != expected) return;
     if (checker.oneIn(checker.options.spurious_one_in)) return;
-    if (can_cancel and checker.oneIn(checker.options.cancel_one_in)) return error.Canceled;
+    if (can_cancel and thread.cancel == .none and checker.oneIn(checker.options.cancel_one_in)) {
+        // A request made as the wait starts, delivered by it.
+        thread.cancels.requested += 1;
+        thread.cancel = .pending;
+        thread.deliver();
+        return error.Canceled;
+    }
     if (deadline_ns) |deadline| if (checker.oneIn(checker.options.timeout_one_in)) {
         checker.clock_ns = @max(checker.clock_ns, deadline);
         return;
@@ -355,15 +528,18 @@ fn futexWake(userdata: ?*anyopaque, ptr: *const u32, waiters_max: u32) void {
 }
 
 fn recancel(userdata: ?*anyopaque) void {
-    const thread = checkerOf(userdata).currentThread();
-    assert(!thread.cancel_pending); // recancel without a delivered request
-    thread.cancel_pending = true;
+    const checker = checkerOf(userdata);
+    const thread = checker.currentThread();
+    if (thread.cancel != .delivered) checker.fail(error.RecancelWithoutDelivery);
+    thread.cancel = .pending;
+    thread.cancels.recanceled += 1;
 }
 
 fn checkCancel(userdata: ?*anyopaque) Io.Cancelable!void {
-    const thread = checkerOf(userdata).currentThread();
-    if (thread.protection == .blocked or !thread.cancel_pending) return;
-    thread.cancel_pending = false;
+    const checker = checkerOf(userdata);
+    const thread = checker.currentThread();
+    if (thread.protection == .blocked or thread.cancel != .pending) return;
+    thread.deliver();
     return error.Canceled;
 }
 
@@ -388,32 +564,62 @@ const RwLock = @import("../sync/RwLock.zig");
 
 const seeds = 1000;
 
-/// Runs `Scenario` (with `init`, a `bodies` list and a `check`) over `seeds` seeds and
-/// reports the first failing seed.
-fn checkSeeds(comptime Scenario: type) !void {
+/// Runs `Scenario` over `seeds` seeds and reports the first failing seed. A scenario has
+/// `init(seed)`, `bodies()` (the logical threads), `check()` (run after they all finished)
+/// and `rearming_threads`: the threads whose operations can lose the race of a cancel request
+/// with a hand-off, so that each must re-arm a request on some seed (else the scenario no
+/// longer tests the re-arm, and fails).
+pub fn checkSeeds(comptime Scenario: type) !void {
+    const name = @typeName(Scenario);
     var checker: Checker = try .init(std.testing.allocator);
     defer checker.deinit();
     for (0..seeds) |seed| {
         var scenario: Scenario = .init(seed);
         const bodies = scenario.bodies();
         checker.run(seed, .{}, &bodies) catch |err| {
-            std.debug.print("{s}: seed {d}: {s} after {d} steps\n", .{
-                @typeName(Scenario),
+            const thread = checker.failure_thread;
+            const cancels = checker.cancelsOf(thread);
+            std.debug.print("{s}: seed {d}: {s}: {s}; in thread {d} after {d} steps (its cancel " ++
+                "requests: {d} made, {d} delivered, {d} re-armed, {d} seen by its code)\n", .{
+                name,
                 seed,
                 @errorName(err),
+                explain(err),
+                thread,
                 checker.steps,
+                cancels.requested,
+                cancels.delivered,
+                cancels.recanceled,
+                cancels.surfaced,
             });
             return err;
         };
         scenario.check() catch |err| {
-            const name = @typeName(Scenario);
             std.debug.print("{s}: seed {d}: {s}\n", .{ name, seed, @errorName(err) });
             return err;
         };
     }
+    for (Scenario.rearming_threads) |thread| {
+        const totals = checker.totals[thread];
+        if (totals.recanceled > 0) continue;
+        std.debug.print("{s}: thread {d} never re-armed a cancel request ({d} made over " ++
+            "{d} seeds): its race of a cancel request with a hand-off is not reached\n", .{
+            name,
+            thread,
+            totals.requested,
+            seeds,
+        });
+        return error.RecancelNeverReached;
+    }
 }
 
-fn bodyOf(comptime function: anytype, argument: anytype) Body {
+/// For scenario code: an operation failed, so it took and gave nothing; an `error.Canceled`
+/// is accounted for (see `canceled`).
+pub fn noteError(io_: Io, err: anyerror) void {
+    if (err == error.Canceled) canceled(io_);
+}
+
+pub fn bodyOf(comptime function: anytype, argument: anytype) Body {
     const Argument = @TypeOf(argument);
     return .{
         .function = struct {
@@ -426,7 +632,7 @@ fn bodyOf(comptime function: anytype, argument: anytype) Body {
 }
 
 /// A deadline for the virtual clock, or none: timed and untimed waits both get exercised.
-fn maybeDeadline(io_: Io, random: std.Random) ?Io.Clock.Timestamp {
+pub fn maybeDeadline(io_: Io, random: std.Random) ?Io.Clock.Timestamp {
     if (random.boolean()) return null;
     return Io.Clock.Timestamp.fromNow(io_, .{ .raw = .fromNanoseconds(1000), .clock = .awake });
 }
@@ -444,6 +650,7 @@ const TokenScenario = struct {
 
     const tokens_per_acquirer = 2;
     const handed: u32 = 1;
+    const rearming_threads = [_]usize{ 0, 1 }; // the acquirers
 
     fn init(seed: u64) TokenScenario {
         return .{ .prng = .init(seed ^ 0x70cc) };
@@ -487,9 +694,12 @@ const TokenScenario = struct {
 
     fn acquireAll(scenario: *TokenScenario, io_: Io, index: usize) void {
         while (scenario.acquired[index] < tokens_per_acquirer) {
-            scenario.acquire(io_) catch continue; // took nothing: try again
+            scenario.acquire(io_) catch |err| {
+                noteError(io_, err);
+                continue; // took nothing: try again
+            };
             scenario.acquired[index] += 1;
-            io_.checkCancel() catch {}; // a re-armed request surfaces here
+            cancelationPoint(io_); // a re-armed request surfaces here
         }
     }
 
@@ -533,6 +743,7 @@ const ChannelScenario = struct {
 
     const per_producer = 3;
     const values_max = 2 * per_producer;
+    const rearming_threads = [_]usize{ 0, 1, 2, 3 };
 
     fn init(seed: u64) ChannelScenario {
         var scenario: ChannelScenario = .{ .channel = undefined, .prng = .init(seed ^ 0xc4a2) };
@@ -557,13 +768,16 @@ const ChannelScenario = struct {
                 const deadline = maybeDeadline(io_, scenario.prng.random());
                 const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
                 scenario.channel.sendTimeout(io_, value, timeout) catch |err| switch (err) {
-                    error.Canceled, error.Timeout => continue, // not delivered
+                    error.Canceled, error.Timeout => {
+                        noteError(io_, err);
+                        continue; // not delivered
+                    },
                     error.Closed => unreachable, // closed after both producers
                 };
                 break;
             }
             scenario.sent[value] += 1;
-            io_.checkCancel() catch {};
+            cancelationPoint(io_);
         }
         scenario.producers_left -= 1;
         if (scenario.producers_left == 0) scenario.channel.close(io_);
@@ -574,11 +788,14 @@ const ChannelScenario = struct {
             const deadline = maybeDeadline(io_, scenario.prng.random());
             const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
             const value = scenario.channel.recvTimeout(io_, timeout) catch |err| switch (err) {
-                error.Canceled, error.Timeout => continue, // took nothing
+                error.Canceled, error.Timeout => {
+                    noteError(io_, err);
+                    continue; // took nothing
+                },
                 error.Closed => return,
             };
             scenario.note(consumer, value);
-            io_.checkCancel() catch {};
+            cancelationPoint(io_);
         }
     }
 
@@ -640,6 +857,8 @@ const SelectScenario = struct {
 
     const per_producer = 3;
     const values_max = 2 * per_producer;
+    /// The select producer and the select consumer: they block in select only.
+    const rearming_threads = [_]usize{ 0, 2 };
 
     fn init(seed: u64) SelectScenario {
         return .{ .prng = .init(seed ^ 0x5e1e) };
@@ -676,14 +895,17 @@ const SelectScenario = struct {
                 const result = select_mod.selectWith(io_, .{
                     .a = .{ .send = .{ &scenario.a, @as(u32, @intCast(value)) } },
                     .b = .{ .send = .{ &scenario.b, @as(u32, @intCast(value)) } },
-                }, scenario.options(io_)) catch continue; // Canceled, Timeout: not sent
+                }, scenario.options(io_)) catch |err| {
+                    noteError(io_, err);
+                    continue; // not sent
+                };
                 switch (result) {
                     inline else => |sent| sent catch unreachable, // closed after producers
                 }
                 break;
             }
             scenario.sent[value] += 1;
-            io_.checkCancel() catch {};
+            cancelationPoint(io_);
         }
         scenario.finishProducer(io_);
     }
@@ -692,13 +914,16 @@ const SelectScenario = struct {
         for (per_producer..values_max) |value| {
             while (true) {
                 scenario.a.send(io_, @intCast(value)) catch |err| switch (err) {
-                    error.Canceled => continue,
+                    error.Canceled => {
+                        canceled(io_);
+                        continue;
+                    },
                     error.Closed => unreachable,
                 };
                 break;
             }
             scenario.sent[value] += 1;
-            io_.checkCancel() catch {};
+            cancelationPoint(io_);
         }
         scenario.finishProducer(io_);
     }
@@ -710,7 +935,10 @@ const SelectScenario = struct {
             const result = select_mod.selectWith(io_, .{
                 .a = .{ .recv = a },
                 .b = .{ .recv = b },
-            }, scenario.options(io_)) catch continue; // Canceled, Timeout: took nothing
+            }, scenario.options(io_)) catch |err| {
+                noteError(io_, err);
+                continue; // took nothing
+            };
             const value = switch (result) {
                 .a => |received| received catch {
                     a = null;
@@ -722,18 +950,21 @@ const SelectScenario = struct {
                 },
             };
             scenario.received[value] += 1;
-            io_.checkCancel() catch {};
+            cancelationPoint(io_);
         }
     }
 
     fn plainConsumer(scenario: *SelectScenario, io_: Io) void {
         while (true) {
             const value = scenario.b.recv(io_) catch |err| switch (err) {
-                error.Canceled => continue,
+                error.Canceled => {
+                    canceled(io_);
+                    continue;
+                },
                 error.Closed => return,
             };
             scenario.received[value] += 1;
-            io_.checkCancel() catch {};
+            cancelationPoint(io_);
         }
     }
 
@@ -775,6 +1006,7 @@ fn RunQueueScenarioOf(comptime with_front: bool) type {
         const Item = struct { value: u32 };
         const RunQueue = @import("../sched/RunQueue.zig").RunQueue(Item, 4);
         const items_len = 12;
+        const rearming_threads = [_]usize{}; // no blocking operation
 
         const Scenario = @This();
 
@@ -869,6 +1101,7 @@ const RwLockScenario = struct {
     reads: u32 = 0,
 
     const ops_per_thread = 2;
+    const rearming_threads = [_]usize{ 0, 1, 2, 3 };
 
     fn init(seed: u64) RwLockScenario {
         return .{ .prng = .init(seed ^ 0x2710c) };
@@ -891,7 +1124,10 @@ const RwLockScenario = struct {
     fn writer(scenario: *RwLockScenario, io_: Io) void {
         for (0..ops_per_thread) |_| {
             while (true) {
-                scenario.lock.lockTimeout(io_, scenario.timeout(io_)) catch continue;
+                scenario.lock.lockTimeout(io_, scenario.timeout(io_)) catch |err| {
+                    noteError(io_, err);
+                    continue;
+                };
                 break;
             }
             if (scenario.writers_inside.fetchAdd(1, .monotonic) != 0) {
@@ -901,7 +1137,7 @@ const RwLockScenario = struct {
             scenario.writes += 1;
             _ = scenario.writers_inside.fetchSub(1, .monotonic);
             scenario.lock.unlock(io_);
-            io_.checkCancel() catch {};
+            cancelationPoint(io_);
         }
     }
 
@@ -910,7 +1146,10 @@ const RwLockScenario = struct {
             if (scenario.prng.random().boolean()) {
                 scenario.lock.lockSharedUncancelable(io_);
             } else while (true) {
-                scenario.lock.lockSharedTimeout(io_, scenario.timeout(io_)) catch continue;
+                scenario.lock.lockSharedTimeout(io_, scenario.timeout(io_)) catch |err| {
+                    noteError(io_, err);
+                    continue;
+                };
                 break;
             }
             if (scenario.readers_inside.fetchAdd(1, .monotonic) != 0) {
@@ -920,7 +1159,7 @@ const RwLockScenario = struct {
             scenario.reads += 1;
             _ = scenario.readers_inside.fetchSub(1, .monotonic);
             scenario.lock.unlockShared(io_);
-            io_.checkCancel() catch {};
+            cancelationPoint(io_);
         }
     }
 
@@ -935,6 +1174,53 @@ const RwLockScenario = struct {
 
 test "interleave: RwLock, 1000 seeds: exclusion holds, no hand-off lost, nothing left held" {
     try checkSeeds(RwLockScenario);
+}
+
+test "interleave: the checker finds a cancel request lost, and one delivered twice" {
+    // Deliberately broken timed waits on a word nobody changes: after `error.Canceled`, one
+    // returns normally without re-arming the request, the other (`double`) re-arms it and
+    // returns `error.Canceled` as well.
+    const Broken = struct {
+        word: u32 = 0,
+        double: bool,
+
+        const timeout: Io.Timeout = .{ .duration = .{
+            .raw = .fromNanoseconds(1000),
+            .clock = .awake,
+        } };
+
+        fn waitOnce(broken: *@This(), io_: Io) error{Canceled}!void {
+            io_.futexWaitTimeout(u32, &broken.word, 0, timeout) catch |err| switch (err) {
+                error.Canceled => {
+                    if (broken.double) io_.recancel();
+                    if (broken.double) return error.Canceled;
+                },
+            };
+        }
+
+        fn waiter(broken: *@This(), io_: Io) void {
+            for (0..8) |_| {
+                broken.waitOnce(io_) catch |err| noteError(io_, err);
+                cancelationPoint(io_);
+            }
+        }
+    };
+    var checker: Checker = try .init(std.testing.allocator);
+    defer checker.deinit();
+    for ([_]bool{ false, true }) |double| {
+        var found: u32 = 0;
+        for (0..50) |seed| {
+            var broken: Broken = .{ .double = double };
+            const bodies = [_]Body{bodyOf(Broken.waiter, &broken)};
+            checker.run(seed, .{ .cancel_one_in = 2 }, &bodies) catch |err| {
+                const expected: Failure =
+                    if (double) error.CancelDeliveredTwice else error.CancelLost;
+                try std.testing.expectEqual(expected, err);
+                found += 1;
+            };
+        }
+        try std.testing.expect(found > 0);
+    }
 }
 
 test "interleave: the checker finds a lost wake-up" {
