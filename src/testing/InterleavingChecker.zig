@@ -561,6 +561,9 @@ const WaitQueue = @import("../sync/WaitQueue.zig");
 const Channel = @import("../sync/channel.zig").Channel;
 const select_mod = @import("../sync/select.zig");
 const RwLock = @import("../sync/RwLock.zig");
+const Semaphore = @import("../sync/Semaphore.zig");
+const Notify = @import("../sync/Notify.zig");
+const Registry = @import("../lanes/Registry.zig").Registry;
 
 const seeds = 1000;
 
@@ -1174,6 +1177,262 @@ const RwLockScenario = struct {
 
 test "interleave: RwLock, 1000 seeds: exclusion holds, no hand-off lost, nothing left held" {
     try checkSeeds(RwLockScenario);
+}
+
+/// Four tasks take one of a `Semaphore`'s two permits twice each, now and then uncancelably;
+/// their acquires are canceled, time out and wake spuriously at random (a failed acquire holds
+/// nothing and is retried). The task's own cancelation point comes while it holds the permit,
+/// where a request re-armed by the acquire surfaces. A permit handed to a waiter that then
+/// reported an error would be lost (a deadlock, or fewer permits at the end); one taken twice
+/// shows as a third holder.
+const SemaphoreScenario = struct {
+    semaphore: Semaphore = .init(permits),
+    prng: std.Random.DefaultPrng,
+    holders: atomic.Value(u32) = .init(0),
+    over_capacity: bool = false,
+    acquired: [takers]u32 = @splat(0),
+
+    const permits = 2;
+    const takers = 4;
+    const rounds = 2;
+    const rearming_threads = [_]usize{ 0, 1, 2, 3 };
+
+    fn init(seed: u64) SemaphoreScenario {
+        return .{ .prng = .init(seed ^ 0x5e4a) };
+    }
+
+    fn bodies(scenario: *SemaphoreScenario) [takers]Body {
+        return .{
+            bodyOf(taker0, scenario),
+            bodyOf(taker1, scenario),
+            bodyOf(taker2, scenario),
+            bodyOf(taker3, scenario),
+        };
+    }
+
+    fn take(scenario: *SemaphoreScenario, io_: Io, index: usize) void {
+        for (0..rounds) |_| {
+            if (scenario.prng.random().uintLessThan(u32, 4) == 0) {
+                scenario.semaphore.acquireUncancelable(io_);
+            } else while (true) {
+                const deadline = maybeDeadline(io_, scenario.prng.random());
+                const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+                scenario.semaphore.acquireTimeout(io_, timeout) catch |err| {
+                    noteError(io_, err);
+                    continue; // holds nothing
+                };
+                break;
+            }
+            if (scenario.holders.fetchAdd(1, .monotonic) >= permits) {
+                scenario.over_capacity = true;
+            }
+            scenario.acquired[index] += 1;
+            cancelationPoint(io_);
+            _ = scenario.holders.fetchSub(1, .monotonic);
+            scenario.semaphore.release(io_);
+        }
+    }
+
+    fn taker0(scenario: *SemaphoreScenario, io_: Io) void {
+        scenario.take(io_, 0);
+    }
+
+    fn taker1(scenario: *SemaphoreScenario, io_: Io) void {
+        scenario.take(io_, 1);
+    }
+
+    fn taker2(scenario: *SemaphoreScenario, io_: Io) void {
+        scenario.take(io_, 2);
+    }
+
+    fn taker3(scenario: *SemaphoreScenario, io_: Io) void {
+        scenario.take(io_, 3);
+    }
+
+    fn check(scenario: *SemaphoreScenario) !void {
+        try std.testing.expect(!scenario.over_capacity);
+        for (scenario.acquired) |count| try std.testing.expectEqual(@as(u32, rounds), count);
+        try std.testing.expectEqual(@as(u32, permits), scenario.semaphore.available());
+        try std.testing.expect(scenario.semaphore.waiters.isEmpty());
+    }
+};
+
+test "interleave: Semaphore, 1000 seeds: no permit lost or doubled, every cancel seen once" {
+    try checkSeeds(SemaphoreScenario);
+}
+
+/// A notifier sends `notifications` notifications through a `Notify`, each only once the one
+/// before was consumed (so none is folded into a stored permit), then one more per waiter,
+/// which tells it to stop. Two waiters wait for them, now and then uncancelably; their waits
+/// are canceled, time out and wake spuriously at random. Each notification must be consumed by
+/// exactly one wait: one handed to a waiter that then reported an error leaves the notifier
+/// waiting (a deadlock), one consumed twice shows in the count.
+const NotifyScenario = struct {
+    notify: Notify = .init,
+    prng: std.Random.DefaultPrng,
+    /// Notifications consumed: the futex word the notifier waits on.
+    consumed: atomic.Value(u32) = .init(0),
+
+    const notifications = 4;
+    const waiters = 2;
+    const rearming_threads = [_]usize{ 1, 2 }; // the waiters
+
+    fn init(seed: u64) NotifyScenario {
+        return .{ .prng = .init(seed ^ 0x40f1) };
+    }
+
+    fn bodies(scenario: *NotifyScenario) [1 + waiters]Body {
+        return .{
+            bodyOf(notifier, scenario),
+            bodyOf(waiter, scenario),
+            bodyOf(waiter, scenario),
+        };
+    }
+
+    fn notifier(scenario: *NotifyScenario, io_: Io) void {
+        for (0..notifications + waiters) |sent| {
+            scenario.notify.notifyOne(io_);
+            const before: u32 = @intCast(sent);
+            while (scenario.consumed.load(.acquire) == before) {
+                io_.futexWaitUncancelable(u32, &scenario.consumed.raw, before);
+            }
+        }
+    }
+
+    fn waiter(scenario: *NotifyScenario, io_: Io) void {
+        while (true) {
+            if (scenario.prng.random().uintLessThan(u32, 4) == 0) {
+                scenario.notify.waitUncancelable(io_);
+            } else while (true) {
+                const deadline = maybeDeadline(io_, scenario.prng.random());
+                const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+                scenario.notify.waitTimeout(io_, timeout) catch |err| {
+                    noteError(io_, err);
+                    continue; // consumed nothing
+                };
+                break;
+            }
+            const index = scenario.consumed.fetchAdd(1, .acq_rel);
+            io_.futexWake(u32, &scenario.consumed.raw, 1);
+            cancelationPoint(io_);
+            if (index >= notifications) return; // a stop
+        }
+    }
+
+    fn check(scenario: *NotifyScenario) !void {
+        const consumed = scenario.consumed.load(.monotonic);
+        try std.testing.expectEqual(@as(u32, notifications + waiters), consumed);
+        try std.testing.expect(!scenario.notify.tryWait()); // no permit left behind
+        try std.testing.expect(scenario.notify.waiters.isEmpty());
+    }
+};
+
+test "interleave: Notify, 1000 seeds: each notification consumed once, every cancel seen once" {
+    try checkSeeds(NotifyScenario);
+}
+
+/// Three callers run two transactions each on one `Registry` resource, with a deadline now and
+/// then; their waits in the resource's line are canceled, time out and wake spuriously at
+/// random (a failed transaction never ran its function, and is retried). Inside, an atomic
+/// counter checks the exclusion, its steps letting the others run meanwhile. A resource
+/// handed to a waiter that was canceled in the same instant must pass on to the next one
+/// (the registry delivers the re-armed request before the function starts): one lost is a
+/// deadlock, a function that ran for a failed transaction shows in the counts.
+const RegistryScenario = struct {
+    /// The registry's table, allocated here so that an abandoned (failed) run leaks nothing.
+    memory: [4096]u8 = undefined,
+    allocator: std.heap.FixedBufferAllocator = undefined,
+    registry: *Resources = undefined,
+    id: Resources.Id = undefined,
+    prng: std.Random.DefaultPrng,
+    inside: atomic.Value(u32) = .init(0),
+    exclusion_broken: bool = false,
+    /// Per caller: functions run, and transactions that returned success.
+    ran: [callers]u32 = @splat(0),
+    succeeded: [callers]u32 = @splat(0),
+    torn_down: u32 = 0,
+
+    const Resources = Registry(Resource);
+    const Resource = struct { scenario: *RegistryScenario };
+    const callers = 3;
+    const transactions = 2;
+    const rearming_threads = [_]usize{ 0, 1, 2 };
+
+    fn init(seed: u64) RegistryScenario {
+        return .{ .prng = .init(seed ^ 0x4e61) };
+    }
+
+    fn bodies(scenario: *RegistryScenario) [callers]Body {
+        scenario.allocator = .init(&scenario.memory);
+        scenario.registry = Resources.init(scenario.allocator.allocator(), .{
+            .resources_max = 1,
+            .teardown = tearDown,
+        }) catch unreachable; // sized for one slot
+        scenario.id = scenario.registry.register(.{ .scenario = scenario }) catch unreachable;
+        return .{
+            bodyOf(caller0, scenario),
+            bodyOf(caller1, scenario),
+            bodyOf(caller2, scenario),
+        };
+    }
+
+    fn tearDown(io_: Io, resource: *Resource) void {
+        _ = io_;
+        resource.scenario.torn_down += 1;
+    }
+
+    fn work(resource: *Resource, caller: usize) void {
+        const scenario = resource.scenario;
+        if (scenario.inside.fetchAdd(1, .monotonic) != 0) scenario.exclusion_broken = true;
+        scenario.ran[caller] += 1;
+        _ = scenario.inside.fetchSub(1, .monotonic);
+    }
+
+    fn call(scenario: *RegistryScenario, io_: Io, index: usize) void {
+        while (scenario.succeeded[index] < transactions) {
+            const deadline = maybeDeadline(io_, scenario.prng.random());
+            const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+            const registry = scenario.registry;
+            registry.transactionTimeout(io_, scenario.id, timeout, work, .{index}) catch |err|
+                switch (err) {
+                    error.Canceled, error.DeadlineExceeded => {
+                        noteError(io_, err);
+                        continue; // `work` never ran
+                    },
+                    else => unreachable, // a live id, a short line, no shutdown, not nested
+                };
+            scenario.succeeded[index] += 1;
+            cancelationPoint(io_);
+        }
+    }
+
+    fn caller0(scenario: *RegistryScenario, io_: Io) void {
+        scenario.call(io_, 0);
+    }
+
+    fn caller1(scenario: *RegistryScenario, io_: Io) void {
+        scenario.call(io_, 1);
+    }
+
+    fn caller2(scenario: *RegistryScenario, io_: Io) void {
+        scenario.call(io_, 2);
+    }
+
+    fn check(scenario: *RegistryScenario) !void {
+        try std.testing.expect(!scenario.exclusion_broken);
+        for (scenario.ran, scenario.succeeded) |ran, succeeded| {
+            try std.testing.expectEqual(@as(u32, transactions), succeeded);
+            try std.testing.expectEqual(succeeded, ran);
+        }
+        try std.testing.expectEqual(@as(u32, 0), scenario.registry.waiting(scenario.id));
+        // Off the checker, on std's Io: nothing is held, so nothing waits.
+        scenario.registry.deinit(std.testing.io);
+        try std.testing.expectEqual(@as(u32, 1), scenario.torn_down);
+    }
+};
+
+test "interleave: Registry, 1000 seeds: exclusive, nothing lost, every cancel seen once" {
+    try checkSeeds(RegistryScenario);
 }
 
 test "interleave: the checker finds a cancel request lost, and one delivered twice" {
