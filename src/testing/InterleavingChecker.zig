@@ -564,6 +564,7 @@ const RwLock = @import("../sync/RwLock.zig");
 const Semaphore = @import("../sync/Semaphore.zig");
 const Notify = @import("../sync/Notify.zig");
 const Registry = @import("../lanes/Registry.zig").Registry;
+const Oneshot = @import("../sync/oneshot.zig").Oneshot;
 
 const seeds = 1000;
 
@@ -1433,6 +1434,76 @@ const RegistryScenario = struct {
 
 test "interleave: Registry, 1000 seeds: exclusive, nothing lost, every cancel seen once" {
     try checkSeeds(RegistryScenario);
+}
+
+/// A sender fills four oneshots in turn (closing one of them instead, on some seeds) while a
+/// receiver takes them in turn; its receives are canceled, time out and wake spuriously at
+/// random (the value then stays for the next try). `Oneshot` has its own re-arm, apart from
+/// `WaitQueue`'s: after a value (or the close) that won the race, and in its withdrawal.
+const OneshotScenario = struct {
+    oneshots: [count]Oneshot(u32) = @splat(.init),
+    prng: std.Random.DefaultPrng,
+    /// The oneshot closed instead of sent, if any.
+    closed: ?usize,
+    received: [count]?u32 = @splat(null),
+    closed_seen: [count]bool = @splat(false),
+
+    const count = 4;
+    const rearming_threads = [_]usize{1}; // the receiver
+
+    fn init(seed: u64) OneshotScenario {
+        var prng: std.Random.DefaultPrng = .init(seed ^ 0x0e5e);
+        const closed = prng.random().uintLessThan(usize, 2 * count);
+        return .{ .prng = prng, .closed = if (closed < count) closed else null };
+    }
+
+    fn bodies(scenario: *OneshotScenario) [2]Body {
+        return .{ bodyOf(sender, scenario), bodyOf(receiver, scenario) };
+    }
+
+    fn sender(scenario: *OneshotScenario, io_: Io) void {
+        for (&scenario.oneshots, 0..) |*oneshot, index| {
+            if (scenario.closed == index) {
+                oneshot.close(io_);
+            } else {
+                oneshot.send(io_, @intCast(index));
+            }
+        }
+    }
+
+    fn receiver(scenario: *OneshotScenario, io_: Io) void {
+        for (&scenario.oneshots, 0..) |*oneshot, index| {
+            while (true) {
+                const deadline = maybeDeadline(io_, scenario.prng.random());
+                const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+                const value = oneshot.recvTimeout(io_, timeout) catch |err| switch (err) {
+                    error.Canceled, error.Timeout => {
+                        noteError(io_, err);
+                        continue; // the value, if it comes, stays
+                    },
+                    error.Closed => {
+                        scenario.closed_seen[index] = true;
+                        break;
+                    },
+                };
+                scenario.received[index] = value;
+                break;
+            }
+            cancelationPoint(io_);
+        }
+    }
+
+    fn check(scenario: *OneshotScenario) !void {
+        for (scenario.received, scenario.closed_seen, 0..) |received, closed_seen, index| {
+            try std.testing.expectEqual(scenario.closed == index, closed_seen);
+            const expected: ?u32 = if (closed_seen) null else @intCast(index);
+            try std.testing.expectEqual(expected, received);
+        }
+    }
+};
+
+test "interleave: Oneshot, 1000 seeds: each value received once, every cancel seen once" {
+    try checkSeeds(OneshotScenario);
 }
 
 test "interleave: the checker finds a cancel request lost, and one delivered twice" {
