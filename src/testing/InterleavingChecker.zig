@@ -565,6 +565,7 @@ const Semaphore = @import("../sync/Semaphore.zig");
 const Notify = @import("../sync/Notify.zig");
 const Registry = @import("../lanes/Registry.zig").Registry;
 const Oneshot = @import("../sync/oneshot.zig").Oneshot;
+const Barrier = @import("../sync/Barrier.zig");
 
 const seeds = 1000;
 
@@ -1504,6 +1505,74 @@ const OneshotScenario = struct {
 
 test "interleave: Oneshot, 1000 seeds: each value received once, every cancel seen once" {
     try checkSeeds(OneshotScenario);
+}
+
+/// Three parties pass a `Barrier` twice, now and then uncancelably; their waits are canceled
+/// and wake spuriously at random (a canceled party takes its arrival back and arrives again).
+/// `Barrier` has its own re-arm: a party canceled after its generation opened passes and
+/// re-arms the request. Each generation must have exactly one leader and let every party
+/// through once.
+const BarrierScenario = struct {
+    barrier: Barrier = .init(parties),
+    prng: std.Random.DefaultPrng,
+    passed: [parties]u32 = @splat(0),
+    leaders: u32 = 0,
+
+    const parties = 3;
+    const rounds = 2;
+    const rearming_threads = [_]usize{ 0, 1, 2 };
+
+    fn init(seed: u64) BarrierScenario {
+        return .{ .prng = .init(seed ^ 0xba77) };
+    }
+
+    fn bodies(scenario: *BarrierScenario) [parties]Body {
+        return .{
+            bodyOf(party0, scenario),
+            bodyOf(party1, scenario),
+            bodyOf(party2, scenario),
+        };
+    }
+
+    fn pass(scenario: *BarrierScenario, io_: Io, index: usize) void {
+        for (0..rounds) |_| {
+            const leader = if (scenario.prng.random().uintLessThan(u32, 4) == 0)
+                scenario.barrier.waitUncancelable(io_)
+            else while (true) {
+                break scenario.barrier.wait(io_) catch |err| {
+                    noteError(io_, err);
+                    continue; // arrival taken back
+                };
+            };
+            if (leader) scenario.leaders += 1;
+            scenario.passed[index] += 1;
+            cancelationPoint(io_);
+        }
+    }
+
+    fn party0(scenario: *BarrierScenario, io_: Io) void {
+        scenario.pass(io_, 0);
+    }
+
+    fn party1(scenario: *BarrierScenario, io_: Io) void {
+        scenario.pass(io_, 1);
+    }
+
+    fn party2(scenario: *BarrierScenario, io_: Io) void {
+        scenario.pass(io_, 2);
+    }
+
+    fn check(scenario: *BarrierScenario) !void {
+        for (scenario.passed) |passed| try std.testing.expectEqual(@as(u32, rounds), passed);
+        try std.testing.expectEqual(@as(u32, rounds), scenario.leaders);
+        const state = scenario.barrier.state.load(.monotonic);
+        try std.testing.expectEqual(@as(u16, 0), state.arrived);
+        try std.testing.expectEqual(@as(u16, rounds), state.generation);
+    }
+};
+
+test "interleave: Barrier, 1000 seeds: one leader per generation, every cancel seen once" {
+    try checkSeeds(BarrierScenario);
 }
 
 test "interleave: the checker finds a cancel request lost, and one delivered twice" {
