@@ -13,8 +13,9 @@
 //!
 //! Thread-safety: any mix of tasks and OS threads with the same `Io`. Cancelation: `wait` is a
 //! cancelation point while it blocks; a canceled waiter withdraws its arrival (the generation
-//! then still needs `parties` arrivals), unless the generation opened first, in which case it
-//! passed the barrier (returns normally, cancel request re-armed).
+//! then still needs `parties` arrivals), unless every party arrived first (the generation is
+//! open, or the leader is opening it), in which case it passed the barrier (returns normally,
+//! cancel request re-armed).
 //!
 //! ## State word
 //!
@@ -111,6 +112,15 @@ fn withdraw(barrier: *Barrier, io: Io, generation: u16) WaitError!bool {
     var current = barrier.state.load(.acquire);
     while (current.generation == generation) {
         assert(current.arrived > 0);
+        if (current.arrived == barrier.parties) {
+            // Everyone arrived: the leader is between its add and its store of the next
+            // generation, which counts our arrival, so we passed. Taking it back here would
+            // be overwritten by that store: we would report `error.Canceled` for a generation
+            // that let us through. Wait out the store (the leader never blocks in between).
+            io.futexWaitUncancelable(State, &barrier.state.raw, current);
+            current = barrier.state.load(.acquire);
+            continue;
+        }
         const back: State = .{ .arrived = current.arrived - 1, .generation = generation };
         current = barrier.state.cmpxchgWeak(current, back, .acquire, .acquire) orelse
             return error.Canceled;

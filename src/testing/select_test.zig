@@ -262,19 +262,73 @@ test "select: timeout and cancelation take nothing and leave no node behind" {
     }.body);
 }
 
-/// Receives by select (or by plain recv), records the value, then sleeps until canceled.
-fn receiveThenSleep(io: Io, a: *U32Channel, b: *U32Channel, by_select: bool, got: *u32) !void {
+/// A hand-off that lands in the window between a cancel request and the withdrawal of the
+/// waiter it woke: the waiter's futex wait returned `error.Canceled`, but before the waiter
+/// takes the channel's lock to withdraw, a sender completes its node. On several executors
+/// only a race opens that window. On one, nothing runs between the waiter's wake-up and its
+/// withdrawal, so a send comes before it (its futex wake wins, the wait returns normally and
+/// nothing is re-armed: why a send followed by a cancel never reached the path) or after it
+/// (the receive took nothing). So the test's `Io` is weft's with a futex wait that, on its
+/// first `error.Canceled`, sends the value itself before returning: what a sender on another
+/// executor does when it wins that race.
+const LateSend = struct {
+    channel: *U32Channel,
+    value: u32,
+    /// The runtime's own `Io`, for the send.
+    io: Io,
+    /// Canceled futex waits seen (the send came with the first): proof the window was staged.
+    canceled_waits: std.atomic.Value(u32) = .init(0),
+    /// Whether the send found the waiter and handed it the value (not buffered, not full).
+    handed: std.atomic.Value(bool) = .init(false),
+
+    /// The one staged now: the vtable entry has nowhere else to find it (its userdata is the
+    /// runtime's). Tests run one at a time.
+    var staged: ?*LateSend = null;
+
+    const vtable: Io.VTable = blk: {
+        var table = weft_vtable;
+        table.futexWait = futexWait;
+        break :blk table;
+    };
+
+    fn ioOf(runtime_io: Io) Io {
+        return .{ .userdata = runtime_io.userdata, .vtable = &vtable };
+    }
+
+    fn futexWait(
+        userdata: ?*anyopaque,
+        ptr: *const u32,
+        expected: u32,
+        timeout: Io.Timeout,
+    ) Io.Cancelable!void {
+        return weft_vtable.futexWait(userdata, ptr, expected, timeout) catch |err| {
+            const late = staged.?;
+            if (late.canceled_waits.fetchAdd(1, .monotonic) == 0) {
+                const waiting = late.channel.waiting().receivers;
+                late.channel.trySend(late.io, late.value) catch return err; // checked below
+                late.handed.store(waiting == 1 and late.channel.count() == 0, .monotonic);
+            }
+            return err;
+        };
+    }
+};
+
+const weft_vtable = @import("../std_io/vtable.zig").vtable;
+
+/// Receives by select (or by plain recv) on `late_io`, records the value, then reaches a
+/// cancelation point, where a request re-armed by the receive must surface.
+fn receiveThenCheck(late_io: Io, a: *U32Channel, b: *U32Channel, by_select: bool, got: *u32) !void {
     if (by_select) {
-        const result = try sync.select(io, .{ .a = .{ .recv = a }, .b = .{ .recv = b } });
+        const result = try sync.select(late_io, .{ .a = .{ .recv = a }, .b = .{ .recv = b } });
         got.* = try result.a;
     } else {
-        got.* = try a.recv(io);
+        got.* = try a.recv(late_io);
     }
-    try io.sleep(.fromSeconds(3600), .awake); // the cancel request surfaces here at the latest
-    return error.NeverCanceled;
+    try late_io.checkCancel();
+    return error.CancelNotReArmed;
 }
 
-test "select and recv: a cancel that arrives after the value was handed over keeps the value" {
+test "select and recv: a value handed over before a canceled receive withdraws is kept" {
     try withRuntime(struct {
         fn body(io: Io) !void {
             var a_buffer: [1]u32 = undefined;
@@ -282,16 +336,24 @@ test "select and recv: a cancel that arrives after the value was handed over kee
             var a: U32Channel = .init(&a_buffer);
             var b: U32Channel = .init(&b_buffer);
             for ([_]bool{ true, false }) |by_select| {
+                var late: LateSend = .{ .channel = &a, .value = 77, .io = io };
+                LateSend.staged = &late;
+                defer LateSend.staged = null;
                 var got: u32 = 0;
-                var future = try io.concurrent(receiveThenSleep, .{ io, &a, &b, by_select, &got });
+                const late_io = LateSend.ioOf(io);
+                const args = .{ late_io, &a, &b, by_select, &got };
+                var future = try io.concurrent(receiveThenCheck, args);
                 try waitQueued(io, &a, 0, 1);
-                // Handed straight to the parked receiver, then canceled before it resumes (on
-                // one executor): the wait must report the value, not error.Canceled, and
-                // re-arm the request, which the sleep then delivers.
-                try a.send(io, 77);
+                // The request ends the receiver's wait with error.Canceled, and 77 is handed to
+                // it before it withdraws (`LateSend`): the receive lost the race, so it must
+                // return 77 and re-arm the request, which its `checkCancel` then delivers
+                // (without the re-arm: error.CancelNotReArmed).
                 try testing.expectError(error.Canceled, future.cancel(io));
+                try testing.expectEqual(@as(u32, 1), late.canceled_waits.load(.monotonic));
+                try testing.expect(late.handed.load(.monotonic));
                 try testing.expectEqual(@as(u32, 77), got);
                 try testing.expectEqual(@as(usize, 0), a.count());
+                try waitQueued(io, &a, 0, 0);
                 try waitQueued(io, &b, 0, 0);
             }
         }
