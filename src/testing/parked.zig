@@ -28,7 +28,12 @@ const poll_ns = 20 * std.time.ns_per_us;
 /// Waits until the task of `future` (a `*Io.Future(T)` from `concurrent`, not yet awaited) is
 /// parked as `wait` says; panics if it is not within 10 s.
 pub fn waitParked(io: Io, future: anytype, wait: Wait) Io.Cancelable!void {
-    const task = task_io.taskOf(future.any_future.?);
+    return waitTaskParked(io, task_io.taskOf(future.any_future.?), wait);
+}
+
+/// `waitParked` for a task known otherwise (the main task, from a foreign thread: there `io`
+/// sleeps the thread and is never canceled).
+pub fn waitTaskParked(io: Io, task: *const Task, wait: Wait) Io.Cancelable!void {
     const start_ns = os.monotonicNs();
     while (!parked(task, wait)) {
         if (os.monotonicNs() - start_ns > deadline_ns) {

@@ -5,6 +5,7 @@ const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const Executor = @import("../sched/Executor.zig");
+const Task = @import("../sched/Task.zig");
 const os = @import("../os/linux.zig");
 const parked = @import("parked.zig");
 
@@ -319,8 +320,9 @@ test "Runtime: futex mismatch returns at once, timeout returns normally" {
     }.body);
 }
 
-fn foreignWaker(io: Io, event: *Io.Event) void {
-    std.Io.Threaded.global_single_threaded.io().sleep(.fromMilliseconds(2), .awake) catch {};
+/// Sets `event` once `waiter` is parked on it: set before, it would wake nobody.
+fn foreignWaker(io: Io, event: *Io.Event, waiter: *const Task) void {
+    parked.waitTaskParked(io, waiter, .cancelable) catch unreachable; // a thread is never canceled
     event.set(io);
 }
 
@@ -333,7 +335,8 @@ test "Runtime: futex wake from a foreign std.Thread, and wait on one" {
     try withRuntime(struct {
         fn body(io: Io) !void {
             var event: Io.Event = .unset;
-            const waker = try std.Thread.spawn(.{}, foreignWaker, .{ io, &event });
+            const me = Executor.currentTask().?;
+            const waker = try std.Thread.spawn(.{}, foreignWaker, .{ io, &event, me });
             try event.wait(io);
             waker.join();
 
