@@ -53,11 +53,16 @@ pub fn concurrent(
 }
 
 pub fn await(userdata: ?*anyopaque, any_future: *Io.AnyFuture, result: []u8, _: Alignment) void {
-    awaitFuture(stateOf(userdata), @ptrCast(@alignCast(any_future)), result, false);
+    awaitFuture(stateOf(userdata), taskOf(any_future), result, false);
 }
 
 pub fn cancel(userdata: ?*anyopaque, any_future: *Io.AnyFuture, result: []u8, _: Alignment) void {
-    awaitFuture(stateOf(userdata), @ptrCast(@alignCast(any_future)), result, true);
+    awaitFuture(stateOf(userdata), taskOf(any_future), result, true);
+}
+
+/// The task behind a future that `async` or `concurrent` handed out: the future is the task.
+pub fn taskOf(any_future: *Io.AnyFuture) *Task {
+    return @ptrCast(@alignCast(any_future));
 }
 
 fn awaitFuture(state: *State, child: *Task, result: []u8, cancel_first: bool) void {

@@ -14,6 +14,7 @@ const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const Server = @import("../server/Server.zig");
 const os = @import("../os/linux.zig");
+const parked = @import("parked.zig");
 
 const loopback: net.IpAddress = .{ .ip4 = .loopback(0) };
 
@@ -349,7 +350,9 @@ fn burst(io: Io) !void {
         const udp = try loopback.bind(io, .{ .mode = .dgram });
         defer udp.close(io);
         var blocked_receive = try io.concurrent(receiveBlocked, .{ io, udp });
-        try io.sleep(.fromMilliseconds(1), .awake);
+        try parked.waitParked(io, &blocked_accept, .cancelable);
+        try parked.waitParked(io, &blocked_read, .cancelable);
+        try parked.waitParked(io, &blocked_receive, .cancelable);
         try testing.expectError(error.Canceled, blocked_accept.cancel(io));
         try testing.expectError(error.Canceled, blocked_read.cancel(io));
         try testing.expectError(error.Canceled, blocked_receive.cancel(io));

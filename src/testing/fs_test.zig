@@ -8,6 +8,7 @@ const Dir = Io.Dir;
 const linux = std.os.linux;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
+const parked = @import("parked.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
@@ -126,7 +127,7 @@ test "fs: a pipe read blocked in the kernel is canceled" {
             const ends = try pipe();
             defer File.closeMany(io, &ends);
             var blocked = try io.concurrent(readOne, .{ io, ends[0] });
-            try io.sleep(.fromMilliseconds(5), .awake); // let it block (not required to)
+            try parked.waitParked(io, &blocked, .cancelable);
             try testing.expectError(error.Canceled, blocked.cancel(io));
             // The pipe still works: nothing was consumed by the canceled read.
             try ends[1].writeStreamingAll(io, "after");
@@ -153,6 +154,8 @@ test "fs: flock — tryLock, a waiting lock, cancel of a waiting lock, downgrade
             try first.lock(io, .exclusive);
             try testing.expect(!try second.tryLock(io, .shared));
             var waiting = try io.concurrent(lockExclusive, .{ io, second });
+            // Parked in the pause between two attempts: a waiting lock, not one not yet tried.
+            try parked.waitParked(io, &waiting, .cancelable);
             try testing.expectError(error.Canceled, waiting.cancel(io));
             waiting = try io.concurrent(lockExclusive, .{ io, second });
             first.unlock(io);
@@ -474,7 +477,7 @@ test "fs: Batch — a blocked awaitConcurrent is canceled" {
             const ends = try pipe();
             defer File.closeMany(io, &ends);
             var waiting = try io.concurrent(waitBatch, .{ io, ends[0] });
-            try io.sleep(.fromMilliseconds(5), .awake);
+            try parked.waitParked(io, &waiting, .cancelable);
             try testing.expectError(error.Canceled, waiting.cancel(io));
         }
     }.body);

@@ -6,6 +6,7 @@ const net = Io.net;
 const linux = std.os.linux;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
+const parked = @import("parked.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
@@ -180,7 +181,7 @@ test "net: cancel a blocked connect" {
                 return error.TestExpectedTimeout;
             defer for (streams[0..made]) |s| s.close(io);
             var future = try io.concurrent(connectForever, .{ io, server.socket.address });
-            try io.sleep(.fromMilliseconds(5), .awake);
+            try parked.waitParked(io, &future, .cancelable);
             try testing.expectError(error.Canceled, future.cancel(io));
         }
     }.body);
@@ -197,7 +198,7 @@ test "net: cancel a blocked accept; the listener still works" {
             var server = try loopback.listen(io, .{});
             defer server.deinit(io);
             var blocked = try io.concurrent(acceptOne, .{ io, &server });
-            try io.sleep(.fromMilliseconds(2), .awake);
+            try parked.waitParked(io, &blocked, .cancelable);
             try testing.expectError(error.Canceled, blocked.cancel(io));
             var accepting = try io.concurrent(acceptOne, .{ io, &server });
             const stream = try server.socket.address.connect(io, .{ .mode = .stream });
@@ -226,7 +227,7 @@ test "net: cancel a blocked read; the socket still works" {
             const peer = try server.accept(io);
             defer peer.close(io);
             var blocked = try io.concurrent(readOne, .{ io, client });
-            try io.sleep(.fromMilliseconds(2), .awake);
+            try parked.waitParked(io, &blocked, .cancelable);
             try testing.expectError(error.Canceled, blocked.cancel(io));
             var writer = peer.writer(io, &.{});
             try writer.interface.writeAll("z");
@@ -262,7 +263,7 @@ test "net: cancel a blocked UDP receive" {
             const s = try loopback.bind(io, .{ .mode = .dgram });
             defer s.close(io);
             var blocked = try io.concurrent(receiveOne, .{ io, s });
-            try io.sleep(.fromMilliseconds(2), .awake);
+            try parked.waitParked(io, &blocked, .cancelable);
             try testing.expectError(error.Canceled, blocked.cancel(io));
         }
     }.body);

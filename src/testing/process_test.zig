@@ -5,6 +5,7 @@ const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const os = @import("../os/linux.zig");
+const parked = @import("parked.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
@@ -100,10 +101,17 @@ test "process: a blocked wait is canceled, and the child can still be killed" {
         }
         fn body(io: Io) !void {
             const argv: []const []const u8 = &.{ "/bin/sh", "-c", "exec sleep 100" };
-            var child = try std.process.spawn(io, .{ .argv = argv });
+            // None of our stdio: a child outliving a crashed test would hold the test runner's
+            // pipes open, and the build runner would report a timeout, not the crash.
+            var child = try std.process.spawn(io, .{
+                .argv = argv,
+                .stdin = .ignore,
+                .stdout = .ignore,
+                .stderr = .ignore,
+            });
             const pid = child.id.?;
             var waiting = try io.concurrent(waitFor, .{ io, &child });
-            try io.sleep(.fromMilliseconds(5), .awake); // let it block (not required to)
+            try parked.waitParked(io, &waiting, .cancelable);
             try testing.expectError(error.Canceled, waiting.cancel(io));
             // The canceled wait cleaned up the handle (as on std.Io.Threaded); reap by hand.
             _ = std.os.linux.kill(pid, .KILL);
@@ -125,11 +133,13 @@ test "process: a pipe read from a child is canceled" {
         fn body(io: Io) !void {
             var child = try std.process.spawn(io, .{
                 .argv = &.{ "/bin/sh", "-c", "exec sleep 100" },
+                .stdin = .ignore, // none of our stdio (see the test above)
                 .stdout = .pipe,
+                .stderr = .ignore,
             });
             defer child.kill(io);
             var reading = try io.concurrent(readAll, .{ io, child.stdout.? });
-            try io.sleep(.fromMilliseconds(5), .awake);
+            try parked.waitParked(io, &reading, .cancelable);
             try testing.expectError(error.Canceled, reading.cancel(io));
         }
     }.body);
@@ -227,6 +237,8 @@ test "process: the stderr lock is held across parks, re-entrant, and excludes ta
             const other = try std.Thread.spawn(.{}, thread, .{ io, &shared });
             // Parks while holding the lock (and may resume on another executor thread).
             for (0..5) |_| try io.sleep(.fromMilliseconds(1), .awake);
+            // The other task contends: parked on the lock (uncancelably, as lockStderr waits).
+            try parked.waitParked(io, &waiting, .uncancelable);
             try testing.expect(try io.vtable.tryLockStderr(io.userdata, null) != null);
             io.unlockStderr();
             _ = shared.order.fetchAdd(1, .monotonic); // 0: still ours

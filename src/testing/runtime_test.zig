@@ -5,7 +5,9 @@ const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const Executor = @import("../sched/Executor.zig");
+const Task = @import("../sched/Task.zig");
 const os = @import("../os/linux.zig");
+const parked = @import("parked.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
@@ -80,11 +82,11 @@ test "Runtime: contexts and results aligned above a task's own 64 bytes" {
     }.body);
 }
 
-/// Starts `function(io)` concurrently, lets it reach its first wait, cancels it, and expects
-/// the cancelation to come back as its result.
-fn expectCanceledAfterStart(io: Io, comptime function: anytype) !void {
+/// Starts `function(io)` concurrently, waits until it is parked in its first wait (as `wait`
+/// says), cancels it, and expects the cancelation to come back as its result.
+fn expectCanceledAfterStart(io: Io, comptime function: anytype, wait: parked.Wait) !void {
     var future = try io.concurrent(function, .{io});
-    try io.sleep(.fromMilliseconds(2), .awake);
+    try parked.waitParked(io, &future, wait);
     try testing.expectError(error.Canceled, future.cancel(io));
 }
 
@@ -97,7 +99,7 @@ test "Runtime: cancel a sleeping task promptly; delivered exactly once" {
         fn body(io: Io) !void {
             const start = Io.Clock.awake.now(io);
             var f = try io.concurrent(sleeper, .{ io, 10 * std.time.ns_per_s });
-            try io.sleep(.fromMilliseconds(5), .awake);
+            try parked.waitParked(io, &f, .cancelable);
             try testing.expectError(error.Canceled, f.cancel(io));
             const elapsed = start.durationTo(Io.Clock.awake.now(io));
             try testing.expect(elapsed.nanoseconds < std.time.ns_per_s);
@@ -118,7 +120,7 @@ fn twoPoints(io: Io) error{ Canceled, SecondFailed }!void {
 test "Runtime: cancelation is delivered exactly once" {
     try withRuntime(struct {
         fn body(io: Io) !void {
-            try expectCanceledAfterStart(io, twoPoints);
+            try expectCanceledAfterStart(io, twoPoints, .cancelable);
         }
     }.body);
 }
@@ -185,7 +187,7 @@ test "Runtime: group cancel swallows members' Canceled" {
             var counter: std.atomic.Value(u32) = .init(0);
             var group: Io.Group = .init;
             for (0..50) |_| try group.concurrent(io, stubborn, .{ io, &counter });
-            try io.sleep(.fromMilliseconds(2), .awake);
+            try parked.waitMembersParked(io, &group, 50, .cancelable);
             group.cancel(io);
             try testing.expectEqual(@as(u32, 50), counter.load(.monotonic));
             try testing.expect(group.token.load(.monotonic) == null);
@@ -210,7 +212,7 @@ test "Runtime: members added while the group is canceled start canceled" {
             var counter: std.atomic.Value(u32) = .init(0);
             var group: Io.Group = .init;
             for (0..5) |_| try group.concurrent(io, respawner, .{ io, &group, &counter });
-            try io.sleep(.fromMilliseconds(2), .awake);
+            try parked.waitMembersParked(io, &group, 5, .cancelable);
             group.cancel(io);
             // 5 respawners and the 10 members they added, each canceled exactly once.
             try testing.expectEqual(@as(u32, 15), counter.load(.monotonic));
@@ -230,7 +232,8 @@ test "Runtime: a canceled group awaiter cancels members and gets Canceled" {
         fn body(io: Io) !void {
             var counter: std.atomic.Value(u32) = .init(0);
             var f = try io.concurrent(groupAwaiter, .{ io, &counter });
-            try io.sleep(.fromMilliseconds(2), .awake);
+            // Parked in its group await: every member was spawned before.
+            try parked.waitParked(io, &f, .cancelable);
             try testing.expectError(error.Canceled, f.cancel(io));
             try testing.expectEqual(@as(u32, 10), counter.load(.monotonic));
         }
@@ -252,7 +255,8 @@ fn protectedSleep(io: Io) error{ Canceled, WasInterrupted }!void {
 test "Runtime: swapCancelProtection defers a request to the first point after" {
     try withRuntime(struct {
         fn body(io: Io) !void {
-            try expectCanceledAfterStart(io, protectedSleep);
+            // Parked uncancelably: the protection holds while it sleeps.
+            try expectCanceledAfterStart(io, protectedSleep, .uncancelable);
         }
     }.body);
 }
@@ -268,7 +272,7 @@ fn recanceler(io: Io) error{ Canceled, NotRearmed }!void {
 test "Runtime: recancel re-arms the request" {
     try withRuntime(struct {
         fn body(io: Io) !void {
-            try expectCanceledAfterStart(io, recanceler);
+            try expectCanceledAfterStart(io, recanceler, .cancelable);
         }
     }.body);
 }
@@ -316,8 +320,9 @@ test "Runtime: futex mismatch returns at once, timeout returns normally" {
     }.body);
 }
 
-fn foreignWaker(io: Io, event: *Io.Event) void {
-    std.Io.Threaded.global_single_threaded.io().sleep(.fromMilliseconds(2), .awake) catch {};
+/// Sets `event` once `waiter` is parked on it: set before, it would wake nobody.
+fn foreignWaker(io: Io, event: *Io.Event, waiter: *const Task) void {
+    parked.waitTaskParked(io, waiter, .cancelable) catch unreachable; // a thread is never canceled
     event.set(io);
 }
 
@@ -330,7 +335,8 @@ test "Runtime: futex wake from a foreign std.Thread, and wait on one" {
     try withRuntime(struct {
         fn body(io: Io) !void {
             var event: Io.Event = .unset;
-            const waker = try std.Thread.spawn(.{}, foreignWaker, .{ io, &event });
+            const me = Executor.currentTask().?;
+            const waker = try std.Thread.spawn(.{}, foreignWaker, .{ io, &event, me });
             try event.wait(io);
             waker.join();
 
@@ -541,7 +547,8 @@ test "Runtime: std Event wakes every waiter, set from a task or a foreign thread
                 var woken: std.atomic.Value(u32) = .init(0);
                 var group: Io.Group = .init;
                 for (0..20) |_| try group.concurrent(io, eventWaiter, .{ io, &event, &woken });
-                try io.sleep(.fromMilliseconds(1), .awake);
+                // Every waiter parked: the set must wake them, not find them not yet waiting.
+                try parked.waitMembersParked(io, &group, 20, .cancelable);
                 try testing.expectEqual(@as(u32, 0), woken.load(.monotonic));
                 if (round == 0) {
                     event.set(io);
