@@ -6,6 +6,7 @@
 //!   ./zigw build examples   builds examples/ so the public API stays honest
 //!   ./zigw build test-std   the standard library's own std.testing.io tests on weft
 //!   ./zigw build cross      compiles tests and examples for aarch64 and riscv64 (no run)
+//!   ./zigw build test-aarch64   the tests for aarch64-linux under qemu-user (epoll)
 const std = @import("std");
 const std_tests = @import("build/std_tests.zig");
 
@@ -19,7 +20,10 @@ pub fn build(b: *std.Build) void {
         .optimize = optimize,
     });
 
-    addTests(b, target, optimize);
+    const filters = b.option([]const []const u8, "test-filter", "Only run tests matching") orelse
+        &.{};
+    addTests(b, target, optimize, filters);
+    addQemuTests(b, optimize, filters);
     addDemo(b, target);
     addExamples(b, target, optimize);
     addBenchmarks(b, target);
@@ -41,9 +45,13 @@ fn weftModule(
 }
 
 /// The unit tests run once per loop backend: both must pass the whole suite.
-fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.builtin.OptimizeMode) void {
+fn addTests(
+    b: *std.Build,
+    target: std.Build.ResolvedTarget,
+    optimize: std.builtin.OptimizeMode,
+    filters: []const []const u8,
+) void {
     const test_step = b.step("test", "Run weft's tests on both backends and 1, N and 4 executors");
-    const filters = b.option([]const []const u8, "test-filter", "Only run tests matching") orelse &.{};
     const tsan = b.option(bool, "tsan", "Build the tests with ThreadSanitizer (LLVM backend)") orelse false;
     const stress = b.option(u32, "stress", "Run the scheduler stress tests' cycles N times over (1-1000)") orelse 1;
     const fuzz_requests = b.option(u32, "fuzz-requests", "Requests the HTTP fuzz test sends (default 5000)");
@@ -139,6 +147,39 @@ fn addCrossCheck(b: *std.Build, optimize: std.builtin.OptimizeMode) void {
         });
         step.dependOn(&hello.step);
     }
+}
+
+/// Runs the unit tests compiled for aarch64-linux under qemu-user, so that the aarch64 fiber
+/// switch, task entry and signal handling are executed somewhere, not only compiled. qemu-user
+/// has no io_uring, hence epoll only. The emulator is named explicitly rather than through
+/// `-fqemu`, which looks for `qemu-aarch64` (Debian's qemu-user-static installs
+/// `qemu-aarch64-static`). `WEFT_QEMU=1` lets a test that cannot pass under emulation skip
+/// itself, saying why.
+fn addQemuTests(
+    b: *std.Build,
+    optimize: std.builtin.OptimizeMode,
+    filters: []const []const u8,
+) void {
+    const step = b.step("test-aarch64", "Run the tests for aarch64-linux under qemu-user (epoll)");
+    const qemu = b.option([]const u8, "qemu", "qemu-user binary for test-aarch64") orelse
+        "qemu-aarch64-static";
+    const query = std.Target.Query.parse(.{ .arch_os_abi = "aarch64-linux" }) catch
+        @panic("bad target triple");
+    const module = weftModule(b, b.resolveTargetQuery(query), optimize);
+    module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
+    module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
+    const tests = b.addTest(.{
+        .root_module = module,
+        .name = "test-aarch64-linux-qemu",
+        .filters = filters,
+    });
+    // The binary goes where `null` is; the runner still speaks the test protocol through qemu.
+    tests.setExecCmd(&.{ qemu, null });
+    const run = b.addRunArtifact(tests);
+    run.setEnvironmentVariable("WEFT_BACKEND", "epoll");
+    run.setEnvironmentVariable("WEFT_QEMU", "1");
+    run.setName("test (aarch64, qemu, epoll)");
+    step.dependOn(&run.step);
 }
 
 /// The child-process, peak-RSS and timing harness shared by examples/demo.zig and bench/*.zig.
