@@ -12,6 +12,7 @@ const Runtime = @import("../Runtime.zig");
 const Executor = @import("../sched/Executor.zig");
 const overflow = @import("../sched/overflow.zig");
 const Lane = @import("../lanes/Lane.zig");
+const qemu = @import("qemu.zig");
 
 const page_size = std.heap.page_size_min;
 const stack_size_bytes = 64 * 1024;
@@ -242,6 +243,7 @@ fn expectNamed(outcome: *const Outcome, after: []const u8) !void {
 }
 
 test "overflow: a guarded fiber stack overflow is named with its stack, then faults as before" {
+    try qemu.skipUnderQemu(.madv_guard, @src());
     var outcome: Outcome = undefined;
     try runInChild(guardedChild, &outcome);
     if (std.options.enable_segfault_handler) {
@@ -282,6 +284,7 @@ test "overflow: a lane worker thread's overflow is named with the lane's option"
 }
 
 test "overflow: a program's own SIGSEGV handler still gets the fault after weft names it" {
+    try qemu.skipUnderQemu(.madv_guard, @src());
     var outcome: Outcome = undefined;
     try runInChild(ownHandlerChild, &outcome);
     try expectNamed(&outcome, "own handler ran");
@@ -290,6 +293,7 @@ test "overflow: a program's own SIGSEGV handler still gets the fault after weft 
 }
 
 test "overflow: an executor whose thread has no alternate signal stack maps one" {
+    try qemu.skipUnderQemu(.madv_guard, @src());
     var outcome: Outcome = undefined;
     try runInChild(noSignalStackChild, &outcome);
     try expectNamed(&outcome, "");
