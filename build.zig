@@ -6,6 +6,7 @@
 //!   ./zigw build examples   builds examples/ so the public API stays honest
 //!   ./zigw build test-std   the standard library's own std.testing.io tests on weft
 //!   ./zigw build cross      compiles tests and examples for aarch64 and riscv64 (no run)
+//!   ./zigw build test-aarch64   the tests for aarch64-linux under qemu-user (epoll)
 const std = @import("std");
 const std_tests = @import("build/std_tests.zig");
 
@@ -29,11 +30,22 @@ pub fn build(b: *std.Build) void {
     });
     weft.addOptions("build_options", weft_options);
 
-    addTests(b, target, optimize);
+    const filters = b.option([]const []const u8, "test-filter", "Only run tests matching") orelse
+        &.{};
+    addTests(b, target, optimize, filters);
+    const qemu = b.option([]const u8, "qemu", "qemu-user binary for test-aarch64") orelse
+        "qemu-aarch64-static";
+    // One compile of the whole aarch64 suite serves both `cross` and `test-aarch64` (CI runs
+    // one after the other); a filtered run compiles its own.
+    const aarch64_tests = crossTests(b, "aarch64-linux", optimize, &.{}, qemu);
+    addQemuTests(b, if (filters.len == 0)
+        aarch64_tests
+    else
+        crossTests(b, "aarch64-linux", optimize, filters, qemu));
     addDemo(b, target);
     addExamples(b, target, optimize);
     addBenchmarks(b, target);
-    addCrossCheck(b, optimize);
+    addCrossCheck(b, optimize, aarch64_tests);
     std_tests.add(b, target, optimize, weftModule(b, target, optimize));
 }
 
@@ -52,9 +64,13 @@ fn weftModule(
 }
 
 /// The unit tests run once per loop backend: both must pass the whole suite.
-fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.builtin.OptimizeMode) void {
+fn addTests(
+    b: *std.Build,
+    target: std.Build.ResolvedTarget,
+    optimize: std.builtin.OptimizeMode,
+    filters: []const []const u8,
+) void {
     const test_step = b.step("test", "Run weft's tests on both backends and 1, N and 4 executors");
-    const filters = b.option([]const []const u8, "test-filter", "Only run tests matching") orelse &.{};
     const tsan = b.option(bool, "tsan", "Build the tests with ThreadSanitizer (LLVM backend)") orelse false;
     const stress = b.option(u32, "stress", "Run the scheduler stress tests' cycles N times over (1-1000)") orelse 1;
     const fuzz_requests = b.option(u32, "fuzz-requests", "Requests the HTTP fuzz test sends (default 5000)");
@@ -138,15 +154,18 @@ fn addTests(b: *std.Build, target: std.Build.ResolvedTarget, optimize: std.built
 
 /// Compiles (without running) the tests and the examples for the other architectures weft's
 /// fibers support, so that code for them cannot rot: x86_64 is what CI runs on.
-fn addCrossCheck(b: *std.Build, optimize: std.builtin.OptimizeMode) void {
+fn addCrossCheck(
+    b: *std.Build,
+    optimize: std.builtin.OptimizeMode,
+    aarch64_tests: *std.Build.Step.Compile,
+) void {
     const step = b.step("cross", "Compile tests and examples for aarch64-linux and riscv64-linux");
     for ([_][]const u8{ "aarch64-linux", "riscv64-linux" }) |triple| {
-        const target = b.resolveTargetQuery(std.Target.Query.parse(.{ .arch_os_abi = triple }) catch
-            @panic("bad target triple"));
-        const module = weftModule(b, target, optimize);
-        module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
-        module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
-        const tests = b.addTest(.{ .root_module = module, .name = b.fmt("test-{s}", .{triple}) });
+        const target = crossTarget(b, triple);
+        const tests = if (std.mem.eql(u8, triple, "aarch64-linux"))
+            aarch64_tests
+        else
+            crossTests(b, triple, optimize, &.{}, null);
         step.dependOn(&tests.step);
         const hello = b.addExecutable(.{
             .name = b.fmt("hello-{s}", .{triple}),
@@ -159,6 +178,48 @@ fn addCrossCheck(b: *std.Build, optimize: std.builtin.OptimizeMode) void {
         });
         step.dependOn(&hello.step);
     }
+}
+
+fn crossTarget(b: *std.Build, triple: []const u8) std.Build.ResolvedTarget {
+    const query = std.Target.Query.parse(.{ .arch_os_abi = triple }) catch
+        @panic("bad target triple");
+    return b.resolveTargetQuery(query);
+}
+
+/// The unit tests compiled for `triple`; run through `emulator` (a qemu-user binary) if given.
+fn crossTests(
+    b: *std.Build,
+    triple: []const u8,
+    optimize: std.builtin.OptimizeMode,
+    filters: []const []const u8,
+    emulator: ?[]const u8,
+) *std.Build.Step.Compile {
+    const module = weftModule(b, crossTarget(b, triple), optimize);
+    module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
+    module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
+    const tests = b.addTest(.{
+        .root_module = module,
+        .name = b.fmt("test-{s}", .{triple}),
+        .filters = filters,
+    });
+    // The binary goes where `null` is; the runner still speaks the test protocol through it.
+    if (emulator) |path| tests.setExecCmd(&.{ path, null });
+    return tests;
+}
+
+/// Runs the unit tests compiled for aarch64-linux under qemu-user, so that the aarch64 fiber
+/// switch, task entry and signal handling are executed somewhere, not only compiled. qemu-user
+/// has no io_uring, hence epoll only. The emulator is named explicitly rather than through
+/// `-fqemu`, which looks for `qemu-aarch64` (Debian's qemu-user-static installs
+/// `qemu-aarch64-static`). `WEFT_QEMU=1` lets a test that cannot pass under emulation skip
+/// itself, saying why (src/testing/qemu.zig).
+fn addQemuTests(b: *std.Build, tests: *std.Build.Step.Compile) void {
+    const step = b.step("test-aarch64", "Run the tests for aarch64-linux under qemu-user (epoll)");
+    const run = b.addRunArtifact(tests);
+    run.setEnvironmentVariable("WEFT_BACKEND", "epoll");
+    run.setEnvironmentVariable("WEFT_QEMU", "1");
+    run.setName("test (aarch64, qemu, epoll)");
+    step.dependOn(&run.step);
 }
 
 /// The child-process, peak-RSS and timing harness shared by examples/demo.zig and bench/*.zig.

@@ -4,6 +4,13 @@
 //! frame (placed at the top of the fiber's stack) to a normal function. std's switch is an
 //! `asm volatile` that clobbers every register, so the compiler itself saves what is live.
 //!
+//! `start` is the outermost frame of a fiber, as `_start` is of a thread: its return address
+//! reads 0, and its frame pointer 0, which is where std's unwinders (DWARF and frame pointer)
+//! stop. Otherwise a stack trace taken on a fiber (a panic's, or the testing allocator's on
+//! every free) walks on past `start` into whatever the switching code left: on aarch64 the
+//! link register still held a return address into `Executor.resumeFrom`, and the DWARF
+//! unwinder, applying that function's rules to a frame pointer of 0, read address 0x58.
+//!
 //! ## ThreadSanitizer
 //!
 //! In a build with `-fsanitize-thread` (`builtin.sanitize_thread`) every fiber also has a TSan
@@ -82,8 +89,14 @@ pub fn prepare(
     };
     context.sanitizer = sanitizer;
     context.registers = switch (builtin.cpu.arch) {
-        // `entry` is reached by a jump, as if called: the return-address slot sits below the frame.
-        .x86_64 => .{ .rsp = frame_address - 8, .rbp = 0, .rip = @intFromPtr(&entry) },
+        // `entry` is reached by a jump, as if called: the return-address slot sits below the
+        // frame, and must read 0 (see the top of the file), whatever the stack held before.
+        .x86_64 => registers: {
+            const return_address: *usize = @ptrFromInt(frame_address - 8);
+            return_address.* = 0;
+            break :registers .{ .rsp = frame_address - 8, .rbp = 0, .rip = @intFromPtr(&entry) };
+        },
+        // The return address is the link register, zeroed by `entry`.
         .aarch64, .riscv64 => .{ .sp = frame_address, .fp = 0, .pc = @intFromPtr(&entry) },
         else => @compileError("weft fibers support x86_64, aarch64 and riscv64"),
     };
@@ -114,14 +127,18 @@ fn entry() callconv(.naked) noreturn {
             :
             : [start] "X" (&start),
         ),
+        // The link register still holds whatever the switching code left there: zero it, the
+        // end of the stack for unwinders (see the top of the file).
         .aarch64 => asm volatile (
             \\ mov x0, sp
+            \\ mov lr, #0
             \\ b %[start]
             :
             : [start] "X" (&start),
         ),
         .riscv64 => asm volatile (
             \\ mv a0, sp
+            \\ li ra, 0
             \\ tail %[start]@plt
             :
             : [start] "X" (&start),
@@ -158,4 +175,34 @@ test "context: ping-pong between two fibers" {
         switchTo(&pair.main, &pair.fiber);
     }
     try std.testing.expectEqual(@as(usize, 1000), pair.count);
+}
+
+test "context: a stack trace taken on a fiber ends at its start" {
+    const Fiber = struct {
+        main: Context = .{ .registers = undefined },
+        fiber: Context = .{ .registers = undefined },
+        addresses: [32]usize = undefined,
+        trace: ?std.debug.StackTrace = null,
+        fn run(argument: *anyopaque) callconv(.c) noreturn {
+            const self: *@This() = @ptrCast(@alignCast(argument));
+            // What the testing allocator does on every free, and a panic on a fiber.
+            self.trace = std.debug.captureCurrentStackTrace(.{}, &self.addresses);
+            switchTo(&self.fiber, &self.main);
+            unreachable; // never resumed
+        }
+    };
+    const stack = try std.testing.allocator.alignedAlloc(u8, .@"16", 64 * 1024);
+    defer std.testing.allocator.free(stack);
+    // A reused stack: what a previous fiber left below the start frame must not be followed.
+    @memset(stack, 0xaa);
+    var fiber: Fiber = .{};
+    const stack_top = @intFromPtr(stack.ptr) + stack.len;
+    prepare(&fiber.fiber, stack_top, &Fiber.run, &fiber);
+    defer finish(stack_top);
+    switchTo(&fiber.main, &fiber.fiber);
+    const trace = fiber.trace.?;
+    // The unwinder reached the end: `run`'s caller `start` is the last frame, not one in
+    // whatever code switched to the fiber.
+    if (trace.skipped != .none) return error.TestUnexpectedResult;
+    try std.testing.expect(trace.return_addresses.len <= 4);
 }

@@ -179,6 +179,7 @@ fn testLoop(choice: Choice) !void {
 }
 
 test "Loop: io_uring read, cancel, timeout, wake" {
+    try @import("../testing/qemu.zig").skipUnderQemu(.io_uring, @src());
     try testLoop(.io_uring);
 }
 

@@ -120,6 +120,8 @@ run_delay: RunDelay = .{},
 runnable: Runnable = .{},
 /// Polls allowed to block in the kernel (the executor found nothing to run); read by tests.
 polls_blocked: u64 = 0,
+/// Polls of `searchAlone`'s spin; read by tests.
+polls_alone: u64 = 0,
 /// Picks steal victims (xorshift); any sequence that visits every executor will do.
 random_state: u32,
 thread: ?std.Thread = null,
@@ -852,6 +854,7 @@ fn searchAlone(executor: *Executor) ?*Task {
     }
     const deadline_ns = now_ns + config.executor_search_ns;
     while (true) {
+        executor.polls_alone += 1;
         executor.pollIo(false);
         if (executor.nextRunnable()) |task| return task;
         if (scheduler.stopping.load(.acquire)) return null;

@@ -15,6 +15,7 @@ const testing = std.testing;
 const Sha256 = std.crypto.hash.sha2.Sha256;
 const Runtime = @import("../Runtime.zig");
 const boundedBy = @import("server_test.zig").boundedBy;
+const qemu = @import("qemu.zig");
 
 /// Longest a test's task side, or any thread it spawned, may take.
 const deadline_s = 20;
@@ -294,7 +295,13 @@ const sealed_rounds = 4;
 const record_bytes = 1024;
 /// Hash passes over a record per seal: tens of KiB of SHA-256, a few ms in a Debug build,
 /// like a TLS record's crypto with a handshake's worth of it on top.
-const seal_passes = 48;
+const seal_passes_native = 48;
+/// Under qemu-user the test took 20-30 s here (0.3 s natively), past its hang guard: the
+/// emulated hashing is some 70 times slower. An eighth of the passes still weighs more, in
+/// time, between a task's reads and writes than the native 48.
+const seal_passes_emulated = 6;
+/// Set by the test before its tasks start.
+var seal_passes: usize = seal_passes_native;
 
 /// The CPU work of one record: SHA-256 chained over the record `seal_passes` times.
 fn seal(record: *const [record_bytes]u8) [Sha256.digest_length]u8 {
@@ -355,6 +362,7 @@ test "compat: 64 tasks seal records with SHA-256 between loopback reads and writ
     try withRuntime(struct {
         fn body(io: Io) !void {
             sealed_exchanges.store(0, .monotonic);
+            seal_passes = if (qemu.underQemu()) seal_passes_emulated else seal_passes_native;
             var server = try loopback.listen(io, .{ .reuse_address = true });
             defer server.deinit(io);
             var accepted: Accepted = .init(0);

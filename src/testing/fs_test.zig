@@ -9,6 +9,7 @@ const linux = std.os.linux;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const parked = @import("parked.zig");
+const qemu = @import("qemu.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
@@ -553,6 +554,7 @@ test "fs: copying a file through a Writer (sendFile falls back to reads and writ
 }
 
 test "fs: memory map — read, write through the map, setLength, destroy" {
+    try qemu.skipUnderQemu(.map_shared_validate, @src());
     try withRuntime(struct {
         fn body(io: Io) !void {
             var tmp: TmpDir = try .init(io);
@@ -587,6 +589,7 @@ test "fs: memory map — read, write through the map, setLength, destroy" {
 }
 
 test "fs: memory map — a file the kernel cannot map falls back to reads and writes" {
+    try qemu.skipUnderQemu(.map_shared_validate, @src());
     try withRuntime(struct {
         fn body(io: Io) !void {
             // procfs files have no mmap (ENODEV): the map is memory filled by positional reads.
@@ -610,6 +613,7 @@ test "fs: memory map — a file the kernel cannot map falls back to reads and wr
 }
 
 test "fs: memory map errors are std.Io.Threaded's" {
+    try qemu.skipUnderQemu(.map_shared_validate, @src());
     try expectSameAsThreaded(struct {
         fn call(io: Io, dir: Dir) !void {
             try dir.writeFile(io, .{ .sub_path = "r", .data = "read only" });

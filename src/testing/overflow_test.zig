@@ -13,6 +13,7 @@ const Executor = @import("../sched/Executor.zig");
 const overflow = @import("../sched/overflow.zig");
 const Lane = @import("../lanes/Lane.zig");
 const os = @import("../os/linux.zig");
+const qemu = @import("qemu.zig");
 
 const page_size = std.heap.page_size_min;
 const stack_size_bytes = 64 * 1024;
@@ -245,6 +246,7 @@ fn expectNamed(outcome: *const Outcome, after: []const u8) !void {
 }
 
 test "overflow: a guarded fiber stack overflow is named with its stack, then faults as before" {
+    try qemu.skipUnderQemu(.madv_guard, @src());
     var outcome: Outcome = undefined;
     try runInChild(guardedChild, &outcome);
     if (std.options.enable_segfault_handler) {
@@ -285,6 +287,7 @@ test "overflow: a lane worker thread's overflow is named with the lane's option"
 }
 
 test "overflow: a program's own SIGSEGV handler still gets the fault after weft names it" {
+    try qemu.skipUnderQemu(.madv_guard, @src());
     var outcome: Outcome = undefined;
     try runInChild(ownHandlerChild, &outcome);
     try expectNamed(&outcome, "own handler ran");
@@ -293,6 +296,7 @@ test "overflow: a program's own SIGSEGV handler still gets the fault after weft 
 }
 
 test "overflow: an executor whose thread has no alternate signal stack maps one" {
+    try qemu.skipUnderQemu(.madv_guard, @src());
     var outcome: Outcome = undefined;
     try runInChild(noSignalStackChild, &outcome);
     try expectNamed(&outcome, "");

@@ -6,6 +6,7 @@ const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const os = @import("../os/linux.zig");
 const parked = @import("parked.zig");
+const qemu = @import("qemu.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
@@ -382,6 +383,7 @@ test "process: spawn errors are std.Io.Threaded's, and nothing is left behind" {
 }
 
 test "process: spawnPath runs argv[0] relative to a directory, never searched" {
+    try qemu.skipUnderQemu(.execveat, @src());
     try withRuntime(struct {
         fn body(io: Io) !void {
             var bin = try Io.Dir.cwd().openDir(io, "/bin", .{});
@@ -426,10 +428,12 @@ test "process: replace and replacePath, in a forked child" {
         fn body(io: Io) !void {
             const exit7 = &.{ "sh", "-c", "exit 7" };
             try testing.expectEqual(@as(u8, 7), try replaceInChild(io, .search, exit7));
-            const exit8 = &.{ "sh", "-c", "exit 8" };
-            try testing.expectEqual(@as(u8, 8), try replaceInChild(io, .path, exit8));
             const missing = &.{"weft-no-such-program-anywhere"};
             try testing.expectEqual(@as(u8, 101), try replaceInChild(io, .search, missing));
+            // `replace` (execve) was checked; `replacePath` needs execveat.
+            try qemu.skipUnderQemu(.execveat, @src());
+            const exit8 = &.{ "sh", "-c", "exit 8" };
+            try testing.expectEqual(@as(u8, 8), try replaceInChild(io, .path, exit8));
             try testing.expectEqual(@as(u8, 101), try replaceInChild(io, .path, missing));
         }
     }.body);

@@ -1,0 +1,52 @@
+//! `./zigw build test-aarch64` runs the tests under qemu-user with `WEFT_QEMU=1` in their
+//! environment. A test that cannot pass there because of a limitation of the emulator (not of
+//! weft) skips itself with `skipUnderQemu`, which prints the limitation; each has a standalone
+//! program under tools/qemu/ that fails the same way under qemu and passes natively
+//! (tools/qemu/run.sh runs them both ways). Nothing else is skipped: every other test runs on
+//! aarch64 as it does on x86_64.
+const std = @import("std");
+const os = @import("../os/linux.zig");
+
+/// What qemu-user (7.2, as checked) lacks, each with its proof under tools/qemu/.
+pub const Limitation = enum {
+    /// `io_uring_setup` is ENOSYS: the io_uring backend's own tests cannot run.
+    io_uring,
+    /// `madvise(MADV_GUARD_INSTALL)` succeeds and installs nothing: fiber stacks have no guard.
+    madv_guard,
+    /// `mmap` with MAP_SHARED_VALIDATE is EINVAL: file mappings fail as a programming error.
+    map_shared_validate,
+    /// `execveat` is ENOSYS: `spawnPath` and `replacePath` cannot run.
+    execveat,
+
+    fn reason(limitation: Limitation) []const u8 {
+        return switch (limitation) {
+            .io_uring => "no io_uring, io_uring_setup is ENOSYS (tools/qemu/io_uring.zig)",
+            .madv_guard => "MADV_GUARD_INSTALL is ignored, so fiber stacks have no guard " ++
+                "page to fault on (tools/qemu/madv_guard.zig)",
+            .map_shared_validate => "mmap with MAP_SHARED_VALIDATE is EINVAL " ++
+                "(tools/qemu/map_shared_validate.zig)",
+            .execveat => "no execveat, ENOSYS (tools/qemu/execveat.zig)",
+        };
+    }
+};
+
+/// Whether the tests run under qemu-user (the build step says so; nothing is detected).
+pub fn underQemu() bool {
+    var buffer: [8]u8 = undefined;
+    const value = os.getEnv("WEFT_QEMU", &buffer) orelse return false;
+    return std.mem.eql(u8, value, "1");
+}
+
+/// Skips the calling test under qemu-user, saying where and why on one line (`at`: `@src()`).
+pub fn skipUnderQemu(
+    limitation: Limitation,
+    at: std.builtin.SourceLocation,
+) error{SkipZigTest}!void {
+    if (!underQemu()) return;
+    std.debug.print("skipped under qemu-user at {s}:{d}: {s}\n", .{
+        at.file,
+        at.line,
+        limitation.reason(),
+    });
+    return error.SkipZigTest;
+}
