@@ -37,6 +37,7 @@ const os = @import("../os/linux.zig");
 const os_spawn = @import("../os/spawn.zig");
 const file_io = @import("file.zig");
 const process_io = @import("process.zig");
+const coverage = @import("coverage.zig");
 
 /// Starts `argv[0]`, searched in the runtime environment's `PATH` unless it has a slash.
 pub fn processSpawn(userdata: ?*anyopaque, options: process.SpawnOptions) process.SpawnError!Child {
@@ -86,6 +87,8 @@ fn replace(
     else
         try state.process.environ.process_environ.createPosixBlock(arena, block_options);
     const envp = environ.slice.ptr;
+    // A replaced process never reaches Runtime.deinit, where the counts are written.
+    coverage.flush();
     return switch (program) {
         .search => |path_list| os_spawn.exec(options.expand_arg0, argv[0].?, argv, envp, path_list),
         .at => |dir_fd| os_spawn.execAt(dir_fd, argv, envp),

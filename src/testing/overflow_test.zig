@@ -11,6 +11,7 @@ const Io = std.Io;
 const Runtime = @import("../Runtime.zig");
 const Executor = @import("../sched/Executor.zig");
 const overflow = @import("../sched/overflow.zig");
+const fiber_stacks = @import("../fiber/stack.zig");
 const Lane = @import("../lanes/Lane.zig");
 const os = @import("../os/linux.zig");
 const qemu = @import("qemu.zig");
@@ -316,4 +317,83 @@ test "overflow: a dense fiber that reached its lowest page is stopped at its nex
     try testing.expect(outcome.killedBy(.ABRT));
     const output = outcome.stderr();
     try testing.expect(std.mem.indexOf(u8, output, "fiber stack overflow detected") != null);
+}
+
+/// Whether the kernel can read the byte at `address`: a write of it into a pipe fails with
+/// EFAULT on a guard page (a guard marker or a PROT_NONE page alike) instead of faulting.
+fn kernelCanRead(address: usize) !bool {
+    var pipe: [2]i32 = undefined;
+    if (os.errno(linux.pipe2(&pipe, .{ .CLOEXEC = true })) != .SUCCESS) return error.Unexpected;
+    defer for (pipe) |fd| {
+        _ = linux.close(fd);
+    };
+    const rc = linux.write(pipe[1], @ptrFromInt(address), 1);
+    return switch (os.errno(rc)) {
+        .SUCCESS => true,
+        .FAULT => false,
+        else => error.Unexpected,
+    };
+}
+
+/// Whether /proc/self/maps has a mapping that starts at `address`, and with which permissions.
+fn mappingAt(address: usize, permissions: *[4]u8) !bool {
+    var buffer: [1 << 20]u8 = undefined;
+    const fd_rc = linux.open("/proc/self/maps", .{ .CLOEXEC = true }, 0);
+    if (os.errno(fd_rc) != .SUCCESS) return os.skipTest(@src(), "no /proc/self/maps");
+    const fd: i32 = @intCast(fd_rc);
+    defer _ = linux.close(fd);
+    var len: usize = 0;
+    while (len < buffer.len) {
+        const rc = linux.read(fd, buffer[len..].ptr, buffer.len - len);
+        if (os.errno(rc) != .SUCCESS) return error.Unexpected;
+        if (rc == 0) break;
+        len += rc;
+    }
+    var prefix: [24]u8 = undefined;
+    const start = try std.fmt.bufPrint(&prefix, "{x}-", .{address});
+    var lines = std.mem.splitScalar(u8, buffer[0..len], '\n');
+    while (lines.next()) |line| {
+        if (!std.mem.startsWith(u8, line, start)) continue;
+        const space = std.mem.indexOfScalar(u8, line, ' ') orelse return error.Unexpected;
+        if (line.len < space + 5) return error.Unexpected;
+        permissions.* = line[space + 1 ..][0..4].*;
+        return true;
+    }
+    return false;
+}
+
+test "overflow: each way of installing guards leaves the lowest page of every stack unreadable" {
+    // The batch (process_madvise), one madvise per stack (process_madvise refused) and
+    // mprotect (kernels before 6.13): the two fallbacks are forced by the pool's flags, which
+    // `installGuard(s)` otherwise sets on the kernel's refusal.
+    const Way = enum { batch, one_by_one, mprotect };
+    for ([_]Way{ .batch, .one_by_one, .mprotect }) |way| {
+        // qemu-user accepts MADV_GUARD_INSTALL and installs nothing: only mprotect guards.
+        if (way != .mprotect and qemu.underQemu()) continue;
+        var pool: fiber_stacks.Pool = .init(testing.allocator, 64 * 1024, .page, null);
+        defer pool.deinit();
+        pool.guard_batch_unsupported = way == .one_by_one;
+        pool.guard_splits_mappings = way == .mprotect;
+        var stacks: [3]fiber_stacks.Stack = undefined;
+        for (&stacks) |*stack| stack.* = try pool.acquire();
+        defer for (stacks) |fiber_stack| pool.release(fiber_stack);
+        for (stacks) |fiber_stack| {
+            const bottom = @intFromPtr(fiber_stack.memory.ptr);
+            try testing.expect(!try kernelCanRead(bottom));
+            try testing.expect(!try kernelCanRead(bottom + page_size - 1));
+            try testing.expect(try kernelCanRead(bottom + page_size));
+            try testing.expect(try kernelCanRead(fiber_stack.top() - 1));
+            // Only mprotect splits the slab: its guard is a mapping of its own, PROT_NONE.
+            var permissions: [4]u8 = undefined;
+            const own_mapping = try mappingAt(bottom, &permissions);
+            if (pool.guard_splits_mappings) {
+                try testing.expect(own_mapping);
+                try testing.expectEqualStrings("---p", &permissions);
+            } else if (own_mapping) {
+                // The slab's first stack starts its mapping; its pages stay read-write.
+                try testing.expectEqual(pool.slabs.items[0].ptr, fiber_stack.memory.ptr);
+                try testing.expectEqualStrings("rw-p", &permissions);
+            }
+        }
+    }
 }

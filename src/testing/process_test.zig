@@ -14,25 +14,6 @@ fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     try body(rt.io());
 }
 
-test "process: replace and replacePath of a missing program fail and leave the process as it was" {
-    // The success path ends the process, which a test cannot observe from inside; these are
-    // the paths that return (the program looked up in PATH, given as a path, relative to a
-    // directory).
-    try withRuntime(struct {
-        fn body(io: Io) !void {
-            try testing.expectEqual(error.FileNotFound, std.process.replace(io, .{
-                .argv = &.{"weft-test-no-such-program"},
-            }));
-            try testing.expectEqual(error.FileNotFound, std.process.replace(io, .{
-                .argv = &.{"/nonexistent/weft-test-program"},
-            }));
-            try testing.expectEqual(error.FileNotFound, std.process.replacePath(io, .cwd(), .{
-                .argv = &.{"weft-test-no-such-program"},
-            }));
-        }
-    }.body);
-}
-
 test "process: run captures stdout and stderr and the exit code" {
     try withRuntime(struct {
         fn body(io: Io) !void {

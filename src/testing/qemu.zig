@@ -20,12 +20,12 @@ pub const Limitation = enum {
 
     fn reason(limitation: Limitation) []const u8 {
         return switch (limitation) {
-            .io_uring => "no io_uring, io_uring_setup is ENOSYS (tools/qemu/io_uring.zig)",
-            .madv_guard => "MADV_GUARD_INSTALL is ignored, so fiber stacks have no guard " ++
+            .io_uring => "qemu-user: no io_uring, io_uring_setup is ENOSYS (tools/qemu/io_uring.zig)",
+            .madv_guard => "qemu-user: MADV_GUARD_INSTALL is ignored, so fiber stacks have no guard " ++
                 "page to fault on (tools/qemu/madv_guard.zig)",
-            .map_shared_validate => "mmap with MAP_SHARED_VALIDATE is EINVAL " ++
+            .map_shared_validate => "qemu-user: mmap with MAP_SHARED_VALIDATE is EINVAL " ++
                 "(tools/qemu/map_shared_validate.zig)",
-            .execveat => "no execveat, ENOSYS (tools/qemu/execveat.zig)",
+            .execveat => "qemu-user: no execveat, ENOSYS (tools/qemu/execveat.zig)",
         };
     }
 };
@@ -37,16 +37,12 @@ pub fn underQemu() bool {
     return std.mem.eql(u8, value, "1");
 }
 
-/// Skips the calling test under qemu-user, saying where and why on one line (`at`: `@src()`).
+/// Skips the calling test under qemu-user, saying where and why on one line (`at`: `@src()`;
+/// `os.skipTest`'s format, which CI lists).
 pub fn skipUnderQemu(
     limitation: Limitation,
     at: std.builtin.SourceLocation,
 ) error{SkipZigTest}!void {
     if (!underQemu()) return;
-    std.debug.print("skipped under qemu-user at {s}:{d}: {s}\n", .{
-        at.file,
-        at.line,
-        limitation.reason(),
-    });
-    return error.SkipZigTest;
+    return os.skipTest(at, limitation.reason());
 }
