@@ -31,6 +31,7 @@
 const std = @import("std");
 const builtin = @import("builtin");
 const assert = std.debug.assert;
+const os = @import("../os/linux.zig");
 
 const sanitized = builtin.sanitize_thread;
 
@@ -203,6 +204,12 @@ test "context: a stack trace taken on a fiber ends at its start" {
     const trace = fiber.trace.?;
     // The unwinder reached the end: `run`'s caller `start` is the last frame, not one in
     // whatever code switched to the fiber.
+    // ReleaseFast and ReleaseSmall builds take no stack trace at all (nothing captured, the
+    // rest unknown): nothing to walk past the start frame.
+    const fast = builtin.mode == .ReleaseFast or builtin.mode == .ReleaseSmall;
+    if (fast and trace.return_addresses.len == 0) {
+        return os.skipTest(@src(), "no stack traces in this build mode");
+    }
     if (trace.skipped != .none) return error.TestUnexpectedResult;
     try std.testing.expect(trace.return_addresses.len <= 4);
 }
