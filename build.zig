@@ -117,19 +117,41 @@ fn addTests(
         }),
         .filters = filters,
     });
-    test_step.dependOn(&b.addRunArtifact(serve_tests).step);
+    // A filtered run builds them only when a filter names them: each such build is a whole
+    // compile (LLVM's, in CI's release and TSan checks) that would run no test.
+    const serve_named = filters.len == 0 or for (filters) |filter| {
+        if (std.mem.indexOf(u8, filter, "weft-serve") != null) break true;
+    } else false;
+    if (serve_named) test_step.dependOn(&b.addRunArtifact(serve_tests).step);
 
-    const runs = [_]struct { backend: []const u8, executors: ?[]const u8 }{
-        .{ .backend = "io_uring", .executors = null },
-        .{ .backend = "epoll", .executors = null },
-        .{ .backend = "io_uring", .executors = "1" },
-        .{ .backend = "io_uring", .executors = "4" },
+    const runs = [_]struct { name: []const u8, backend: []const u8, executors: ?[]const u8 }{
+        .{ .name = "io_uring", .backend = "io_uring", .executors = null },
+        .{ .name = "epoll", .backend = "epoll", .executors = null },
+        .{ .name = "io_uring-1", .backend = "io_uring", .executors = "1" },
+        .{ .name = "io_uring-4", .backend = "io_uring", .executors = "4" },
     };
+    const runs_chosen = b.option(
+        []const []const u8,
+        "test-run",
+        "Only these test runs (io_uring, epoll, io_uring-1, io_uring-4; default all)",
+    ) orelse &.{};
+    for (runs_chosen) |name| {
+        for (runs) |config| {
+            if (std.mem.eql(u8, config.name, name)) break;
+        } else {
+            test_step.dependOn(&b.addFail(b.fmt("-Dtest-run={s}: no such test run", .{name})).step);
+            return;
+        }
+    }
     if (stress < 1 or stress > 1000) {
         test_step.dependOn(&b.addFail(b.fmt("-Dstress={d}: the scale must be within 1-1000", .{stress})).step);
         return;
     }
     for (runs) |config| {
+        const chosen = runs_chosen.len == 0 or for (runs_chosen) |name| {
+            if (std.mem.eql(u8, config.name, name)) break true;
+        } else false;
+        if (!chosen) continue;
         const run = b.addRunArtifact(tests);
         run.setEnvironmentVariable("WEFT_BACKEND", config.backend);
         // Read by src/testing/scheduler_test.zig; part of the step's inputs, so a new scale
