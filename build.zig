@@ -99,8 +99,10 @@ fn addTests(
         .fuzz = if (coverage) true else null,
     });
     module.addOptions("build_options", weft_options);
-    // The README's std.Io status table is checked against the real VTable by a test.
+    // docs/STD_IO.md's status table is checked against the real VTable by a test, and the
+    // README's usage example against examples/hello.zig.
     module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
+    module.addAnonymousImport("STD_IO.md", .{ .root_source_file = b.path("docs/STD_IO.md") });
     module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
     // TSan instruments only through LLVM; Debug x86_64 builds default to the self-hosted
     // backend, which silently ignores -fsanitize-thread.
@@ -226,6 +228,7 @@ fn crossTests(
 ) *std.Build.Step.Compile {
     const module = weftModule(b, crossTarget(b, triple), optimize);
     module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
+    module.addAnonymousImport("STD_IO.md", .{ .root_source_file = b.path("docs/STD_IO.md") });
     module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
     const tests = b.addTest(.{
         .root_module = module,
