@@ -422,7 +422,8 @@ const Sequential = struct {
             const read = try sequential.file.readPositionalAll(io, buffer, offset);
             if (read != chunk_bytes) return error.ShortRead;
             try check(buffer, offset / block_bytes);
-            try check(buffer[chunk_bytes - block_bytes ..], (offset + chunk_bytes) / block_bytes - 1);
+            const last = (offset + chunk_bytes) / block_bytes - 1;
+            try check(buffer[chunk_bytes - block_bytes ..], last);
         }
     }
 };

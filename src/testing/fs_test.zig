@@ -9,6 +9,7 @@ const linux = std.os.linux;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const parked = @import("parked.zig");
+const os = @import("../os/linux.zig");
 const qemu = @import("qemu.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
@@ -726,4 +727,213 @@ test "fs: createFileAtomic errors are std.Io.Threaded's" {
             file.deinit(io);
         }
     }.call);
+}
+
+// The synchronous fast path (fs/nowait.zig) -----------------------------------------------------
+
+const nowait = @import("../fs/nowait.zig");
+
+const nowait_block_bytes = 4096;
+
+/// Counts of fast and slow attempts since `start`.
+const NowaitCounts = struct {
+    fast: u64,
+    slow: u64,
+
+    fn start() NowaitCounts {
+        return .{
+            .fast = nowait.fast_for_testing.load(.monotonic),
+            .slow = nowait.slow_for_testing.load(.monotonic),
+        };
+    }
+
+    fn since(before: NowaitCounts) NowaitCounts {
+        const now = start();
+        return .{ .fast = now.fast - before.fast, .slow = now.slow - before.slow };
+    }
+};
+
+/// A file of `blocks` 4 KiB blocks, each starting with its index (u64, little endian), synced
+/// so that its pages are clean and `evict` can drop them. Skips the test where /tmp is tmpfs:
+/// its pages cannot be evicted, and it refuses RWF_NOWAIT besides.
+fn blockFile(io: Io, tmp: *TmpDir, name: []const u8, blocks: usize) !File {
+    if (try tmpIsTmpfs()) return os.skipTest(@src(), "/tmp is tmpfs: no page cache to evict");
+    const file = try tmp.dir.createFile(io, name, .{ .read = true });
+    errdefer file.close(io);
+    var block: [nowait_block_bytes]u8 = undefined;
+    for (0..blocks) |index| {
+        @memset(&block, @truncate(index));
+        std.mem.writeInt(u64, block[0..8], index, .little);
+        try file.writePositionalAll(io, &block, index * nowait_block_bytes);
+    }
+    try file.sync(io);
+    return file;
+}
+
+fn tmpIsTmpfs() !bool {
+    var buffer: [32]u64 = undefined; // struct statfs; f_type is its first word on 64-bit
+    const rc = linux.syscall2(.statfs, @intFromPtr("/tmp"), @intFromPtr(&buffer));
+    try testing.expectEqual(linux.E.SUCCESS, linux.errno(rc));
+    return buffer[0] == 0x01021994;
+}
+
+/// Drops the file's (clean) pages from the page cache.
+fn evict(file: File) !void {
+    const rc = linux.fadvise(file.handle, 0, 0, linux.POSIX_FADV.DONTNEED);
+    try testing.expectEqual(linux.E.SUCCESS, linux.errno(rc));
+}
+
+/// Checks that `bytes` holds blocks `first`, `first + 1`, ... as `blockFile` wrote them.
+fn expectBlocks(bytes: []const u8, first: usize) !void {
+    try testing.expect(bytes.len % nowait_block_bytes == 0);
+    for (0..bytes.len / nowait_block_bytes) |i| {
+        const block = bytes[i * nowait_block_bytes ..][0..nowait_block_bytes];
+        try testing.expectEqual(@as(u64, first + i), std.mem.readInt(u64, block[0..8], .little));
+        try testing.expectEqual(@as(u8, @truncate(first + i)), block[nowait_block_bytes - 1]);
+    }
+}
+
+test "fs: a cached read is answered at once, an evicted one takes the async path, same bytes" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const file = try blockFile(io, &tmp, "blocks", 64);
+            defer file.close(io);
+            var buffer: [4 * nowait_block_bytes]u8 = undefined;
+
+            const hot = NowaitCounts.start();
+            try testing.expectEqual(buffer.len, try file.readPositional(io, &.{&buffer}, 0));
+            try expectBlocks(&buffer, 0);
+            try testing.expectEqual(NowaitCounts{ .fast = 1, .slow = 0 }, hot.since());
+
+            try evict(file);
+            const cold = NowaitCounts.start();
+            const offset = 40 * nowait_block_bytes;
+            try testing.expectEqual(buffer.len, try file.readPositional(io, &.{&buffer}, offset));
+            try expectBlocks(&buffer, 40);
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 1 }, cold.since());
+
+            // Now cached again: fast.
+            const again = NowaitCounts.start();
+            try testing.expectEqual(buffer.len, try file.readPositional(io, &.{&buffer}, offset));
+            try expectBlocks(&buffer, 40);
+            try testing.expectEqual(NowaitCounts{ .fast = 1, .slow = 0 }, again.since());
+        }
+    }.body);
+}
+
+test "fs: short reads at end of file, cached and evicted; errors keep their names" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const file = try blockFile(io, &tmp, "blocks", 2);
+            defer file.close(io);
+            try file.writePositionalAll(io, "tail", 2 * nowait_block_bytes); // 8196 bytes
+            try file.sync(io);
+            var buffer: [3 * nowait_block_bytes]u8 = undefined;
+            for ([_]bool{ false, true }) |evicted| {
+                if (evicted) try evict(file);
+                const n = try file.readPositional(io, &.{&buffer}, nowait_block_bytes);
+                // Evicted, the read may end early at a page the kernel had not read yet; the
+                // bytes it returns are right either way, and it never returns 0 before the end.
+                try testing.expect(n > 0 and n <= nowait_block_bytes + 4);
+                if (n == nowait_block_bytes + 4) {
+                    try testing.expectEqualStrings("tail", buffer[nowait_block_bytes..][0..4]);
+                }
+                try expectBlocks(buffer[0..nowait_block_bytes], 1);
+                const end = 2 * nowait_block_bytes;
+                const tail = try file.readPositional(io, &.{&buffer}, end);
+                try testing.expectEqual(@as(usize, 4), tail);
+                try testing.expectEqualStrings("tail", buffer[0..4]);
+                const past = [_]u64{ end + 4, end + 5, 1 << 40 };
+                for (past) |offset| {
+                    const past_n = try file.readPositional(io, &.{&buffer}, offset);
+                    try testing.expectEqual(@as(usize, 0), past_n);
+                }
+            }
+            // A pipe answers ESPIPE on the fast path: Unseekable, as before.
+            const ends = try pipe();
+            defer File.closeMany(io, &ends);
+            const pipe_read = ends[0].readPositional(io, &.{&buffer}, 0);
+            try testing.expectError(error.Unseekable, pipe_read);
+            // A write-only file: NotOpenForReading, from the fast path's EBADF.
+            const write_only = try tmp.dir.openFile(io, "blocks", .{ .mode = .write_only });
+            defer write_only.close(io);
+            const refused = write_only.readPositional(io, &.{&buffer}, 0);
+            try testing.expectError(error.NotOpenForReading, refused);
+        }
+    }.body);
+}
+
+test "fs: a refused RWF_NOWAIT falls back to the async path; ENOSYS is remembered" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const file = try blockFile(io, &tmp, "blocks", 8);
+            defer file.close(io);
+            defer nowait.resetForTesting();
+            var buffer: [nowait_block_bytes]u8 = undefined;
+
+            // A file system that refuses the flag: every call falls back, none is remembered.
+            nowait.refusal_for_testing.store(@intFromEnum(linux.E.OPNOTSUPP), .monotonic);
+            const refused = NowaitCounts.start();
+            for (0..3) |i| {
+                const n = try file.readPositional(io, &.{&buffer}, i * buffer.len);
+                try testing.expectEqual(buffer.len, n);
+                try expectBlocks(&buffer, i);
+            }
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 3 }, refused.since());
+            nowait.refusal_for_testing.store(0, .monotonic);
+            const accepted = NowaitCounts.start();
+            _ = try file.readPositional(io, &.{&buffer}, 0);
+            try testing.expectEqual(NowaitCounts{ .fast = 1, .slow = 0 }, accepted.since());
+
+            // A kernel without preadv2: after one ENOSYS, no more attempts.
+            nowait.refusal_for_testing.store(@intFromEnum(linux.E.NOSYS), .monotonic);
+            _ = try file.readPositional(io, &.{&buffer}, 0);
+            nowait.refusal_for_testing.store(0, .monotonic);
+            const latched = NowaitCounts.start();
+            const n = try file.readPositional(io, &.{&buffer}, 5 * buffer.len);
+            try testing.expectEqual(buffer.len, n);
+            try expectBlocks(&buffer, 5);
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 1 }, latched.since());
+        }
+    }.body);
+}
+
+test "fs: a read that took the async path is canceled" {
+    try withRuntime(struct {
+        fn readAll(io: Io, file: File, buffer: []u8) File.ReadPositionalError!usize {
+            return file.readPositional(io, &.{buffer}, 0);
+        }
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const blocks = 4096; // 16 MiB: a few milliseconds from the disk
+            const file = try blockFile(io, &tmp, "blocks", blocks);
+            defer file.close(io);
+            const buffer = try testing.allocator.alloc(u8, blocks * nowait_block_bytes);
+            defer testing.allocator.free(buffer);
+            try evict(file);
+            const before = NowaitCounts.start();
+            var reading = try io.concurrent(readAll, .{ io, file, buffer });
+            // io_uring: parked on the ring, cancelable; epoll: on the blocking lane, cancelable
+            // until a worker takes the call.
+            try parked.waitParked(io, &reading, .either);
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 1 }, before.since());
+            if (reading.cancel(io)) |n| {
+                // The kernel finished (part of) the read before the cancel took effect: the
+                // bytes it reports are right.
+                try testing.expect(n > 0 and n <= buffer.len);
+                try expectBlocks(buffer[0 .. n - n % nowait_block_bytes], 0);
+            } else |err| try testing.expectEqual(error.Canceled, err);
+            // The file still reads.
+            const first = buffer[0..nowait_block_bytes];
+            try testing.expectEqual(first.len, try file.readPositional(io, &.{first}, 0));
+            try expectBlocks(first, 0);
+        }
+    }.body);
 }
