@@ -937,3 +937,105 @@ test "fs: a read that took the async path is canceled" {
         }
     }.body);
 }
+
+/// Whether regular files try the fast open here: only where the loop cannot open (epoll).
+fn regularOpensTry() bool {
+    const Executor = @import("../sched/Executor.zig");
+    return !Executor.currentTask().?.executor.loop.supports(.openat);
+}
+
+test "fs: cached opens are made at once; refused or uncached ones take the async path" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            defer nowait.resetForTesting();
+            try tmp.dir.createDirPath(io, "sub");
+            const created = try tmp.dir.createFile(io, "sub/file", .{});
+            try created.writePositionalAll(io, "contents", 0);
+            created.close(io);
+            const regular: u64 = @intFromBool(regularOpensTry());
+
+            const cached = NowaitCounts.start();
+            var sub = try tmp.dir.openDir(io, "sub", .{ .iterate = true });
+            defer sub.close(io);
+            try expectContents(io, sub, "file");
+            // The directory, the file (where regular files try) and the read of it.
+            const expected: NowaitCounts = .{ .fast = 2 + regular, .slow = 1 - regular };
+            try testing.expectEqual(expected, cached.since());
+            // A cached miss (the negative entry the first lookup left) is the kernel's
+            // answer, at once.
+            try testing.expectError(error.FileNotFound, sub.statFile(io, "none", .{}));
+            const missing = NowaitCounts.start();
+            try testing.expectError(error.FileNotFound, sub.openFile(io, "none", .{}));
+            try testing.expectError(error.FileNotFound, sub.openDir(io, "none", .{}));
+            const expected_missing: NowaitCounts = .{ .fast = 1 + regular, .slow = 1 - regular };
+            try testing.expectEqual(expected_missing, missing.since());
+            // Not cached (simulated, the read too): the slow path opens the same file.
+            nowait.refusal_for_testing.store(@intFromEnum(linux.E.AGAIN), .monotonic);
+            const uncached = NowaitCounts.start();
+            try expectContents(io, sub, "file");
+            var again = try tmp.dir.openDir(io, "sub", .{});
+            again.close(io);
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 3 }, uncached.since());
+            // A kernel without RESOLVE_CACHED (EINVAL, confirmed by the probe) or without
+            // openat2 (ENOSYS): remembered, every later open takes the slow path. (ENOSYS
+            // latches reads too: the simulated kernel has no preadv2 either.)
+            for ([_]linux.E{ .INVAL, .NOSYS }) |refusal| {
+                nowait.resetForTesting();
+                nowait.refusal_for_testing.store(@intFromEnum(refusal), .monotonic);
+                var refused = try tmp.dir.openDir(io, "sub", .{});
+                refused.close(io);
+                try expectContents(io, sub, "file");
+                nowait.refusal_for_testing.store(0, .monotonic);
+                const latched = NowaitCounts.start();
+                var dir = try tmp.dir.openDir(io, "sub", .{});
+                dir.close(io);
+                try expectContents(io, sub, "file");
+                const reads_fast: u64 = @intFromBool(refusal == .INVAL);
+                const expected_latched: NowaitCounts = .{
+                    .fast = reads_fast,
+                    .slow = 3 - reads_fast,
+                };
+                try testing.expectEqual(expected_latched, latched.since());
+            }
+        }
+        fn expectContents(io: Io, dir: Dir, name: []const u8) !void {
+            const file = try dir.openFile(io, name, .{});
+            defer file.close(io);
+            var buffer: [16]u8 = undefined;
+            const n = try file.readPositional(io, &.{&buffer}, 0);
+            try testing.expectEqualStrings("contents", buffer[0..n]);
+        }
+    }.body);
+}
+
+test "fs: opening a FIFO waits for its peer without holding the executor" {
+    try withRuntime(struct {
+        fn openEnd(io: Io, dir: Dir, mode: File.OpenMode) !File {
+            return dir.openFile(io, "fifo", .{ .mode = mode });
+        }
+        fn body(io: Io) !void {
+            // Known, and not the fast path's: io_uring runs an OPENAT of a FIFO inline in
+            // `io_uring_enter`, so the executor thread blocks there until the peer opens.
+            const reason = "io_uring's OPENAT of a FIFO blocks";
+            if (!regularOpensTry()) return os.skipTest(@src(), reason);
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const rc = linux.mknodat(tmp.dir.handle, "fifo", linux.S.IFIFO | 0o600, 0);
+            try testing.expectEqual(linux.E.SUCCESS, linux.errno(rc));
+            // The reader's open waits for a writer; on one executor, a reader that held its
+            // thread in `open` would keep the writer from ever running.
+            var reader = try io.concurrent(openEnd, .{ io, tmp.dir, .read_only });
+            try parked.waitParked(io, &reader, .either);
+            const writer = try openEnd(io, tmp.dir, .write_only);
+            defer writer.close(io);
+            const read_end = try reader.await(io);
+            defer read_end.close(io);
+            try writer.writeStreamingAll(io, "through");
+            var buffer: [16]u8 = undefined;
+            const n = try read_end.readStreaming(io, &.{&buffer});
+            try testing.expectEqualStrings("through", buffer[0..n]);
+        }
+    }.body);
+}
