@@ -24,6 +24,11 @@ pub fn build(b: *std.Build) void {
         "function reached (written to WEFT_COVERAGE_FILE at each Runtime.deinit; see " ++
         "build/coverage.sh)") orelse false;
     weft_options.addOption(bool, "coverage", coverage);
+    // On by default: `weft.Metrics` counts with plain stores on the executors' own counters.
+    // Off, every counter compiles to nothing: how the counting's cost is measured.
+    const metrics = b.option(bool, "metrics", "Count what the runtime does for " ++
+        "weft.Metrics (default true; false compiles the counters out)") orelse true;
+    weft_options.addOption(bool, "metrics", metrics);
 
     const weft = b.addModule("weft", .{
         .root_source_file = b.path("src/root.zig"),

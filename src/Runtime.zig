@@ -34,6 +34,7 @@ const Blocking = @import("fs/Blocking.zig");
 const ProcessState = @import("std_io/ProcessState.zig");
 const lookup = @import("net/lookup.zig");
 const CpuLane = @import("lanes/CpuLane.zig");
+const Metrics = @import("Metrics.zig");
 
 state: *State,
 
@@ -93,6 +94,8 @@ pub const State = struct {
     /// The environment, the stderr lock, `/dev/null`, the SIGPIPE handler.
     process: ProcessState,
     tasks_live: std.atomic.Value(usize) = .init(0),
+    /// For `weft.Metrics`: the highest `tasks_live` seen.
+    tasks_live_peak: std.atomic.Value(usize) = .init(0),
     hooks: Executor.Hooks = .{ .run = &runTask },
     /// The lane `Runtime.compute` runs on; started on its first call.
     cpu: CpuLane,
@@ -120,9 +123,14 @@ pub const State = struct {
         result_len: usize,
         result_alignment: std.mem.Alignment,
     ) error{ConcurrencyUnavailable}!*Task {
-        if (state.tasks_live.fetchAdd(1, .monotonic) >= state.options.tasks_max) {
+        const live = state.tasks_live.fetchAdd(1, .monotonic) + 1;
+        if (live > state.options.tasks_max) {
             _ = state.tasks_live.fetchSub(1, .monotonic);
             return error.ConcurrencyUnavailable;
+        }
+        // A locked instruction only when a new peak is reached.
+        if (Metrics.enabled and live > state.tasks_live_peak.load(.monotonic)) {
+            _ = state.tasks_live_peak.fetchMax(live, .monotonic);
         }
         errdefer _ = state.tasks_live.fetchSub(1, .monotonic);
         const context_end = fieldOffsetMax(@sizeOf(Task), context_alignment) + context.len;
@@ -231,6 +239,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
             .main_task = .{ .executor = &executors[0], .home = &executors[0], .kind = .main },
             .hooks = &state.hooks,
             .hooks_context = state,
+            .started_ns = os.monotonicNs(),
         },
         .blocking = .init(gpa),
         .process = .init(options.environ),
@@ -359,6 +368,17 @@ pub fn compute(
     args: std.meta.ArgsTuple(@TypeOf(function)),
 ) CpuLane.Result(function) {
     return rt.state.cpu.run(caller_io, function, args);
+}
+
+/// A snapshot of what the runtime has done (`weft.Metrics`). Safe from any thread, at any
+/// time until `deinit`; stops nothing and allocates nothing.
+pub fn metrics(rt: Runtime) Metrics {
+    const state = rt.state;
+    return .collect(
+        &state.scheduler,
+        state.tasks_live.load(.monotonic),
+        state.tasks_live_peak.load(.monotonic),
+    );
 }
 
 /// The loop backend the runtime's executors use.

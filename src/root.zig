@@ -26,11 +26,14 @@ pub const CpuLane = @import("lanes/CpuLane.zig");
 /// A fixed table of exclusive resources: ids with generations, transactions with a bounded
 /// FIFO line of waiters, destroy, and a teardown for every resource.
 pub const Registry = @import("lanes/Registry.zig").Registry;
+/// A snapshot of what a runtime has done (`Runtime.metrics`), as a table or for Prometheus.
+pub const Metrics = @import("Metrics.zig");
 
 test {
     std.testing.refAllDecls(@This());
     _ = @import("os/Mutex.zig");
     _ = @import("os/SpinLock.zig");
+    _ = @import("os/Counter.zig");
     _ = @import("intrusive.zig");
     _ = @import("loop/Loop.zig");
     _ = @import("loop/nonblocking.zig");
@@ -43,6 +46,7 @@ test {
     _ = @import("sched/RunDelay.zig");
     _ = @import("sched/Runnable.zig");
     _ = @import("testing/runtime_test.zig");
+    _ = @import("testing/metrics_test.zig");
     _ = @import("testing/scheduler_test.zig");
     _ = @import("sched/RunQueue.zig");
     _ = @import("testing/overflow_test.zig");
