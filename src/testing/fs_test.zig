@@ -801,26 +801,45 @@ test "fs: a cached read is answered at once, an evicted one takes the async path
             const file = try blockFile(io, &tmp, "blocks", 64);
             defer file.close(io);
             var buffer: [4 * nowait_block_bytes]u8 = undefined;
-
-            const hot = NowaitCounts.start();
-            try testing.expectEqual(buffer.len, try file.readPositional(io, &.{&buffer}, 0));
-            try expectBlocks(&buffer, 0);
-            try testing.expectEqual(NowaitCounts{ .fast = 1, .slow = 0 }, hot.since());
-
-            try evict(file);
-            const cold = NowaitCounts.start();
+            // Which path a read takes is the page cache's state, which the kernel may change
+            // under a loaded machine (an eviction that leaves a page, a page reclaimed at
+            // once): each step is tried until it took the path it means, a few times at most.
+            try expectPath(io, file, &buffer, 0, .fast, false);
             const offset = 40 * nowait_block_bytes;
-            try testing.expectEqual(buffer.len, try file.readPositional(io, &.{&buffer}, offset));
-            try expectBlocks(&buffer, 40);
-            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 1 }, cold.since());
-
+            try expectPath(io, file, &buffer, offset, .slow, true);
             // Now cached again: fast.
-            const again = NowaitCounts.start();
-            try testing.expectEqual(buffer.len, try file.readPositional(io, &.{&buffer}, offset));
-            try expectBlocks(&buffer, 40);
-            try testing.expectEqual(NowaitCounts{ .fast = 1, .slow = 0 }, again.since());
+            try expectPath(io, file, &buffer, offset, .fast, false);
         }
     }.body);
+}
+
+/// Reads `buffer.len` bytes of `file` at `offset` (after evicting the file when `evict_first`)
+/// until the read took `path`, 20 tries at most; every read must return the right blocks.
+fn expectPath(
+    io: Io,
+    file: File,
+    buffer: []u8,
+    offset: u64,
+    path: enum { fast, slow },
+    evict_first: bool,
+) !void {
+    const wanted: NowaitCounts = switch (path) {
+        .fast => .{ .fast = 1, .slow = 0 },
+        .slow => .{ .fast = 0, .slow = 1 },
+    };
+    var last: NowaitCounts = undefined;
+    for (0..20) |_| {
+        if (evict_first) try evict(file);
+        const before = NowaitCounts.start();
+        try testing.expectEqual(buffer.len, try file.readPositional(io, &.{buffer}, offset));
+        last = before.since();
+        try expectBlocks(buffer, @intCast(offset / nowait_block_bytes));
+        if (std.meta.eql(last, wanted)) return;
+        try io.sleep(.fromMilliseconds(5), .awake);
+    }
+    const name = @tagName(path);
+    std.debug.print("read at {d}: paths taken {any}, not {s}, in 20 tries\n", .{ offset, last, name });
+    return error.TestUnexpectedPath;
 }
 
 test "fs: short reads at end of file, cached and evicted; errors keep their names" {
