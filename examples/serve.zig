@@ -16,7 +16,7 @@ const usage =
     \\                  [--executors N] [--listeners reuse_port|shared] [--connections N]
     \\                  [--scheduling stealing|pinned] [--idle-timeout S] [--header-timeout S]
     \\                  [--body-timeout S] [--send-timeout S] [--request-timeout S]
-    \\                  [--drain-timeout S]
+    \\                  [--drain-timeout S] [--metrics]
     \\       weft-serve --help
     \\
     \\  --mode         single: one runtime on one thread
@@ -37,6 +37,8 @@ const usage =
     \\                 read of a body (body, 60), on each write of a response (send, 60), on
     \\                 a whole request (request, unbounded); drain: how long a stop lets
     \\                 requests in flight finish (5)
+    \\  --metrics      also answer GET /metrics with weft.Metrics in the Prometheus text
+    \\                 format (the runtime of the worker that serves the request)
     \\  -h, --help     this text, on stdout
     \\
 ;
@@ -56,6 +58,7 @@ const Args = struct {
     send_timeout_ns: u64 = weft.config.server_send_timeout_ns_default,
     request_timeout_ns: ?u64 = null,
     drain_timeout_ns: u64 = weft.config.server_drain_timeout_ns_default,
+    metrics: bool = false,
 };
 
 pub fn main(init: std.process.Init) u8 {
@@ -103,7 +106,10 @@ pub fn main(init: std.process.Init) u8 {
             server.port(),
         },
     );
-    const report = server.run(weft.Server.http.handler(&hello.http_handler)) catch |err| {
+    const metered: weft.Server.http.WithMetrics = .{ .inner = &hello.http_handler };
+    const metered_handler = metered.httpHandler();
+    const http_handler = if (args.metrics) &metered_handler else &hello.http_handler;
+    const report = server.run(weft.Server.http.handler(http_handler)) catch |err| {
         std.debug.print("weft-serve: {t}\n", .{err});
         return 1;
     };
@@ -170,8 +176,15 @@ fn parse(args: []const [:0]const u8, misuse: *Misuse) error{Misuse}!Command {
     var workers: u32 = 2;
     var parsed: Args = .{ .shape = .single, .port = 0 };
     var i: usize = 0;
-    while (i < args.len) : (i += 2) {
+    while (i < args.len) {
         if (eql(args[i], "--help") or eql(args[i], "-h")) return .help;
+        if (eql(args[i], "--metrics")) {
+            // A flag: the only option without a value.
+            parsed.metrics = true;
+            i += 1;
+            continue;
+        }
+        defer i += 2;
         const option = std.meta.stringToEnum(Option, args[i]) orelse
             return misuse.set("unknown option \"{s}\"", .{args[i]});
         if (i + 1 >= args.len) return misuse.set("{t} needs a value", .{option});
@@ -288,6 +301,7 @@ test "weft-serve: a bad argument is named, with why" {
             .message = "--send-timeout: \"nan\" is not seconds within 0.001-86400",
         },
         .{ .args = &.{ "--mode", "forked" }, .message = "--port is required" },
+        .{ .args = &.{ "--metrics", "--port" }, .message = "--port needs a value" },
     };
     for (cases) |case| {
         var misuse: Misuse = .{};
@@ -309,9 +323,12 @@ test "weft-serve: --help and -h ask for the usage; good arguments parse" {
     try std.testing.expectEqual(@as(u32, 3), args.shape.workers());
     try std.testing.expectEqual(@as(u32, 10), args.connections_max);
     try std.testing.expect(args.pinned);
+    try std.testing.expect(!args.metrics);
     const timed = (try parse(&.{
-        "--mode", "single", "--port", "1", "--body-timeout", "1.5", "--request-timeout", "30",
+        "--metrics", "--mode", "single", "--port", "1", "--body-timeout", "1.5",
+        "--request-timeout", "30", "--metrics",
     }, &misuse)).serve;
+    try std.testing.expect(timed.metrics);
     try std.testing.expectEqual(1_500 * std.time.ns_per_ms, timed.body_timeout_ns);
     try std.testing.expectEqual(30 * std.time.ns_per_s, timed.request_timeout_ns.?);
 }

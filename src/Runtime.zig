@@ -381,6 +381,15 @@ pub fn metrics(rt: Runtime) Metrics {
     );
 }
 
+/// `metrics()` of the runtime behind `io`, or null when `io` is not a weft runtime's (such as
+/// `std.Io.Threaded`'s): for code handed only an `Io`, like a request handler.
+pub fn metricsOf(io_any: Io) ?Metrics {
+    if (io_any.vtable != &vtable_mod.vtable) return null;
+    const state: *State = @ptrCast(@alignCast(io_any.userdata.?));
+    const rt: Runtime = .{ .state = state };
+    return rt.metrics();
+}
+
 /// The loop backend the runtime's executors use.
 pub fn backend(rt: Runtime) Loop.Kind {
     return rt.state.scheduler.executors[0].loop.kind();

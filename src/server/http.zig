@@ -22,6 +22,7 @@ const config = @import("../config.zig");
 const Worker = @import("Worker.zig");
 const head = @import("http/head.zig");
 const Body = @import("http/Body.zig");
+const Runtime = @import("../Runtime.zig");
 
 pub const Request = std.http.Server.Request;
 pub const RespondError = Request.ExpectContinueError;
@@ -342,3 +343,45 @@ pub fn Fixed(comptime body: []const u8) type {
         }
     };
 }
+
+/// A `Handler` that answers `GET /metrics` with `weft.Metrics` of the runtime serving the
+/// request, in the Prometheus text format, and passes every other request to `inner`, which
+/// must outlive the server. Each worker has its own runtime (`.threaded`, `.forked`): a scrape
+/// sees the worker whose connection it arrived on.
+///
+/// ```
+/// const metered: weft.Server.http.WithMetrics = .{ .inner = &hello.http_handler };
+/// const metered_handler = metered.httpHandler();
+/// const report = try server.run(weft.Server.http.handler(&metered_handler));
+/// ```
+pub const WithMetrics = struct {
+    inner: *const Handler,
+    path: []const u8 = "/metrics",
+
+    /// The handler; it points at `with_metrics`, which must outlive the server.
+    pub fn httpHandler(with_metrics: *const WithMetrics) Handler {
+        return .{ .context = @constCast(with_metrics), .respondFn = &respond };
+    }
+
+    fn respond(
+        context: ?*anyopaque,
+        connection: *Worker.Connection,
+        request: *Request,
+    ) RespondError!void {
+        const with_metrics: *const WithMetrics = @ptrCast(@alignCast(context.?));
+        const scrape = request.head.method == .GET and
+            std.mem.eql(u8, request.head.target, with_metrics.path);
+        if (!scrape) {
+            return with_metrics.inner.respondFn(with_metrics.inner.context, connection, request);
+        }
+        const metrics = Runtime.metricsOf(connection.io()) orelse {
+            return request.respond("not a weft runtime\n", .{ .status = .not_found });
+        };
+        var buffer: [4096]u8 = undefined;
+        var body = try request.respondStreaming(&buffer, .{ .respond_options = .{
+            .extra_headers = &.{.{ .name = "content-type", .value = "text/plain; version=0.0.4" }},
+        } });
+        try metrics.writePrometheus(&body.writer);
+        try body.end();
+    }
+};

@@ -1116,6 +1116,32 @@ test "Server: stop_on_signals: SIGTERM stops .single and .threaded; the handlers
     }
 }
 
+test "Server.http.WithMetrics: /metrics is the worker runtime's Prometheus text" {
+    const metered: Server.http.WithMetrics = .{ .inner = &hello.http_handler };
+    const metered_handler = metered.httpHandler();
+    var running: Running = undefined;
+    try running.start(optionsOf(.single), Server.http.handler(&metered_handler));
+    errdefer running.abandon();
+    try withClientPort(running.server.port(), struct {
+        fn body(io: Io, port: u16) !void {
+            var client: Client = undefined;
+            try client.connect(io, port);
+            defer client.close(io);
+            try testing.expectEqual(200, try client.get()); // any other path: the inner one
+            try client.send("GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+            var all: [64 * 1024]u8 = undefined;
+            const response = all[0..try client.reader.interface.readSliceShort(&all)];
+            try testing.expect(std.mem.startsWith(u8, response, "HTTP/1.1 200 OK\r\n"));
+            try testing.expect(std.mem.indexOf(u8, response, "version=0.0.4") != null);
+            // The connection of this very request is alive in the worker's runtime.
+            try testing.expect(std.mem.indexOf(u8, response, "\nweft_tasks_live ") != null);
+            const resumed = "weft_executor_tasks_resumed_total{executor=\"0\"}";
+            try testing.expect(std.mem.indexOf(u8, response, resumed) != null);
+        }
+    }.body);
+    _ = try running.finish();
+}
+
 test "Server.raiseFdLimit: lifts a lowered soft RLIMIT_NOFILE to the hard limit" {
     var saved: linux.rlimit = undefined;
     try testing.expectEqual(@as(usize, 0), linux.getrlimit(.NOFILE, &saved));

@@ -1,0 +1,48 @@
+//! Seeing inside weft: a runtime's metrics, as a table and in the Prometheus format.
+//!
+//! A thousand tasks sleep, exchange values over a channel and compute a little; then the
+//! program prints `rt.metrics()` as the table `writeText` makes and the first lines of
+//! `writePrometheus`. docs/METRICS.md defines every figure.
+//!
+//! Usage: ./zigw build examples && zig-out/bin/example-observe
+const std = @import("std");
+const Io = std.Io;
+const weft = @import("weft");
+
+fn worker(io: Io, channel: *weft.sync.Channel(u64), id: u64) Io.Cancelable!void {
+    try io.sleep(.fromMilliseconds(@intCast(id % 20)), .awake);
+    channel.send(io, id * id) catch |err| switch (err) {
+        error.Canceled => return error.Canceled,
+        error.Closed => unreachable, // main closes nothing
+    };
+}
+
+pub fn main(init: std.process.Init) !void {
+    var rt = try weft.Runtime.init(init.gpa, .{ .executors = 2 });
+    defer rt.deinit();
+    const io = rt.io();
+
+    var buffer: [16]u64 = undefined;
+    var channel: weft.sync.Channel(u64) = .init(&buffer);
+    var group: Io.Group = .init;
+    for (0..1000) |id| try group.concurrent(io, worker, .{ io, &channel, id });
+    var sum: u64 = 0;
+    for (0..1000) |_| sum +%= try channel.recv(io);
+    try group.await(io);
+
+    var stdout_buffer: [4096]u8 = undefined;
+    var stdout = Io.File.stdout().writer(io, &stdout_buffer);
+    const out = &stdout.interface;
+    try out.print("sum of squares: {d}\n\n", .{sum});
+    const metrics = rt.metrics();
+    try metrics.writeText(out);
+    try out.writeAll("\nPrometheus, the first series:\n");
+    var prometheus_buffer: [2048]u8 = undefined;
+    var prometheus: Io.Writer = .fixed(&prometheus_buffer);
+    // The fixed buffer holds the first series only: the rest is cut, on purpose.
+    metrics.writePrometheus(&prometheus) catch {};
+    const text = prometheus.buffered();
+    if (std.mem.lastIndexOfScalar(u8, text, '\n')) |end| try out.writeAll(text[0 .. end + 1]);
+    try out.writeAll("...\n");
+    try out.flush();
+}
