@@ -31,6 +31,7 @@ test {
     std.testing.refAllDecls(@This());
     _ = @import("os/Mutex.zig");
     _ = @import("os/SpinLock.zig");
+    _ = @import("os/atomic.zig");
     _ = @import("intrusive.zig");
     _ = @import("loop/Loop.zig");
     _ = @import("loop/nonblocking.zig");

@@ -1108,7 +1108,7 @@ const LaneScenario = struct {
     succeeded: [callers]u32 = @splat(0),
 
     const Checker = @import("../testing/InterleavingChecker.zig");
-    const atomic = @import("../sync/atomic.zig");
+    const atomic = @import("../os/atomic.zig");
     const callers = 3;
     const jobs = 2;
     pub const rearming_threads = [_]usize{ 0, 1, 2 };

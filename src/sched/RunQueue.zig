@@ -22,12 +22,12 @@
 //! rewriting after a wrap-around, and then its CAS fails; the atomic access makes that read
 //! well defined instead of a data race.
 //!
-//! The atomics go through the shim (`sync/atomic.zig`, std's own type outside tests), so that
+//! The atomics go through the shim (`os/atomic.zig`, std's own type outside tests), so that
 //! the interleaving checker can run owner and thieves step by step: see the RunQueue scenario
 //! in testing/InterleavingChecker.zig.
 const std = @import("std");
 const assert = std.debug.assert;
-const atomic = @import("../sync/atomic.zig");
+const atomic = @import("../os/atomic.zig");
 
 pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
     comptime assert(std.math.isPowerOfTwo(capacity));

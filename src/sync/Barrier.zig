@@ -28,7 +28,7 @@ const Barrier = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
-const atomic = @import("atomic.zig");
+const atomic = @import("../os/atomic.zig");
 const WaitQueue = @import("WaitQueue.zig");
 
 state: atomic.Value(State) = .init(.{ .arrived = 0, .generation = 0 }),

@@ -30,7 +30,7 @@ const Notify = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
-const atomic = @import("atomic.zig");
+const atomic = @import("../os/atomic.zig");
 const WaitQueue = @import("WaitQueue.zig");
 
 state: atomic.Value(State) = .init(.empty),

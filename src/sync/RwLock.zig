@@ -54,7 +54,7 @@ const RwLock = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
-const atomic = @import("atomic.zig");
+const atomic = @import("../os/atomic.zig");
 const WaitQueue = @import("WaitQueue.zig");
 
 state: atomic.Value(u32) = .init(0),

@@ -63,7 +63,7 @@ const WaitQueue = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
-const atomic = @import("atomic.zig");
+const atomic = @import("../os/atomic.zig");
 const config = @import("../config.zig");
 const Executor = @import("../sched/Executor.zig");
 /// The short internal lock of the primitives (never held across a park); see atomic.zig.

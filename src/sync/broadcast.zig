@@ -88,7 +88,7 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const WaitQueue = @import("WaitQueue.zig");
-const atomic = @import("atomic.zig");
+const atomic = @import("../os/atomic.zig");
 
 pub fn Broadcast(comptime T: type) type {
     return struct {

@@ -62,6 +62,5 @@ test {
     _ = @import("once_cell.zig");
     _ = Semaphore;
     _ = RwLock;
-    _ = @import("atomic.zig");
     _ = select_mod;
 }

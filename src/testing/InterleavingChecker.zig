@@ -4,7 +4,7 @@
 //! Logical threads are fibers on the test's own OS thread, run one at a time. The code under
 //! test reaches the checker in two ways:
 //! - every atomic operation and every lock operation of weft.sync goes through the shim
-//!   (`sync/atomic.zig`), whose test-build look-alikes call `step` first: at each step the
+//!   (`os/atomic.zig`), whose test-build look-alikes call `step` first: at each step the
 //!   checker picks, from its seeded PRNG, which logical thread runs next (possibly the same);
 //! - the code is handed the checker's own `Io`, whose futex, cancelation and clock entries
 //!   the checker implements: a futex wait parks the logical thread until a matching wake, or
@@ -54,7 +54,7 @@ const Checker = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
-const atomic = @import("../sync/atomic.zig");
+const atomic = @import("../os/atomic.zig");
 const context = @import("../fiber/context.zig");
 
 gpa: std.mem.Allocator,
