@@ -54,7 +54,7 @@ const std = @import("std");
 const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
-const SpinLock = @import("../os/SpinLock.zig");
+const atomic = @import("../os/atomic.zig");
 const Executor = @import("Executor.zig");
 const RunDelay = @import("RunDelay.zig");
 const Task = @import("Task.zig");
@@ -68,43 +68,43 @@ executors: []Executor,
 /// Free stacks the executors' pools share (fiber/stack.zig, `Shared`).
 stacks_shared: stack_mod.Shared = .{},
 /// Tasks made ready by threads weft does not run, and the overflow of full rings.
-inject_lock: SpinLock = .{},
+inject_lock: atomic.Lock = .{},
 inject: TaskQueue = .{},
-inject_count: std.atomic.Value(usize) = .init(0),
+inject_count: atomic.Value(usize) = .init(0),
 /// Tasks that never ran and found no stack (the kernel refused a new slab): the next stack
 /// freed on any executor goes to the oldest. Runtime-wide, since a freed stack joins the pool of
 /// whichever executor freed it.
-starved_lock: SpinLock = .{},
+starved_lock: atomic.Lock = .{},
 starved: TaskQueue = .{},
-starved_count: std.atomic.Value(usize) = .init(0),
+starved_count: atomic.Value(usize) = .init(0),
 /// Executors searching for work right now (see the rule above).
-searching: std.atomic.Value(u32) = .init(0),
+searching: atomic.Value(u32) = .init(0),
 /// Executors on the idle list.
-sleeping: std.atomic.Value(u32) = .init(0),
+sleeping: atomic.Value(u32) = .init(0),
 /// CPUs this process may use (`CpuLane.cpusAvailable` at init), for `searchMaySpin`.
 cpus: u32,
 /// Until then (CLOCK_MONOTONIC ns) the CPUs count as contended: an executor's thread waited
 /// for one lately (sched/RunDelay.zig). See `cpusContended`.
-contended_until_ns: std.atomic.Value(u64) = .init(0),
+contended_until_ns: atomic.Value(u64) = .init(0),
 /// Whether executors measure their run delay at all (`Runtime.Options.cpu_contention`).
 contention_policy: ContentionPolicy = .adapt,
 /// The last `retired` executors (by index) are retired: see "Retiring executors" above.
-retired: std.atomic.Value(u32) = .init(0),
+retired: atomic.Value(u32) = .init(0),
 /// No further executor retires before then: one per `config.run_delay_backoff_ns_min`.
-retire_next_ns: std.atomic.Value(u64) = .init(0),
+retire_next_ns: atomic.Value(u64) = .init(0),
 /// When `considerRetiring` last looked at the process's CPU time, and that time
 /// (`os.processCpuNs`): the usage since then decides whether one more executor retires.
-usage_mark_ns: std.atomic.Value(u64) = .init(0),
-usage_mark_cpu_ns: std.atomic.Value(u64) = .init(0),
-idle_lock: SpinLock = .{},
+usage_mark_ns: atomic.Value(u64) = .init(0),
+usage_mark_cpu_ns: atomic.Value(u64) = .init(0),
+idle_lock: atomic.Lock = .{},
 /// The idle list: indices into `executors`, the most recently idle last.
 idle: std.ArrayList(u32) = .empty,
 /// Set by `Runtime.deinit`: idle executors leave their loops instead of sleeping.
-stopping: std.atomic.Value(bool) = .init(false),
+stopping: atomic.Value(bool) = .init(false),
 /// Tasks never migrate: each is given a home executor when it is spawned.
 pinned: bool,
 /// Round-robin cursor for pinned mode's placement.
-placement_next: std.atomic.Value(u32) = .init(0),
+placement_next: atomic.Value(u32) = .init(0),
 /// The thread that called `Runtime.init`, adopted as a task of executor 0.
 main_task: Task,
 hooks: *const Executor.Hooks,

@@ -1,11 +1,12 @@
-//! A seeded interleaving checker for weft.sync (STYLE.md habit 14; after Tokio's loom, but
-//! randomised rather than exhaustive).
+//! A seeded interleaving checker for weft.sync, the lanes and the scheduler (STYLE.md habit
+//! 14; after Tokio's loom, but randomised rather than exhaustive).
 //!
 //! Logical threads are fibers on the test's own OS thread, run one at a time. The code under
 //! test reaches the checker in two ways:
-//! - every atomic operation and every lock operation of weft.sync goes through the shim
-//!   (`os/atomic.zig`), whose test-build look-alikes call `step` first: at each step the
-//!   checker picks, from its seeded PRNG, which logical thread runs next (possibly the same);
+//! - every atomic operation and every lock operation of weft.sync and the scheduler goes
+//!   through the shim (`os/atomic.zig`), whose test-build look-alikes call `step` first: at
+//!   each step the checker picks, from its seeded PRNG, which logical thread runs next
+//!   (possibly the same);
 //! - the code is handed the checker's own `Io`, whose futex, cancelation and clock entries
 //!   the checker implements: a futex wait parks the logical thread until a matching wake, or
 //!   returns early at random (a spurious wake, a cancel request, a timeout on a virtual clock
