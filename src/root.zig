@@ -40,9 +40,9 @@ test {
     _ = @import("sched/Timers.zig");
     _ = @import("sched/futex.zig");
     _ = @import("sched/overflow.zig");
-    _ = @import("sched/cpu_demand.zig");
-    _ = @import("sched/RunDelay.zig");
-    _ = @import("sched/Runnable.zig");
+    _ = @import("contention/cpu_demand.zig");
+    _ = @import("contention/RunDelay.zig");
+    _ = @import("contention/RunnableCount.zig");
     _ = @import("testing/runtime_test.zig");
     _ = @import("testing/scheduler_test.zig");
     _ = @import("sched/RunQueue.zig");

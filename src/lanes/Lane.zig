@@ -81,7 +81,7 @@ const config = @import("../config.zig");
 const Lock = @import("../os/Mutex.zig");
 const os = @import("../os/linux.zig");
 const os_thread = @import("../os/thread.zig");
-const cpu_demand = @import("../sched/cpu_demand.zig");
+const cpu_demand = @import("../contention/cpu_demand.zig");
 
 gpa: std.mem.Allocator,
 options: Options,

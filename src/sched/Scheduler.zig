@@ -28,7 +28,7 @@
 //! ## Retiring executors
 //!
 //! An executor's thread that waits for a CPU more than a sixteenth of the time
-//! (sched/RunDelay.zig) makes the CPUs count as contended for a while (`cpusContended`):
+//! (contention/RunDelay.zig) makes the CPUs count as contended for a while (`cpusContended`):
 //! other threads, of this process or another, want every CPU. Then no executor spins in its
 //! search nor is woken to share a poll's completions, and, once the contention has lasted
 //! `config.retire_contention_ns_min`, the executors retire one by one from the highest index,
@@ -56,9 +56,9 @@ const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
 const atomic = @import("../os/atomic.zig");
 const Executor = @import("Executor.zig");
-const RunDelay = @import("RunDelay.zig");
+const RunDelay = @import("../contention/RunDelay.zig");
 const Task = @import("Task.zig");
-const cpu_demand = @import("cpu_demand.zig");
+const cpu_demand = @import("../contention/cpu_demand.zig");
 const stack_mod = @import("../fiber/stack.zig");
 
 const TaskQueue = @import("../intrusive.zig").Queue(Task);
@@ -84,7 +84,7 @@ sleeping: atomic.Value(u32) = .init(0),
 /// CPUs this process may use (`CpuLane.cpusAvailable` at init), for `searchMaySpin`.
 cpus: u32,
 /// Until then (CLOCK_MONOTONIC ns) the CPUs count as contended: an executor's thread waited
-/// for one lately (sched/RunDelay.zig). See `cpusContended`.
+/// for one lately (contention/RunDelay.zig). See `cpusContended`.
 contended_until_ns: atomic.Value(u64) = .init(0),
 /// Whether executors measure their run delay at all (`Runtime.Options.cpu_contention`).
 contention_policy: ContentionPolicy = .adapt,
@@ -274,14 +274,14 @@ fn popIdleActive(scheduler: *Scheduler) ?*Executor {
 
 /// Whether an executor out of work may spin searching (`config.executor_search_ns`) rather
 /// than look once: not while busy lane workers alone want every CPU, where the spin would
-/// take a core from one of them (see sched/cpu_demand.zig). Other executors are not counted:
+/// take a core from one of them (see contention/cpu_demand.zig). Other executors are not counted:
 /// they come and go within microseconds, and counting them stopped the spin while a single
 /// caller waited for a 10 µs job (a 1 µs round trip became one wake-up syscall per call).
 pub fn searchMaySpin(scheduler: *const Scheduler) bool {
     return cpu_demand.busyWorkers() < scheduler.cpus;
 }
 
-/// Whether an executor of this runtime recently waited for a CPU (sched/RunDelay.zig): other
+/// Whether an executor of this runtime recently waited for a CPU (contention/RunDelay.zig): other
 /// threads, of this process or another, want every CPU. Then a spinning search, or a sleeping
 /// executor woken to share a poll's completions, would only take a CPU from them: the awake
 /// executor runs the work itself. Measured with HTTP on 2 executors sharing 2 cores with wrk:

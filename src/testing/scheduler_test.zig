@@ -9,7 +9,7 @@ const Runtime = @import("../Runtime.zig");
 const Executor = @import("../sched/Executor.zig");
 const os = @import("../os/linux.zig");
 const net = Io.net;
-const RunDelay = @import("../sched/RunDelay.zig");
+const RunDelay = @import("../contention/RunDelay.zig");
 const Scheduler = @import("../sched/Scheduler.zig");
 const weft_config = @import("../config.zig");
 
@@ -529,7 +529,7 @@ test "scheduler: a lone executor sleeps at once while other threads want every C
     const executor = &rt.state.scheduler.executors[0];
     // A closed sampler answers "no idle CPU", as a machine with more runnable threads than
     // CPUs would (this test runs on executor 0's own thread, the sampler's owner).
-    executor.runnable.close();
+    executor.runnable_count.close();
     const polls_alone_before = executor.polls_alone;
     _ = try shortSleepsBlocked(&rt, 10);
     // Not one poll of the search's spin: every sleep blocked at once, unless its timer was

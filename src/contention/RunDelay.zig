@@ -4,7 +4,7 @@
 //!
 //! An executor out of work spins searching for a while before it sleeps (`Executor.search`),
 //! which pays only while a CPU would otherwise stay idle (Go's rule). The scheduler sees its
-//! own executors and the lanes' workers (sched/cpu_demand.zig), but not other processes. An
+//! own executors and the lanes' workers (contention/cpu_demand.zig), but not other processes. An
 //! HTTP server with 2 executors on 2 cores, sharing them with its load generator, spun its
 //! searches on the CPU the client needed: its threads waited for a CPU a third of the time and
 //! were preempted 3,000 times a second, so a connection whose completion sat in a preempted
