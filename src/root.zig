@@ -25,7 +25,7 @@ pub const Lane = @import("lanes/Lane.zig");
 pub const CpuLane = @import("lanes/CpuLane.zig");
 /// A fixed table of exclusive resources: ids with generations, transactions with a bounded
 /// FIFO line of waiters, destroy, and a teardown for every resource.
-pub const Registry = @import("lanes/Registry.zig").Registry;
+pub const Registry = @import("sync/Registry.zig").Registry;
 
 test {
     std.testing.refAllDecls(@This());
@@ -72,7 +72,7 @@ test {
     _ = @import("testing/process_test.zig");
     _ = @import("std_io/iovecs.zig");
     _ = @import("std_io/fs_errno.zig");
-    _ = @import("lanes/Registry.zig");
+    _ = @import("sync/Registry.zig");
     _ = @import("testing/cpu_test.zig");
     _ = @import("testing/registry_test.zig");
     _ = @import("testing/compat_test.zig");

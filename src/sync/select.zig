@@ -66,8 +66,8 @@ const WaitQueue = @import("WaitQueue.zig");
 const Channel = @import("channel.zig").Channel;
 const Task = @import("../sched/Task.zig");
 const waiter_mod = @import("../sched/Waiter.zig");
-// The one upward reference of weft.sync: a `.future` arm must know that the future is one of
-// weft's tasks before it reads the task's awaiter slot.
+// A `.future` arm must know that the future is one of weft's tasks before it reads the task's
+// awaiter slot (weft.sync sits above std_io for this, and for Registry's caller check).
 const weft_vtable = &@import("../std_io/vtable.zig").vtable;
 
 /// Which arm is tried first when several are ready.

@@ -564,7 +564,7 @@ const select_mod = @import("../sync/select.zig");
 const RwLock = @import("../sync/RwLock.zig");
 const Semaphore = @import("../sync/Semaphore.zig");
 const Notify = @import("../sync/Notify.zig");
-const Registry = @import("../lanes/Registry.zig").Registry;
+const Registry = @import("../sync/Registry.zig").Registry;
 const Oneshot = @import("../sync/oneshot.zig").Oneshot;
 const Barrier = @import("../sync/Barrier.zig");
 

@@ -7,7 +7,7 @@ const std = @import("std");
 const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
-const Registry = @import("../lanes/Registry.zig").Registry;
+const Registry = @import("../sync/Registry.zig").Registry;
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});

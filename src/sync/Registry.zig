@@ -75,8 +75,9 @@
 //! One lock guards the table. (Rejected alternative: a lock per slot. Transactions hold no
 //! lock while `f` runs, so the table lock is held for a few dozen instructions per call; a
 //! lock per slot would need an ordering with `register` and `shutdown` for no measured gain.)
-//! The line is a `weft.sync.WaitQueue`, which depends only on `os/`: its cancel-safe wait is
-//! reused rather than written again here.
+//! The line is a `WaitQueue`, as in the other primitives of weft.sync: its cancel-safe wait is
+//! reused rather than written again here. (It lived in lanes/, but it is no pool of threads:
+//! callers run `f` themselves, one at a time, as a lock's holders do.)
 //!
 //! Thread-safety: every method but `deinit` may be called from any fiber or OS thread at once;
 //! all callers use the same `Io`. `shutdown` once; `deinit` once, after every call returned.
@@ -86,11 +87,11 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const config = @import("../config.zig");
-const WaitQueue = @import("../sync/WaitQueue.zig");
+const WaitQueue = @import("WaitQueue.zig");
 const Executor = @import("../sched/Executor.zig");
-const Lane = @import("Lane.zig");
-// An upward reference, as in weft.sync's select: only a caller on weft's `Io` (or on
-// `std.Io.Threaded`) outside a task is known to be its OS thread (see `callerOf`).
+const Lane = @import("../lanes/Lane.zig");
+// Only a caller on weft's `Io` (or on `std.Io.Threaded`) outside a task is known to be its OS
+// thread (see `callerOf`).
 const weft_vtable = &@import("../std_io/vtable.zig").vtable;
 const threaded_vtable = Io.Threaded.io(undefined).vtable;
 
