@@ -24,17 +24,15 @@ const os_thread = @import("os/thread.zig");
 const Executor = @import("sched/Executor.zig");
 const Scheduler = @import("sched/Scheduler.zig");
 const ThreadWaiter = @import("sched/Waiter.zig").ThreadWaiter;
-const Task = @import("sched/Task.zig");
 const Loop = @import("loop/Loop.zig");
 const stack_mod = @import("fiber/stack.zig");
 const vtable_mod = @import("std_io/vtable.zig");
-const task_io = @import("std_io/task.zig");
+const State = @import("std_io/State.zig");
 const coverage = @import("std_io/coverage.zig");
-const Blocking = @import("fs/Blocking.zig");
-const ProcessState = @import("std_io/ProcessState.zig");
 const lookup = @import("net/lookup.zig");
 const CpuLane = @import("lanes/CpuLane.zig");
 
+/// Internal: the VTable's userdata (std_io/State.zig). Not part of the API.
 state: *State,
 
 pub const Options = struct {
@@ -83,133 +81,6 @@ pub const InitError = error{
     SystemResources,
 } || Executor.InitError;
 
-/// What the VTable's `userdata` points at.
-pub const State = struct {
-    gpa: std.mem.Allocator,
-    options: Options,
-    scheduler: Scheduler,
-    /// Runs the file system calls the loop cannot (its threads start on first use).
-    blocking: Blocking,
-    /// The environment, the stderr lock, `/dev/null`, the SIGPIPE handler.
-    process: ProcessState,
-    tasks_live: std.atomic.Value(usize) = .init(0),
-    hooks: Executor.Hooks = .{ .run = &runTask },
-    /// The lane `Runtime.compute` runs on; started on its first call.
-    cpu: CpuLane,
-
-    pub fn io(state: *State) Io {
-        return .{ .userdata = state, .vtable = &vtable_mod.vtable };
-    }
-
-    /// Where a field aligned to `alignment` starts at the latest, following `offset` in a task's
-    /// allocation: exactly `alignment.forward(offset)` up to the allocation's own alignment (the
-    /// base is a multiple of it), else with the worst-case padding. Exact sizes matter: a task
-    /// with a small context then fits the allocator's 256-byte class, not the 512-byte one.
-    fn fieldOffsetMax(offset: usize, alignment: std.mem.Alignment) usize {
-        if (alignment.toByteUnits() <= Task.allocation_align) return alignment.forward(offset);
-        return offset + alignment.toByteUnits() - 1;
-    }
-
-    /// Allocates a task (not yet started, no stack yet). Fails when `tasks_max` is reached or
-    /// memory is short; callers then run the function inline or report ConcurrencyUnavailable.
-    pub fn createTask(
-        state: *State,
-        kind: Task.Kind,
-        context: []const u8,
-        context_alignment: std.mem.Alignment,
-        result_len: usize,
-        result_alignment: std.mem.Alignment,
-    ) error{ConcurrencyUnavailable}!*Task {
-        if (state.tasks_live.fetchAdd(1, .monotonic) >= state.options.tasks_max) {
-            _ = state.tasks_live.fetchSub(1, .monotonic);
-            return error.ConcurrencyUnavailable;
-        }
-        errdefer _ = state.tasks_live.fetchSub(1, .monotonic);
-        const context_end = fieldOffsetMax(@sizeOf(Task), context_alignment) + context.len;
-        const len = fieldOffsetMax(context_end, result_alignment) + result_len;
-        if (len > std.math.maxInt(u32)) return error.ConcurrencyUnavailable;
-        const allocation = state.gpa.alignedAlloc(u8, .fromByteUnits(Task.allocation_align), len) catch
-            return error.ConcurrencyUnavailable;
-        const base = @intFromPtr(allocation.ptr);
-        const context_address = context_alignment.forward(base + @sizeOf(Task));
-        const result_address = result_alignment.forward(context_address + context.len);
-        assert(result_address + result_len <= base + len);
-        const task: *Task = @ptrCast(allocation.ptr);
-        const scheduler = &state.scheduler;
-        task.* = .{
-            .executor = scheduler.executorOfThread() orelse &scheduler.executors[0],
-            .kind = kind,
-            .allocation_len = @intCast(allocation.len),
-            .context_offset = @intCast(context_address - base),
-            .result_offset = @intCast(result_address - base),
-            .result_len = @intCast(result_len),
-        };
-        @memcpy(allocation[task.context_offset..][0..context.len], context);
-        return task;
-    }
-
-    /// `createTask` for `concurrent`: on an executor's thread the stack is taken now, so a
-    /// kernel limit is reported here instead of delaying the task.
-    pub fn createTaskConcurrent(
-        state: *State,
-        kind: Task.Kind,
-        context: []const u8,
-        context_alignment: std.mem.Alignment,
-        result_len: usize,
-        result_alignment: std.mem.Alignment,
-    ) error{ConcurrencyUnavailable}!*Task {
-        const task = try state.createTask(kind, context, context_alignment, result_len, result_alignment);
-        if (state.scheduler.executorOfThread()) |executor| {
-            executor.reserveStack(task) catch {
-                state.destroyTask(task);
-                return error.ConcurrencyUnavailable;
-            };
-        }
-        return task;
-    }
-
-    /// Frees a task that was created but will never start, with the stack it may have reserved.
-    pub fn destroyUnstarted(state: *State, task: *Task) void {
-        if (task.stack != null) state.scheduler.executorOfThread().?.releaseReservedStack(task);
-        state.destroyTask(task);
-    }
-
-    pub fn destroyTask(state: *State, task: *Task) void {
-        assert(task.stack == null);
-        assert(task.timer_place == .none);
-        state.gpa.free(task.allocation());
-        _ = state.tasks_live.fetchSub(1, .monotonic);
-    }
-
-    /// Makes a new task runnable: see `Scheduler.start`.
-    pub fn start(state: *State, task: *Task, placement: Scheduler.Placement) void {
-        state.scheduler.start(task, placement);
-    }
-};
-
-/// Runs on the task's own stack: the task's function, then its end.
-fn runTask(hooks_context: *anyopaque, task: *Task) noreturn {
-    const state: *State = @ptrCast(@alignCast(hooks_context));
-    switch (task.start) {
-        .future => |start| start(task.contextPointer(), task.resultBytes().ptr),
-        .group => |start| start(task.contextPointer()),
-        .none => unreachable, // every spawned task has a function
-    }
-    const stack = task.stack.?;
-    task.stack = null;
-    assert(task.timer_place == .none);
-    assert(task.timer_owner == null);
-    switch (task.kind) {
-        .future => task_io.finishFuture(task),
-        .group_member => {
-            task_io.finishGroupMember(task);
-            state.destroyTask(task);
-        },
-        .main => unreachable,
-    }
-    Executor.exitCurrent(stack);
-}
-
 pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     if (options.stack_size_bytes < config.stack_size_bytes_min) return error.InvalidOptions;
     if (options.stack_size_bytes % std.heap.page_size_min != 0) return error.InvalidOptions;
@@ -221,7 +92,8 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     errdefer gpa.free(executors);
     state.* = .{
         .gpa = gpa,
-        .options = options,
+        .tasks_max = options.tasks_max,
+        .resolver = options.resolver,
         .scheduler = .{
             .gpa = gpa,
             .executors = executors,

@@ -24,7 +24,7 @@ const Op = @import("../loop/Completion.zig").Op;
 const lookup = @import("../net/lookup.zig");
 const interface = @import("../net/interface.zig");
 const sendfile = @import("../net/sendfile.zig");
-const Runtime = @import("../Runtime.zig");
+const State = @import("State.zig");
 
 const iovecs = @import("iovecs.zig");
 const Iovecs = iovecs.Iovecs;
@@ -631,8 +631,8 @@ pub fn netLookup(
     resolved: *Io.Queue(net.HostName.LookupResult),
     options: net.HostName.LookupOptions,
 ) net.HostName.LookupError!void {
-    const state: *Runtime.State = @ptrCast(@alignCast(userdata.?));
+    const state: *State = @ptrCast(@alignCast(userdata.?));
     const io = state.io();
     defer resolved.close(io);
-    return lookup.lookup(io, &state.options.resolver, host_name, resolved, options);
+    return lookup.lookup(io, &state.resolver, host_name, resolved, options);
 }

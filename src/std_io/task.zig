@@ -4,7 +4,6 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const Alignment = std.mem.Alignment;
-const Runtime = @import("../Runtime.zig");
 const Executor = @import("../sched/Executor.zig");
 const Task = @import("../sched/Task.zig");
 const waiter_mod = @import("../sched/Waiter.zig");
@@ -12,7 +11,7 @@ const Waiter = waiter_mod.Waiter;
 const ThreadWaiter = waiter_mod.ThreadWaiter;
 const Mutex = @import("../os/Mutex.zig");
 
-const State = Runtime.State;
+const State = @import("State.zig");
 
 fn stateOf(userdata: ?*anyopaque) *State {
     return @ptrCast(@alignCast(userdata.?));

@@ -107,7 +107,7 @@ test "netLookup: names from the hosts file, by alias, family and case" {
     var hosts: TempFile = .{};
     try hosts.create(rt.io(), hosts_contents);
     defer hosts.deinit(rt.io());
-    rt.state.options.resolver.hosts_path = hosts.path;
+    rt.state.resolver.hosts_path = hosts.path;
     const io = rt.io();
 
     const both = try resolve(io, "DB", null);
@@ -146,7 +146,7 @@ test "netLookup: HostName.connect reaches a name from the hosts file" {
     var hosts: TempFile = .{};
     try hosts.create(rt.io(), hosts_contents);
     defer hosts.deinit(rt.io());
-    rt.state.options.resolver.hosts_path = hosts.path;
+    rt.state.resolver.hosts_path = hosts.path;
     const io = rt.io();
     const loopback: net.IpAddress = .{ .ip4 = .loopback(0) };
     var server = try loopback.listen(io, .{});
@@ -488,7 +488,7 @@ fn withResponder(
     var conf: TempFile = .{};
     try conf.create(io, options.resolv_conf);
     defer conf.deinit(io);
-    rt.state.options.resolver.resolv_conf_path = conf.path;
+    rt.state.resolver.resolv_conf_path = conf.path;
     var responder = try bindResponder(io, options.tcp);
     defer responder.socket.close(io);
     defer responder.tcp.close(io);
