@@ -137,9 +137,9 @@ test "Barrier: one party never blocks and always leads" {
 
 const Checker = @import("../testing/InterleavingChecker.zig");
 
-/// Three parties pass a `Barrier` twice, now and then uncancelably; their waits are Checker.canceled
-/// and wake spuriously at random (a Checker.canceled party takes its arrival back and arrives again).
-/// `Barrier` has its own re-arm: a party Checker.canceled after its generation opened passes and
+/// Three parties pass a `Barrier` twice, now and then uncancelably; their waits are canceled
+/// and wake spuriously at random (a canceled party takes its arrival back and arrives again).
+/// `Barrier` has its own re-arm: a party canceled after its generation opened passes and
 /// re-arms the request. Each generation must have exactly one leader and let every party
 /// through once.
 const BarrierScenario = struct {

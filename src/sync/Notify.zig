@@ -176,7 +176,7 @@ const Checker = @import("../testing/InterleavingChecker.zig");
 /// A notifier sends `notifications` notifications through a `Notify`, each only once the one
 /// before was consumed (so none is folded into a stored permit), then one more per waiter,
 /// which tells it to stop. Two waiters wait for them, now and then uncancelably; their waits
-/// are Checker.canceled, time out and wake spuriously at random. Each notification must be consumed by
+/// are canceled, time out and wake spuriously at random. Each notification must be consumed by
 /// exactly one wait: one handed to a waiter that then reported an error leaves the notifier
 /// waiting (a deadlock), one consumed twice shows in the count.
 const NotifyScenario = struct {

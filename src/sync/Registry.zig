@@ -680,10 +680,10 @@ test "Registry: ids pack their slot and generation" {
 const Checker = @import("../testing/InterleavingChecker.zig");
 
 /// Three callers run two transactions each on one `Registry` resource, with a deadline now and
-/// then; their waits in the resource's line are Checker.canceled, time out and wake spuriously at
+/// then; their waits in the resource's line are canceled, time out and wake spuriously at
 /// random (a failed transaction never ran its function, and is retried). Inside, an atomic
 /// counter checks the exclusion, its steps letting the others run meanwhile. A resource
-/// handed to a waiter that was Checker.canceled in the same instant must pass on to the next one
+/// handed to a waiter that was canceled in the same instant must pass on to the next one
 /// (the registry delivers the re-armed request before the function starts): one lost is a
 /// deadlock, a function that ran for a failed transaction shows in the counts.
 const RegistryScenario = struct {

@@ -314,7 +314,7 @@ test "RwLock: readers share, a writer excludes, try-variants never block" {
 const Checker = @import("../testing/InterleavingChecker.zig");
 
 /// Two writers and two readers take an `RwLock` twice each, the readers mixing in the
-/// uncancelable variant; locks are Checker.canceled, time out and wake spuriously at random (a
+/// uncancelable variant; locks are canceled, time out and wake spuriously at random (a
 /// failed lock holds nothing and is retried). Inside, each holder checks the exclusion with
 /// atomic counters, whose steps let the others run in the middle of a critical section. A
 /// hand-off lost to a withdrawal shows as a deadlock or a lost wake-up; a lock held twice or

@@ -174,7 +174,7 @@ test "Semaphore: permits count down and up without blocking" {
 const Checker = @import("../testing/InterleavingChecker.zig");
 
 /// Four tasks take one of a `Semaphore`'s two permits twice each, now and then uncancelably;
-/// their acquires are Checker.canceled, time out and wake spuriously at random (a failed acquire holds
+/// their acquires are canceled, time out and wake spuriously at random (a failed acquire holds
 /// nothing and is retried). The task's own cancelation point comes while it holds the permit,
 /// where a request re-armed by the acquire surfaces. A permit handed to a waiter that then
 /// reported an error would be lost (a deadlock, or fewer permits at the end); one taken twice

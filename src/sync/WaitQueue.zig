@@ -380,7 +380,7 @@ const Checker = @import("../testing/InterleavingChecker.zig");
 
 /// A hand-off of tokens through a bare `WaitQueue` (the protocol every primitive follows):
 /// two releasers hand out four tokens, two acquirers each want two, and their waits are
-/// Checker.canceled, time out or wake spuriously at random. A token handed to a waiter that then
+/// canceled, time out or wake spuriously at random. A token handed to a waiter that then
 /// reported an error would be lost (a deadlock); one counted twice shows in the check.
 const TokenScenario = struct {
     lock: WaitQueue.Lock = .{},

@@ -424,7 +424,7 @@ test "Channel: model-based fuzz of the non-blocking operations, many seeds" {
 
 const Checker = @import("../testing/InterleavingChecker.zig");
 
-/// Two producers send three values each (retrying a send that was Checker.canceled or timed out,
+/// Two producers send three values each (retrying a send that was canceled or timed out,
 /// which delivered nothing); the last one closes. Two consumers receive until closed. The
 /// capacity (0, 1 or 2) comes from the seed.
 const ChannelScenario = struct {

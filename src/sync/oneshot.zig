@@ -160,7 +160,7 @@ test "Oneshot: send then recv, close, tryRecv" {
 const Checker = @import("../testing/InterleavingChecker.zig");
 
 /// A sender fills four oneshots in turn (closing one of them instead, on some seeds) while a
-/// receiver takes them in turn; its receives are Checker.canceled, time out and wake spuriously at
+/// receiver takes them in turn; its receives are canceled, time out and wake spuriously at
 /// random (the value then stays for the next try). `Oneshot` has its own re-arm, apart from
 /// `WaitQueue`'s: after a value (or the close) that won the race, and in its withdrawal.
 const OneshotScenario = struct {

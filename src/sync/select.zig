@@ -592,7 +592,7 @@ const Checker = @import("../testing/InterleavingChecker.zig");
 
 /// Select on both sides: a producer sends each value to whichever of two channels takes it
 /// first, another sends plainly to `a`; one consumer selects over both channels (dropping
-/// an arm once its channel is closed), one receives plainly from `b`. Selects are Checker.canceled,
+/// an arm once its channel is closed), one receives plainly from `b`. Selects are canceled,
 /// time out and wake spuriously at random. `b` is a rendezvous channel, so a select sender
 /// meets a select receiver directly.
 const SelectScenario = struct {
