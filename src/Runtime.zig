@@ -117,7 +117,9 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
         .stack_size_bytes = options.stack_size_bytes,
         .stack_guard = options.stack_guard,
     };
-    for (executors, 0..) |*executor, index| executor.init(scheduler, @intCast(index), executor_options);
+    for (executors, 0..) |*executor, index| {
+        executor.init(scheduler, @intCast(index), executor_options);
+    }
     errdefer for (executors) |*executor| executor.deinit();
     try executors[0].start(loop_choice);
     errdefer stopWorkers(scheduler);

@@ -74,7 +74,10 @@ pub fn sample(run_delay: *RunDelay, now_ns: u64) ?Contention {
     const contended_before = run_delay.contended_windows;
     run_delay.update(now_ns, delay_ns);
     if (run_delay.contended_windows == contended_before) return null;
-    return .{ .quiet_until_ns = run_delay.quiet_until_ns, .since_ns = run_delay.contended_since_ns.? };
+    return .{
+        .quiet_until_ns = run_delay.quiet_until_ns,
+        .since_ns = run_delay.contended_since_ns.?,
+    };
 }
 
 /// Whether spinning is allowed by this thread's own measurements.

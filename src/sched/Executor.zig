@@ -151,7 +151,12 @@ pub fn init(executor: *Executor, scheduler: *Scheduler, index: u32, options: Opt
         .scheduler = scheduler,
         .index = index,
         .loop = undefined,
-        .stacks = .init(scheduler.gpa, options.stack_size_bytes, options.stack_guard, &scheduler.stacks_shared),
+        .stacks = .init(
+            scheduler.gpa,
+            options.stack_size_bytes,
+            options.stack_guard,
+            &scheduler.stacks_shared,
+        ),
         .timers = .{ .gpa = scheduler.gpa },
         .random_state = index *% 0x9E3779B9 +% 1,
     };
@@ -188,7 +193,8 @@ pub fn start(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
         const len = config.executor_thread_stack_size_bytes;
         const idle_stack = (try os.mapAnonymous(len))[0..len];
         executor.idle_stack = idle_stack;
-        context.prepare(&executor.idle_context, @intFromPtr(idle_stack.ptr) + len, &idleEntry, executor);
+        const idle_top = @intFromPtr(idle_stack.ptr) + len;
+        context.prepare(&executor.idle_context, idle_top, &idleEntry, executor);
         const main_task = &executor.scheduler.main_task;
         main_task.on_cpu.store(true, .monotonic);
         executor.current = main_task;
@@ -918,16 +924,15 @@ fn pollIo(executor: *Executor, block: bool) void {
     executor.notifyAfterPoll();
 }
 
-/// After a poll that queued stealable tasks (completions, expired timers): wakes an idle
-/// executor unless the ring holds just one task and nothing else would run before it here
-/// (no task in the LIFO slot or the bound queue), that is, the task this executor runs next. A single
-/// completion is the common case of latency-bound work (a request, its reply); waking a
-/// sleeping executor for it costs a syscall and a CPU that spins searching, on a machine whose
-/// other cores often run the very clients of that work (measured on echo with 2 executors), while
-/// this executor runs the task within the next few dispatches. Nor while the CPUs are contended
-/// (`Scheduler.cpusContended`): the woken executor would find no idle CPU to run on. The work
-/// is visible before this check, so no wake-up is lost: either another executor finds it, or
-/// it runs here.
+/// After a poll that queued stealable tasks (completions, expired timers): wakes an idle executor
+/// unless the ring holds just one task and nothing else would run before it here (no task in the
+/// LIFO slot or the bound queue), that is, the task this executor runs next. A single completion is
+/// the common case of latency-bound work (a request, its reply); waking a sleeping executor for it
+/// costs a syscall and a CPU that spins searching, on a machine whose other cores often run the
+/// very clients of that work (measured on echo with 2 executors), while this executor runs the task
+/// within the next few dispatches. Nor while the CPUs are contended (`Scheduler.cpusContended`):
+/// the woken executor would find no idle CPU to run on. The work is visible before this check, so
+/// no wake-up is lost: either another executor finds it, or it runs here.
 fn notifyAfterPoll(executor: *Executor) void {
     if (!executor.poll_queued) return;
     executor.poll_queued = false;

@@ -92,7 +92,8 @@ pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
                 queue.slots[front % capacity].store(item, .monotonic);
                 const version = (head >> 32) +% 1;
                 // Release: a thief that sees the new head sees the slot.
-                head = queue.head.cmpxchgWeak(head, version << 32 | front, .release, .acquire) orelse
+                const head_new = version << 32 | front;
+                head = queue.head.cmpxchgWeak(head, head_new, .release, .acquire) orelse
                     return true;
             }
         }
@@ -146,7 +147,8 @@ pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
                     };
                 }
                 // acq_rel: claims the slots read above; no one else will hand them out.
-                head = victim.head.cmpxchgWeak(head, advanced(head, count), .acq_rel, .acquire) orelse
+                const head_new = advanced(head, count);
+                head = victim.head.cmpxchgWeak(head, head_new, .acq_rel, .acquire) orelse
                     return count;
             }
         }
@@ -285,7 +287,11 @@ fn RunQueueScenarioOf(comptime with_front: bool) type {
         }
 
         pub fn bodies(scenario: *Scenario) [3]Checker.Body {
-            return .{ Checker.bodyOf(owner, scenario), Checker.bodyOf(thief0, scenario), Checker.bodyOf(thief1, scenario) };
+            return .{
+                Checker.bodyOf(owner, scenario),
+                Checker.bodyOf(thief0, scenario),
+                Checker.bodyOf(thief1, scenario),
+            };
         }
 
         fn take(scenario: *Scenario, taker: usize, item: *Item) void {
@@ -301,7 +307,8 @@ fn RunQueueScenarioOf(comptime with_front: bool) type {
             var half: [Queue.len_max / 2]*Item = undefined;
             for (&scenario.items) |*item| {
                 const front = with_front and scenario.prng.random().uintLessThan(u32, 3) == 0;
-                while (!(if (front) scenario.queue.pushFront(item) else scenario.queue.push(item))) {
+                const queue = &scenario.queue;
+                while (!(if (front) queue.pushFront(item) else queue.push(item))) {
                     const count = scenario.queue.popHalf(&half);
                     for (half[0..count]) |moved| scenario.take(0, moved);
                 }

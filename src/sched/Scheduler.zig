@@ -13,17 +13,17 @@
 //!
 //! ## Idle executors (Go's spinning rule)
 //!
-//! An executor out of work first *searches*: it steals from the other executors' rings and
-//! looks at the injection queues for up to `config.executor_search_ns`. At most half of the
-//! executors search at once, and the search does not spin past its first round while busy
-//! lane workers want every CPU (`searchMaySpin`). One that finds nothing puts itself on the idle list and blocks in
-//! its loop (its own I/O and timers still wake it). Whoever makes stealable work available
-//! calls `notifyWork`, which wakes an idle executor only when no executor is searching (the
-//! searcher will find the work) and some executor is idle: the waker claims the search on the
-//! sleeper's behalf first, so a burst of work wakes one executor, not all. A searcher that
-//! finds work while it was the last searcher calls `notifyWork` in turn, so that more work,
-//! if any, keeps one executor looking. Wake-heavy work where the woken task runs on the
-//! waker's executor (the LIFO slot) notifies no one and pays no syscall.
+//! An executor out of work first *searches*: it steals from the other executors' rings and looks at
+//! the injection queues for up to `config.executor_search_ns`. At most half of the executors search
+//! at once, and the search does not spin past its first round while busy lane workers want every
+//! CPU (`searchMaySpin`). One that finds nothing puts itself on the idle list and blocks in its
+//! loop (its own I/O and timers still wake it). Whoever makes stealable work available calls
+//! `notifyWork`, which wakes an idle executor only when no executor is searching (the searcher will
+//! find the work) and some executor is idle: the waker claims the search on the sleeper's behalf
+//! first, so a burst of work wakes one executor, not all. A searcher that finds work while it was
+//! the last searcher calls `notifyWork` in turn, so that more work, if any, keeps one executor
+//! looking. Wake-heavy work where the woken task runs on the waker's executor (the LIFO slot)
+//! notifies no one and pays no syscall.
 //!
 //! ## Retiring executors
 //!
@@ -308,7 +308,8 @@ pub fn noteContention(scheduler: *Scheduler, now_ns: u64, contention: RunDelay.C
     if (now_ns < next_ns) return false;
     const next_new_ns = now_ns + config.run_delay_backoff_ns_min;
     // Lost: another executor looks now.
-    return scheduler.retire_next_ns.cmpxchgStrong(next_ns, next_new_ns, .monotonic, .monotonic) == null;
+    const retire_next = &scheduler.retire_next_ns;
+    return retire_next.cmpxchgStrong(next_ns, next_new_ns, .monotonic, .monotonic) == null;
 }
 
 /// The look `noteContention` asked for, at `now_ns`, when the process had used `cpu_ns` of CPU

@@ -198,7 +198,8 @@ pub fn wake(task: *Task) void {
 /// Thread-safe: requests cancelation; wakes the task if it waits cancelably.
 pub fn requestCancel(task: *Task) void {
     task.cancel_state.store(.requested, .seq_cst);
-    if (task.wait_state.cmpxchgStrong(.waiting_cancelable, .notified, .seq_cst, .monotonic) == null) {
+    const wait_state = &task.wait_state;
+    if (wait_state.cmpxchgStrong(.waiting_cancelable, .notified, .seq_cst, .monotonic) == null) {
         task.executor.scheduler.makeReady(task);
     }
 }

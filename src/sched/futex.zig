@@ -65,7 +65,12 @@ fn bucketOf(address: usize) *Bucket {
 
 /// Blocks while `ptr.* == expected`, until a wake, `deadline_ns` (CLOCK_MONOTONIC) or, when
 /// `cancelable`, a cancel request (`error.Canceled`). Spurious returns are allowed.
-pub fn wait(ptr: *const u32, expected: u32, deadline_ns: ?u64, cancelable: bool) Io.Cancelable!void {
+pub fn wait(
+    ptr: *const u32,
+    expected: u32,
+    deadline_ns: ?u64,
+    cancelable: bool,
+) Io.Cancelable!void {
     if (Executor.currentTask()) |task| {
         return waitTask(task, ptr, expected, deadline_ns, cancelable);
     }

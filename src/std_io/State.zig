@@ -96,7 +96,8 @@ pub fn createTaskConcurrent(
     result_len: usize,
     result_alignment: std.mem.Alignment,
 ) error{ConcurrencyUnavailable}!*Task {
-    const task = try state.createTask(kind, context, context_alignment, result_len, result_alignment);
+    const task =
+        try state.createTask(kind, context, context_alignment, result_len, result_alignment);
     if (state.scheduler.executorOfThread()) |executor| {
         executor.reserveStack(task) catch {
             state.destroyTask(task);

@@ -5,7 +5,12 @@ const Io = std.Io;
 const futex = @import("../sched/futex.zig");
 const deadlineNs = @import("time.zig").deadlineNs;
 
-pub fn futexWait(userdata: ?*anyopaque, ptr: *const u32, expected: u32, timeout: Io.Timeout) Io.Cancelable!void {
+pub fn futexWait(
+    userdata: ?*anyopaque,
+    ptr: *const u32,
+    expected: u32,
+    timeout: Io.Timeout,
+) Io.Cancelable!void {
     _ = userdata;
     return futex.wait(ptr, expected, deadlineNs(timeout), true);
 }

@@ -45,7 +45,10 @@ pub fn now(userdata: ?*anyopaque, clock: Io.Clock) Io.Timestamp {
     return .{ .nanoseconds = nowNs(clock) };
 }
 
-pub fn clockResolution(userdata: ?*anyopaque, clock: Io.Clock) Io.Clock.ResolutionError!Io.Duration {
+pub fn clockResolution(
+    userdata: ?*anyopaque,
+    clock: Io.Clock,
+) Io.Clock.ResolutionError!Io.Duration {
     _ = userdata;
     var ts: linux.timespec = undefined;
     return switch (os.errno(linux.clock_getres(clockId(clock), &ts))) {
