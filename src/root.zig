@@ -40,6 +40,7 @@ test {
     _ = @import("intrusive.zig");
     _ = @import("lanes/CpuLane.zig");
     _ = @import("lanes/Lane.zig");
+    _ = @import("loop/Completion.zig");
     _ = @import("loop/Loop.zig");
     _ = @import("loop/nonblocking.zig");
     _ = @import("net/ResolvConf.zig");
@@ -55,6 +56,7 @@ test {
     _ = @import("os/thread.zig");
     _ = @import("sched/RunQueue.zig");
     _ = @import("sched/Scheduler.zig");
+    _ = @import("sched/Task.zig");
     _ = @import("sched/Timers.zig");
     _ = @import("sched/futex.zig");
     _ = @import("sched/overflow.zig");
