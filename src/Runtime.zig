@@ -37,7 +37,7 @@ state: *State,
 
 pub const Options = struct {
     /// Executor threads, the calling thread included. Null: one per CPU this process may use
-    /// (its affinity mask, and a cgroup CPU quota if one is set). At most `config.executors_max`.
+    /// (its affinity mask, and a cgroup CPU quota if one is set). At most `executors_max`.
     executors: ?usize = null,
     /// Pinned mode: each task gets a home executor when spawned (round robin) and never runs
     /// anywhere else. No stealing, no migration: a fit for many independent, evenly loaded tasks
@@ -72,9 +72,14 @@ pub const Options = struct {
     environ: ?std.process.Environ = null,
 };
 
+/// `Options.executors` at most.
+pub const executors_max = config.executors_max;
+/// `Options.stack_size_bytes` at least (and a multiple of the page size).
+pub const stack_size_bytes_min = config.stack_size_bytes_min;
+
 pub const InitError = error{
     /// `Options` asked for something weft does not do (no executor or more than
-    /// `config.executors_max`, a stack below `config.stack_size_bytes_min`, `WEFT_BACKEND` or
+    /// `executors_max`, a stack below `stack_size_bytes_min`, `WEFT_BACKEND` or
     /// `WEFT_EXECUTORS` naming nothing valid).
     InvalidOptions,
     /// An executor thread could not be started.
@@ -233,6 +238,11 @@ pub fn compute(
     args: std.meta.ArgsTuple(@TypeOf(function)),
 ) CpuLane.Result(function) {
     return rt.state.cpu.run(caller_io, function, args);
+}
+
+/// Worker threads of the CPU lane `compute` runs on (started on its first call, or to be).
+pub fn computeThreads(rt: Runtime) u32 {
+    return rt.state.cpu.threads();
 }
 
 /// The loop backend the runtime's executors use.

@@ -6,13 +6,13 @@
 //! const io = rt.io(); // pass it to any code written against std.Io
 //! ```
 //!
-//! Layers, each depending only on those before it: `os` (syscalls) → `loop` (completion loop,
-//! io_uring or epoll) → `fiber` (stacks, context switch) → `sched` (tasks, executor, futex,
-//! timers) → `std_io` (the VTable) → `Runtime` → `Server`.
+//! The public API is the declarations below and nothing else: a test at the bottom keeps them
+//! (and those of `Runtime` and `sync`) to the documented list. Everything else under src/ is
+//! internal; docs/ARCHITECTURE.md draws its layers.
 const std = @import("std");
 
+/// A runtime: its executors, loops and lanes, and the `std.Io` they implement (`io()`).
 pub const Runtime = @import("Runtime.zig");
-pub const config = @import("config.zig");
 /// One connection handler served `.single`, `.threaded` or `.forked`; `Server.http` serves
 /// HTTP/1.1 with std.http.Server.
 pub const Server = @import("server/Server.zig");
@@ -26,6 +26,43 @@ pub const CpuLane = @import("lanes/CpuLane.zig");
 /// A fixed table of exclusive resources: ids with generations, transactions with a bounded
 /// FIFO line of waiters, destroy, and a teardown for every resource.
 pub const Registry = @import("sync/Registry.zig").Registry;
+/// Raises the process's soft fd limit to its hard limit (a server's connections are fds).
+pub const raiseFdLimit = @import("os/linux.zig").raiseFdLimit;
+
+/// Fails to compile, naming the declaration, unless the public declarations of `T` are
+/// exactly `names`.
+fn expectPublic(comptime T: type, comptime names: []const []const u8) void {
+    for (@typeInfo(T).@"struct".decls) |decl| {
+        for (names) |name| {
+            if (std.mem.eql(u8, name, decl.name)) break;
+        } else @compileError(@typeName(T) ++ "." ++ decl.name ++ " is public but not in " ++
+            "the documented API (src/root.zig): make it private, or add it to the list");
+    }
+    for (names) |name| {
+        if (!@hasDecl(T, name)) @compileError(@typeName(T) ++ "." ++ name ++ " is listed " ++
+            "in the documented API (src/root.zig) but not declared");
+    }
+}
+
+test "weft: the public API is exactly the documented list" {
+    comptime {
+        expectPublic(@This(), &.{
+            "Runtime", "Server", "sync", "Lane", "CpuLane", "Registry", "raiseFdLimit",
+        });
+        // Not `State` (the VTable's userdata, with createTask, destroyTask and start).
+        expectPublic(Runtime, &.{
+            "Options",        "InitError", "executors_max", "stack_size_bytes_min",
+            "init",           "deinit",    "io",            "compute",
+            "computeThreads", "backend",   "executorCount", "yield",
+        });
+        // Not `WaitQueue`, the building block of the primitives.
+        expectPublic(sync, &.{
+            "Notify",    "Oneshot",  "Channel",       "Broadcast", "Watch",  "Barrier",
+            "WaitGroup", "OnceCell", "Semaphore",     "RwLock",    "select", "selectWith",
+            "trySelect", "Select",   "SelectOptions",
+        });
+    }
+}
 
 test {
     std.testing.refAllDecls(@This());

@@ -438,7 +438,49 @@ pub fn threadNice() ?i32 {
 /// `which` of getpriority/setpriority: one process, or on Linux one thread (by tid).
 const prio_process = 0;
 
+/// The process's fd limits after `raiseFdLimit`.
+pub const FdLimit = struct { soft: u64, hard: u64 };
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns both: every connection is an
+/// fd, and the usual soft default (1024) would cap a server (`weft.Server`) far below its
+/// `connections_max`. Go's runtime does the same at start-up; weft leaves it to the program (a
+/// library changing a process-wide limit behind its caller's back would surprise one that
+/// lowered it on purpose). Only raising is attempted, never lowering; a failure leaves the
+/// limits as they were and returns them. Public as `weft.raiseFdLimit`.
+///
+/// ```
+/// const limit = weft.raiseFdLimit();
+/// if (limit.soft < 2 * 10_000) std.log.warn("only {d} fds", .{limit.soft});
+/// ```
+pub fn raiseFdLimit() FdLimit {
+    var limit: linux.rlimit = undefined;
+    if (linux.getrlimit(.NOFILE, &limit) != 0) return .{ .soft = 0, .hard = 0 };
+    if (limit.cur < limit.max) {
+        const raised: linux.rlimit = .{ .cur = limit.max, .max = limit.max };
+        // EPERM only if max were above what we hold, which getrlimit just returned.
+        if (linux.setrlimit(.NOFILE, &raised) == 0) limit.cur = limit.max;
+    }
+    assert(limit.cur <= limit.max);
+    return .{ .soft = limit.cur, .hard = limit.max };
+}
+
 test "maxMapCount parses the kernel's limit (newline and all)" {
     const count = maxMapCount() orelse return skipTest(@src(), "no procfs");
     try std.testing.expect(count > 0);
+}
+
+test "raiseFdLimit: lifts a lowered soft RLIMIT_NOFILE to the hard limit" {
+    const testing = std.testing;
+    var saved: linux.rlimit = undefined;
+    try testing.expectEqual(@as(usize, 0), linux.getrlimit(.NOFILE, &saved));
+    defer _ = linux.setrlimit(.NOFILE, &saved);
+    if (saved.max < 512) return skipTest(@src(), "hard fd limit under 512");
+    const lowered: linux.rlimit = .{ .cur = 256, .max = saved.max };
+    try testing.expectEqual(@as(usize, 0), linux.setrlimit(.NOFILE, &lowered));
+    const limit = raiseFdLimit();
+    try testing.expectEqual(@as(u64, saved.max), limit.hard);
+    try testing.expectEqual(limit.hard, limit.soft);
+    var now: linux.rlimit = undefined;
+    try testing.expectEqual(@as(usize, 0), linux.getrlimit(.NOFILE, &now));
+    try testing.expectEqual(saved.max, now.cur);
 }
