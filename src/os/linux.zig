@@ -3,6 +3,18 @@
 //! Each wrapper switches exhaustively over the errno values the call documents: retry on
 //! `INTR` where the call is restartable, a named error where the caller can act on it, and
 //! `unexpectedErrno` for the rest.
+//!
+//! The errno policy, for all of weft: an errno that only a bug can cause (a descriptor used
+//! after it was closed, a bad pointer, an argument weft itself got wrong) goes to `errnoBug`,
+//! with a comment naming the bug; an errno that a correct program may meet but that has no
+//! name in the operation's error set goes to `unexpectedErrno`, as does the switch's `else`.
+//! Both are `error.Unexpected` in release builds. In Debug builds `errnoBug` panics at the
+//! syscall, as std.Io.Threaded does for the same errnos (a program fails the same way on
+//! either `Io`), and `unexpectedErrno` logs the errno. Rejected: logging a bug and carrying
+//! on, which hides it until the `error.Unexpected` surfaces far from its cause. A call that
+//! cannot fail but for a bug and has no error to return (a futex on weft's own word) uses a
+//! commented `unreachable`; code that runs in a forked child (os/spawn.zig) calls neither
+//! helper, since it must not panic or log.
 const std = @import("std");
 const builtin = @import("builtin");
 const linux = std.os.linux;
@@ -13,6 +25,10 @@ pub const E = linux.E;
 pub const errno = linux.errno;
 
 pub const UnexpectedError = error{Unexpected};
+
+/// std.Io.Threaded's: a panic in Debug builds, `error.Unexpected` otherwise (see the policy
+/// above).
+pub const errnoBug = std.Io.Threaded.errnoBug;
 
 pub fn unexpectedErrno(err: E) UnexpectedError {
     if (builtin.mode == .Debug) {
@@ -40,7 +56,8 @@ pub fn mapAnonymous(len: usize) MapError![*]align(std.heap.page_size_min) u8 {
     return switch (errno(rc)) {
         .SUCCESS => @ptrFromInt(rc),
         .NOMEM, .AGAIN => error.SystemResources,
-        .INVAL, .BADF, .ACCES, .PERM, .NODEV, .OVERFLOW, .TXTBSY => |e| unexpectedErrno(e),
+        // Flags and a length of weft's own: none of these can apply to an anonymous mapping.
+        .INVAL, .BADF, .ACCES, .PERM, .NODEV, .OVERFLOW, .TXTBSY => |e| errnoBug(e),
         else => |e| unexpectedErrno(e),
     };
 }
