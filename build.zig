@@ -18,10 +18,17 @@ pub fn build(b: *std.Build) void {
     const target = b.standardTargetOptions(.{});
     const optimize = b.standardOptimizeOption(.{});
     weft_options = b.addOptions();
-    // Off by default: counting adds an atomic increment to every std.Io call.
-    const coverage = b.option(bool, "coverage", "Count every std.Io VTable call " ++
-        "(written to WEFT_COVERAGE_FILE at each Runtime.deinit; see build/coverage.sh)") orelse false;
+    // Off by default: counting adds an atomic increment to every std.Io call, and the tests
+    // then build through LLVM with a counter on every basic block (which functions ran).
+    const coverage = b.option(bool, "coverage", "Count every std.Io VTable call and every " ++
+        "function reached (written to WEFT_COVERAGE_FILE at each Runtime.deinit; see " ++
+        "build/coverage.sh)") orelse false;
     weft_options.addOption(bool, "coverage", coverage);
+    // On by default: `weft.Metrics` counts with plain stores on the executors' own counters.
+    // Off, every counter compiles to nothing: how the counting's cost is measured.
+    const metrics = b.option(bool, "metrics", "Count what the runtime does for " ++
+        "weft.Metrics (default true; false compiles the counters out)") orelse true;
+    weft_options.addOption(bool, "metrics", metrics);
 
     const weft = b.addModule("weft", .{
         .root_source_file = b.path("src/root.zig"),
@@ -32,7 +39,7 @@ pub fn build(b: *std.Build) void {
 
     const filters = b.option([]const []const u8, "test-filter", "Only run tests matching") orelse
         &.{};
-    addTests(b, target, optimize, filters);
+    addTests(b, target, optimize, filters, coverage);
     const qemu = b.option([]const u8, "qemu", "qemu-user binary for test-aarch64") orelse
         "qemu-aarch64-static";
     // One compile of the whole aarch64 suite serves both `cross` and `test-aarch64` (CI runs
@@ -69,6 +76,7 @@ fn addTests(
     target: std.Build.ResolvedTarget,
     optimize: std.builtin.OptimizeMode,
     filters: []const []const u8,
+    coverage: bool,
 ) void {
     const test_step = b.step("test", "Run weft's tests on both backends and 1, N and 4 executors");
     const tsan = b.option(bool, "tsan", "Build the tests with ThreadSanitizer (LLVM backend)") orelse false;
@@ -88,7 +96,12 @@ fn addTests(
         .target = target,
         .optimize = optimize,
         .sanitize_thread = tsan,
-        .link_libc = if (link_libc) true else null,
+        // A coverage build links libc for its exit: glibc's runs the `.fini_array` entry that
+        // writes the code blocks of the tests after the last Runtime (src/std_io/coverage.zig).
+        .link_libc = if (link_libc or coverage) true else null,
+        // LLVM's sanitizer-coverage counters (the instrumentation behind `zig build --fuzz`),
+        // read by src/std_io/coverage.zig: which functions a test run reached.
+        .fuzz = if (coverage) true else null,
     });
     module.addOptions("build_options", weft_options);
     addTestInputs(b, module);
@@ -97,7 +110,7 @@ fn addTests(
     const tests = b.addTest(.{
         .root_module = module,
         .filters = filters,
-        .use_llvm = if (tsan) true else llvm,
+        .use_llvm = if (tsan or coverage) true else llvm,
     });
 
     // Both backends with the default executor count (one per CPU), and io_uring again with
@@ -172,13 +185,15 @@ fn addTests(
     }
 }
 
-/// What the unit tests read besides their code. The README's std.Io status table is checked
-/// against the real VTable, and its usage example against examples/hello.zig. The tidy test
-/// (src/testing/tidy_test.zig) reads the layers and the repository list of ARCHITECTURE.md
-/// and every file under src/, and checks the names in the repository root: the names are
-/// listed here, when the build is configured, so that adding or removing a file reruns it.
+/// What the unit tests read besides their code. docs/STD_IO.md's status table is checked
+/// against the real VTable, and the README's usage example against examples/hello.zig. The
+/// tidy test (src/testing/tidy_test.zig) reads the layers and the repository list of
+/// ARCHITECTURE.md and every file under src/, and checks the names in the repository root:
+/// the names are listed here, when the build is configured, so that adding or removing a file
+/// reruns it.
 fn addTestInputs(b: *std.Build, module: *std.Build.Module) void {
     module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
+    module.addAnonymousImport("STD_IO.md", .{ .root_source_file = b.path("docs/STD_IO.md") });
     module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
     module.addAnonymousImport("ARCHITECTURE.md", .{
         .root_source_file = b.path("docs/ARCHITECTURE.md"),

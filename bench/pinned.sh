@@ -54,38 +54,25 @@ command -v wrk >/dev/null || bash bench/tools.sh >&2 || exit 1
 ./zigw build install >&2 || exit 1
 ./zigw build install-weft-serve -Doptimize=ReleaseFast >&2 || exit 1
 
+# shellcheck source=bench/support/ab.sh
+source bench/support/ab.sh
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
-# scenario <label> <program> <metric key> <config words...>: one child, one "label mode value".
+# scenario <label> <program> <metric key> <mode> <config words...>: one child.
 scenario() {
-    local label=$1 program=$2 key=$3 mode=$4
+    local label=$1 program=$2 key=$3 mode=$4 pinned=0
     shift 4
-    local pinned=0 line value
     wanted "$label" || return 0
     [[ $mode == pinned ]] && pinned=1
-    line=$(timeout -k 5 60 "zig-out/bin/bench-$program" --child runtime=weft executors=2 \
-        pinned=$pinned "$@" 2>&1 | tail -n 1)
-    value=$(grep -o "$key=[0-9.]*" <<<"$line" | cut -d= -f2)
-    echo "$label $mode ${value:-failed}" >>"$results"
+    ab_scenario "$results" "$label" "$mode" zig-out/bin "$program" "$key" runtime=weft \
+        executors=2 pinned=$pinned "$@"
 }
 
-http() { # <mode>: weft-serve under wrk; records req/s and p99 (us)
-    local mode=$1 port=$((20000 + RANDOM % 20000)) pid out rps p99
+http() { # <mode>
     wanted http || return 0
-    zig-out/bin/weft-serve --mode single --executors 2 --scheduling "$mode" \
-        --port "$port" >/dev/null 2>&1 &
-    pid=$!
-    sleep 0.5
-    out=$(timeout -k 5 60 wrk -t1 -c50 -d"$wrk_duration" --latency "http://127.0.0.1:$port/" 2>&1)
-    kill "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    rps=$(awk '/Requests\/sec/ { print $2 }' <<<"$out")
-    p99=$(awk '$1 == "99%" { v = $2; if (v ~ /ms$/) { sub(/ms/, "", v); v *= 1000 }
-        else if (v ~ /us$/) sub(/us/, "", v); else if (v ~ /s$/) { sub(/s/, "", v); v *= 1e6 }
-        print v }' <<<"$out")
-    echo "http_req_per_s $mode ${rps:-failed}" >>"$results"
-    echo "http_p99_us $mode ${p99:-failed}" >>"$results"
+    ab_http "$results" "$1" zig-out/bin "$wrk_duration" --mode single --executors 2 \
+        --scheduling "$1"
 }
 
 for ((round = 1; round <= rounds; round++)); do
@@ -105,24 +92,5 @@ for ((round = 1; round <= rounds; round++)); do
 done
 
 # The table: median per scenario and mode, and pinned / stealing.
-echo "| scenario (2 executors) | stealing | pinned | pinned / stealing |"
-echo "|---|---|---|---|"
-for label in spawn spawn_tree pingpong_1 pingpong_100 yield chain http_req_per_s http_p99_us; do
-    awk -v label="$label" '
-        function median(values, n,    i, j, t) {
-            for (i = 2; i <= n; i++)
-                for (j = i; j > 1 && values[j - 1] > values[j]; j--) {
-                    t = values[j]; values[j] = values[j - 1]; values[j - 1] = t
-                }
-            return n % 2 ? values[(n + 1) / 2] : (values[n / 2] + values[n / 2 + 1]) / 2
-        }
-        $1 == label && $3 ~ /^[0-9.]+$/ {
-            if ($2 == "stealing") s[++ns] = $3; else p[++np] = $3
-        }
-        END {
-            if (ns + np == 0) exit # not selected
-            if (ns == 0 || np == 0) { printf "| %s | failed | failed | - |\n", label; exit }
-            ms = median(s, ns); mp = median(p, np)
-            printf "| %s | %.1f | %.1f | %.2f |\n", label, ms, mp, mp / ms
-        }' "$results"
-done
+ab_table "$results" stealing pinned spawn spawn_tree pingpong_1 pingpong_100 yield chain \
+    http_req_per_s http_p99_us

@@ -22,7 +22,7 @@ const bench_name = "sleep";
 const Case = struct { tasks: u64, stack: []const u8, stack_kib: ?u64 = null };
 /// 1M also runs on guarded stacks, as the default mode is: whether it reaches a million (or
 /// fails with a clear error) is itself part of the bar in MISSION.md. Both 1M cases use the
-/// README's setting for a million tasks, 256 KiB stacks (the default's page tables cost 2 KiB
+/// setting docs/RUNTIME.md gives for a million tasks, 256 KiB stacks (the default's page tables cost 2 KiB
 /// a task; `--stack-kib` measures the sizes against each other).
 const cases = [_]Case{
     .{ .tasks = 10_000, .stack = "default" },

@@ -31,6 +31,7 @@ const State = @import("std_io/State.zig");
 const coverage = @import("std_io/coverage.zig");
 const lookup = @import("net/lookup.zig");
 const CpuLane = @import("lanes/CpuLane.zig");
+const Metrics = @import("Metrics.zig");
 
 /// Internal: the VTable's userdata (std_io/State.zig). Not part of the API.
 state: *State,
@@ -108,6 +109,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
             .main_task = .{ .executor = &executors[0], .home = &executors[0], .kind = .main },
             .hooks = &state.hooks,
             .hooks_context = state,
+            .started_ns = os.monotonicNs(),
         },
         .blocking = .init(gpa),
         .process = .init(options.environ),
@@ -243,6 +245,17 @@ pub fn compute(
 /// Worker threads of the CPU lane `compute` runs on (started on its first call, or to be).
 pub fn computeThreads(rt: Runtime) u32 {
     return rt.state.cpu.threads();
+}
+
+/// A snapshot of what the runtime has done (`weft.Metrics`). Safe from any thread, at any
+/// time until `deinit`; stops nothing and allocates nothing.
+pub fn metrics(rt: Runtime) Metrics {
+    const state = rt.state;
+    return .collect(
+        &state.scheduler,
+        state.tasks_live.load(.monotonic),
+        state.tasks_live_peak.load(.monotonic),
+    );
 }
 
 /// The loop backend the runtime's executors use.

@@ -26,6 +26,8 @@ pub const CpuLane = @import("lanes/CpuLane.zig");
 /// A fixed table of exclusive resources: ids with generations, transactions with a bounded
 /// FIFO line of waiters, destroy, and a teardown for every resource.
 pub const Registry = @import("sync/Registry.zig").Registry;
+/// A snapshot of what a runtime has done (`Runtime.metrics`), as a table or for Prometheus.
+pub const Metrics = @import("Metrics.zig");
 /// Raises the process's soft fd limit to its hard limit (a server's connections are fds).
 pub const raiseFdLimit = @import("os/linux.zig").raiseFdLimit;
 
@@ -47,13 +49,15 @@ fn expectPublic(comptime T: type, comptime names: []const []const u8) void {
 test "weft: the public API is exactly the documented list" {
     comptime {
         expectPublic(@This(), &.{
-            "Runtime", "Server", "sync", "Lane", "CpuLane", "Registry", "raiseFdLimit",
+            "Runtime", "Server",       "sync", "Lane", "CpuLane", "Registry",
+            "Metrics", "raiseFdLimit",
         });
         // Not `State` (the VTable's userdata, with createTask, destroyTask and start).
         expectPublic(Runtime, &.{
             "Options",        "InitError", "executors_max", "stack_size_bytes_min",
             "init",           "deinit",    "io",            "compute",
-            "computeThreads", "backend",   "executorCount", "yield",
+            "computeThreads", "metrics",   "backend",       "executorCount",
+            "yield",
         });
         // Not `WaitQueue`, the building block of the primitives.
         expectPublic(sync, &.{
@@ -86,6 +90,7 @@ test {
     _ = @import("net/hosts.zig");
     _ = @import("net/interface.zig");
     _ = @import("net/lookup.zig");
+    _ = @import("os/Counter.zig");
     _ = @import("os/Mutex.zig");
     _ = @import("os/SpinLock.zig");
     _ = @import("os/atomic.zig");
@@ -123,6 +128,7 @@ test {
     _ = @import("testing/http_test.zig");
     _ = @import("testing/lane_test.zig");
     _ = @import("testing/lookup_test.zig");
+    _ = @import("testing/metrics_test.zig");
     _ = @import("testing/net_test.zig");
     _ = @import("testing/overflow_test.zig");
     _ = @import("testing/process_test.zig");

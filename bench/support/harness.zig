@@ -40,7 +40,8 @@ pub fn Backend(comptime weft: type) type {
 
         const Self = @This();
 
-        /// Builds the runtime named by `runtime=`. For weft, `executors=`, `cpu_threads=` (the
+        /// Builds the runtime named by `runtime=`. For weft, `executors=`, `backend=` (`io_uring`
+        /// or `epoll`: `Options.backend`), `cpu_threads=` (the
         /// CPU lane of `Runtime.compute`), `pinned=` (1: `Options.pinned`), `stack=` (unless
         /// `default`) and `stack_kib=` (`stack_size_bytes` in KiB) override the defaults of
         /// `weft.Runtime.Options`. Threaded always runs with
@@ -58,6 +59,11 @@ pub fn Backend(comptime weft: type) type {
                             0 => false,
                             1 => true,
                         };
+                    }
+                    if (config.get("backend")) |text| {
+                        const Choice = @FieldType(weft.Runtime.Options, "backend");
+                        options.backend = std.meta.stringToEnum(Choice, text) orelse
+                            return error.ConfigInvalid;
                     }
                     if (config.get("cpu_threads") != null) {
                         options.cpu.threads = try config.int(u32, "cpu_threads");

@@ -31,6 +31,7 @@ const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
 
 const SpinLock = @import("../os/SpinLock.zig");
+const Counter = @import("../os/Counter.zig");
 
 const page_size = std.heap.page_size_min;
 const log = std.log.scoped(.weft);
@@ -109,6 +110,16 @@ pub const Pool = struct {
     slabs: std.ArrayList([]align(page_size) u8) = .empty,
     /// Set once the failure to map more stacks has been logged, so it is logged once.
     logged_exhaustion: bool = false,
+    /// For `weft.Metrics`, written by the pool's owner. A stack may be acquired from one pool
+    /// and released to another: only the sums over a runtime's pools tell how many are in use.
+    counters: Counters = .{},
+
+    pub const Counters = struct {
+        /// Stacks in the slabs this pool mapped.
+        mapped: Counter = .{},
+        acquired: Counter = .{},
+        released: Counter = .{},
+    };
 
     /// Written at the top of a released stack.
     const FreeLink = struct { next: ?[*]align(page_size) u8 };
@@ -151,6 +162,7 @@ pub const Pool = struct {
             const stack: Stack = .{ .memory = base[0..pool.stack_size_bytes] };
             pool.free_head = linkOf(stack).next;
             pool.free_count -= 1;
+            pool.counters.acquired.increment();
             return stack;
         }
         assert(pool.free_count == 0);
@@ -159,6 +171,7 @@ pub const Pool = struct {
         const offset = pool.fresh.len - pool.stack_size_bytes;
         const stack: Stack = .{ .memory = @alignCast(pool.fresh[offset..]) };
         pool.fresh = pool.fresh[0..offset];
+        pool.counters.acquired.increment();
         return stack;
     }
 
@@ -168,6 +181,7 @@ pub const Pool = struct {
         linkOf(stack).* = .{ .next = pool.free_head };
         pool.free_head = stack.memory.ptr;
         pool.free_count += 1;
+        pool.counters.released.increment();
         if (pool.free_count > config.pool_free_max) pool.spill();
     }
 
@@ -242,6 +256,7 @@ pub const Pool = struct {
         };
         pool.slabs.appendAssumeCapacity(slab);
         pool.fresh = slab;
+        pool.counters.mapped.add(config.slab_stacks);
     }
 
     /// Installs the guard page at the bottom of every stack of `slab`.

@@ -7,6 +7,7 @@ const Loop = @This();
 
 const std = @import("std");
 const assert = std.debug.assert;
+const Counter = @import("../os/Counter.zig");
 pub const Completion = @import("Completion.zig");
 pub const IoUringBackend = @import("backend/io_uring.zig");
 pub const EpollBackend = @import("backend/epoll.zig");
@@ -22,6 +23,21 @@ reaped: Completion.Queue = .{},
 /// The backend's eventfd, copied here so that other threads can wake the loop without reading
 /// `backend` (whose reap buffer the owning thread writes while they do).
 wake_fd: std.posix.fd_t = -1,
+/// For `weft.Metrics`. Written by the loop's thread, except `wakeups` (by any waker).
+counters: Counters = .{},
+
+pub const Counters = struct {
+    /// Operations started (`submit`).
+    submitted: Counter = .{},
+    /// Callbacks run: operations ended, whether they succeeded, failed or were canceled.
+    completed: Counter = .{},
+    /// Cancel requests sent to the kernel for operations still in flight.
+    canceled: Counter = .{},
+    /// Polls (`poll`), blocking or not.
+    polls: Counter = .{},
+    /// Wake-ups sent to the loop by other threads (`wake`), each an eventfd write.
+    wakeups: Counter.Shared = .{},
+};
 
 pub const Kind = enum { io_uring, epoll };
 
@@ -83,6 +99,7 @@ pub fn submit(loop: *Loop, completion: *Completion) void {
     assert(completion.state == .idle);
     assert(completion.next == null);
     completion.state = .submitted;
+    loop.counters.submitted.increment();
     switch (loop.backend) {
         inline else => |*backend| backend.submit(completion),
     }
@@ -92,6 +109,7 @@ pub fn submit(loop: *Loop, completion: *Completion) void {
 /// `-ECANCELED` or with the result it reached before the cancel took effect.
 pub fn cancel(loop: *Loop, completion: *Completion) void {
     if (completion.state != .submitted) return;
+    loop.counters.canceled.increment();
     switch (loop.backend) {
         inline else => |*backend| backend.cancel(completion),
     }
@@ -111,12 +129,15 @@ pub fn poll(loop: *Loop, timeout_ns: ?u64) usize {
         count += 1;
         completion.callback(completion);
     }
+    loop.counters.polls.increment();
+    loop.counters.completed.add(count);
     return count;
 }
 
 /// Thread-safe: makes a blocked (or about to block) `poll` return.
 pub fn wake(loop: *Loop) void {
     assert(loop.wake_fd >= 0);
+    loop.counters.wakeups.increment();
     @import("../os/linux.zig").eventFdSignal(loop.wake_fd);
 }
 

@@ -59,6 +59,7 @@ const RunnableCount = @import("../contention/RunnableCount.zig");
 const RunQueue = @import("RunQueue.zig").RunQueue(Task, config.run_queue_len);
 
 const TaskQueue = @import("../intrusive.zig").Queue(Task);
+const Counter = @import("../os/Counter.zig");
 const log = std.log.scoped(.weft);
 
 scheduler: *Scheduler,
@@ -128,6 +129,29 @@ thread: ?std.Thread = null,
 /// Whether `start` created the loop.
 started: bool = false,
 steal_buffer: [RunQueue.len_max / 2]*Task = undefined,
+/// For `weft.Metrics`; the loop counts its operations (`Loop.Counters`).
+counters: Counters = .{},
+
+/// What an executor counts (os/Counter.zig): written by its own thread unless marked shared.
+pub const Counters = struct {
+    /// Tasks switched to (each resumption of a task, its start included).
+    resumed: Counter = .{},
+    /// Tasks started by code running on this executor.
+    spawned: Counter = .{},
+    /// Tasks this executor took from other executors' run queues.
+    stolen: Counter = .{},
+    /// Tasks other executors took from this one's run queue.
+    stolen_by_others: Counter.Shared = .{},
+    /// Times the next task came from the LIFO slot (a task woken by the one before it).
+    lifo_hits: Counter = .{},
+    /// Times the thread slept in the kernel, out of work (blocking polls).
+    sleeps: Counter = .{},
+    /// Time spent in those sleeps.
+    idle_ns: Counter = .{},
+    /// Timers started here, and those that went off (the rest were stopped first).
+    timers_armed: Counter = .{},
+    timers_fired: Counter = .{},
+};
 
 pub const Hooks = struct {
     /// Runs the task's function and ends the task (`exitCurrent`); called on its own stack.
@@ -410,6 +434,7 @@ fn findReady(executor: *Executor) ?*Task {
         const others_queued = !executor.local.isEmpty() or !executor.ring.isEmpty();
         if (executor.lifo_streak < config.lifo_streak_max or !others_queued) {
             executor.lifo_streak += 1;
+            executor.counters.lifo_hits.increment();
             return task;
         }
         executor.enqueue(task);
@@ -501,6 +526,8 @@ fn steal(executor: *Executor) ?*Task {
         if (count == 0) continue;
         // Our ring is empty (we only steal when out of work), so half a ring fits.
         assert(executor.ring.isEmpty());
+        executor.counters.stolen.add(count);
+        victim.counters.stolen_by_others.add(count);
         executor.keepTaken(count);
         return executor.steal_buffer[0];
     }
@@ -615,6 +642,7 @@ fn enter(executor: *Executor, task: *Task) void {
     task.on_cpu.store(true, .monotonic);
     task.executor = executor;
     executor.current = task;
+    executor.counters.resumed.increment();
 }
 
 /// The first code after a switch, on whatever thread resumed us.
@@ -917,8 +945,15 @@ fn pollIo(executor: *Executor, block: bool) void {
     assert(!executor.polling);
     executor.polling = true;
     defer executor.polling = false;
-    if (block) executor.polls_blocked += 1;
-    if (block or executor.loop.inFlight() > 0) _ = executor.loop.poll(timeout_ns);
+    if (block) {
+        executor.polls_blocked += 1;
+        executor.counters.sleeps.increment();
+        const start_ns = if (Counter.enabled) os.monotonicNs() else 0;
+        _ = executor.loop.poll(timeout_ns);
+        if (Counter.enabled) executor.counters.idle_ns.add(os.monotonicNs() -| start_ns);
+    } else if (executor.loop.inFlight() > 0) {
+        _ = executor.loop.poll(timeout_ns);
+    }
     if (block) executor.loop.sleeping.store(false, .monotonic);
     executor.expireTimers();
     executor.notifyAfterPoll();
@@ -955,7 +990,8 @@ fn peekDeadline(executor: *Executor) ?u64 {
 fn expireTimers(executor: *Executor) void {
     executor.timers_lock.lock();
     defer executor.timers_lock.unlock();
-    if (!executor.timers.isEmpty()) executor.timers.expire(os.monotonicNs());
+    if (executor.timers.isEmpty()) return;
+    executor.counters.timers_fired.add(executor.timers.expire(os.monotonicNs()));
 }
 
 /// Starts a timer for the running task on this executor; `Task.timerFired` tells whether it
@@ -969,6 +1005,7 @@ pub fn startTimer(task: *Task, deadline_ns: u64) std.mem.Allocator.Error!void {
     task.timer_fired.store(false, .monotonic);
     try executor.timers.insert(task, deadline_ns);
     task.timer_owner = executor;
+    executor.counters.timers_armed.increment();
 }
 
 pub fn stopTimer(task: *Task) void {

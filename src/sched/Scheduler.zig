@@ -55,6 +55,7 @@ const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
 const atomic = @import("../os/atomic.zig");
+const Counter = @import("../os/Counter.zig");
 const Executor = @import("Executor.zig");
 const RunDelay = @import("../contention/RunDelay.zig");
 const Task = @import("Task.zig");
@@ -105,6 +106,11 @@ stopping: atomic.Value(bool) = .init(false),
 pinned: bool,
 /// Round-robin cursor for pinned mode's placement.
 placement_next: atomic.Value(u32) = .init(0),
+/// For `weft.Metrics`: tasks started from threads that are not this scheduler's executors
+/// (each executor counts its own, `Executor.Counters.spawned`).
+spawned_elsewhere: Counter.Shared = .{},
+/// When the scheduler started (`os.monotonicNs`), for uptime and busy time.
+started_ns: u64 = 0,
 /// The thread that called `Runtime.init`, adopted as a task of executor 0.
 main_task: Task,
 hooks: *const Executor.Hooks,
@@ -150,6 +156,11 @@ pub const Placement = enum {
 pub fn start(scheduler: *Scheduler, task: *Task, placement: Placement) void {
     assert(task.wait_state.load(.monotonic) == .running);
     const here = scheduler.executorOfThread();
+    if (here) |executor| {
+        executor.counters.spawned.increment();
+    } else {
+        scheduler.spawned_elsewhere.increment();
+    }
     if (scheduler.pinned) {
         const index = scheduler.placement_next.fetchAdd(1, .monotonic) % scheduler.executors.len;
         const home = &scheduler.executors[index];

@@ -115,14 +115,17 @@ pub fn remove(timers: *Timers, task: *Task) void {
 }
 
 /// Fires every timer whose deadline is at or before `now_ns`, earliest first: marks its task
-/// and wakes it.
-pub fn expire(timers: *Timers, now_ns: u64) void {
+/// and wakes it. Returns how many fired.
+pub fn expire(timers: *Timers, now_ns: u64) u32 {
+    var fired: u32 = 0;
     while (timers.earliest()) |task| {
         if (task.timer_deadline_ns > now_ns) break;
         timers.remove(task);
         task.timer_fired.store(true, .monotonic);
         task.wake();
+        fired += 1;
     }
+    return fired;
 }
 
 fn earliest(timers: *const Timers) ?*Task {

@@ -15,6 +15,7 @@ const Task = @import("../sched/Task.zig");
 const Blocking = @import("../fs/Blocking.zig");
 const lookup = @import("../net/lookup.zig");
 const CpuLane = @import("../lanes/CpuLane.zig");
+const Metrics = @import("../Metrics.zig");
 const ProcessState = @import("ProcessState.zig");
 const vtable_mod = @import("vtable.zig");
 const task_io = @import("task.zig");
@@ -31,6 +32,8 @@ blocking: Blocking,
 /// The environment, the stderr lock, `/dev/null`, the SIGPIPE handler.
 process: ProcessState,
 tasks_live: std.atomic.Value(usize) = .init(0),
+/// For `weft.Metrics`: the highest `tasks_live` seen.
+tasks_live_peak: std.atomic.Value(usize) = .init(0),
 hooks: Executor.Hooks = .{ .run = &runTask },
 /// The lane `Runtime.compute` runs on; started on its first call.
 cpu: CpuLane,
@@ -58,9 +61,14 @@ pub fn createTask(
     result_len: usize,
     result_alignment: std.mem.Alignment,
 ) error{ConcurrencyUnavailable}!*Task {
-    if (state.tasks_live.fetchAdd(1, .monotonic) >= state.tasks_max) {
+    const live = state.tasks_live.fetchAdd(1, .monotonic) + 1;
+    if (live > state.tasks_max) {
         _ = state.tasks_live.fetchSub(1, .monotonic);
         return error.ConcurrencyUnavailable;
+    }
+    // A locked instruction only when a new peak is reached.
+    if (Metrics.enabled and live > state.tasks_live_peak.load(.monotonic)) {
+        _ = state.tasks_live_peak.fetchMax(live, .monotonic);
     }
     errdefer _ = state.tasks_live.fetchSub(1, .monotonic);
     const context_end = fieldOffsetMax(@sizeOf(Task), context_alignment) + context.len;

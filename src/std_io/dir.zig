@@ -1,6 +1,8 @@
 //! std.Io directory entries.
 //!
-//! Opening, creating, stat, deleting, renaming and linking are loop operations (io_uring's
+//! Opening a cached path is one `openat2(RESOLVE_CACHED)` on the calling executor
+//! (`fs/nowait.zig`). Opening otherwise, creating, stat, deleting, renaming and linking are
+//! loop operations (io_uring's
 //! openat, statx, unlinkat, renameat, mkdirat, symlinkat, linkat), or calls on the blocking
 //! lane where the loop cannot run them (`fs/Blocking.zig`); reading a directory
 //! (`getdents64`), reading a link and `faccessat` have no asynchronous form and always run on
@@ -24,6 +26,8 @@ const os = @import("../os/linux.zig");
 const file_io = @import("file.zig");
 const fs_errno = @import("fs_errno.zig");
 const Op = @import("../loop/Completion.zig").Op;
+const Executor = @import("../sched/Executor.zig");
+const nowait = @import("../fs/nowait.zig");
 
 const blockingOf = file_io.blockingOf;
 const errnoOf = file_io.errnoOf;
@@ -34,6 +38,20 @@ const renameError = fs_errno.renameError;
 const linkError = fs_errno.linkError;
 
 const PathBuffer = [posix.PATH_MAX]u8;
+
+/// `openat`: at once where the path is cached and the open cannot wait (`fs/nowait.zig`),
+/// else on the loop or the blocking lane. Returns the descriptor or `-errno`. Cancelation
+/// point.
+fn open(userdata: ?*anyopaque, op_open: Op.Openat) Io.Cancelable!i32 {
+    const blocking, const io = blockingOf(userdata);
+    if (Executor.currentTask()) |task| {
+        try task.checkCancel();
+        const other_files = !task.executor.loop.supports(.openat);
+        const flags = op_open.flags;
+        if (nowait.open(op_open.fd, op_open.path, flags, other_files)) |result| return result;
+    }
+    return blocking.perform(io, .{ .openat = op_open });
+}
 
 /// `openat` for a file, then the checks and the lock std asks for.
 fn openFile(
@@ -48,9 +66,8 @@ fn openFile(
 ) File.OpenError!File {
     var path_buffer: PathBuffer = undefined;
     const path = try pathToPosix(sub_path, &path_buffer);
-    const blocking, const io = blockingOf(userdata);
     const op_open: Op.Openat = .{ .fd = dir.handle, .path = path, .flags = flags, .mode = mode };
-    const result = try blocking.perform(io, .{ .openat = op_open });
+    const result = try open(userdata, op_open);
     if (result < 0) return openError(errnoOf(result));
     const file: File = .{ .handle = result, .flags = .{ .nonblocking = false } };
     errdefer os.closeFd(file.handle);
@@ -130,9 +147,8 @@ pub fn dirOpenDir(
         // A directory only used as a base for paths needs no read access.
         .PATH = !options.iterate,
     };
-    const blocking, const io = blockingOf(userdata);
     const op_open: Op.Openat = .{ .fd = dir.handle, .path = path.ptr, .flags = flags, .mode = 0 };
-    const result = try blocking.perform(io, .{ .openat = op_open });
+    const result = try open(userdata, op_open);
     if (result >= 0) return .{ .handle = result };
     return switch (errnoOf(result)) {
         .FAULT, .BADF, .BUSY => |e| errnoBug(e),

@@ -1,7 +1,8 @@
 //! std.Io file entries, and the file operations of `operate`.
 //!
 //! Reads, writes, stat, sync and truncation are loop operations (`fs/Blocking.zig` picks the
-//! loop or the blocking lane): cancelation points that cancel the kernel operation, so a read
+//! loop or the blocking lane); a positional read first tries to take cached data at once
+//! (`fs/nowait.zig`): cancelation points that cancel the kernel operation, so a read
 //! blocked on a pipe ends at once when its task is canceled. A `read` or `write` on a pipe,
 //! terminal or socket waits for readiness on either backend, even on a descriptor opened
 //! `O_NONBLOCK` (std.Io.Threaded reports `error.WouldBlock` there). Calls that cannot block
@@ -23,6 +24,7 @@ const os = @import("../os/linux.zig");
 const State = @import("State.zig");
 const Executor = @import("../sched/Executor.zig");
 const Blocking = @import("../fs/Blocking.zig");
+const nowait = @import("../fs/nowait.zig");
 const Op = @import("../loop/Completion.zig").Op;
 const iovecs_mod = @import("iovecs.zig");
 const Iovecs = iovecs_mod.Iovecs;
@@ -106,10 +108,21 @@ pub fn fileReadPositional(
     const iovecs: ReadIovecs = .init(data);
     if (iovecs.count == 0) return 0;
     try checkCancel();
+    // On a task, data the kernel has cached is read right here (see `fs/nowait.zig`); a thread
+    // weft does not run makes the blocking call below anyway.
+    if (Executor.currentTask() != null) {
+        if (nowait.read(file.handle, iovecs.slice(), offset)) |result| {
+            return readPositionalResult(result);
+        }
+    }
     if (!seekable(file.handle)) return error.Unseekable;
     const blocking, const io = blockingOf(userdata);
     const op_read: Op.Read = .{ .fd = file.handle, .iovecs = iovecs.slice(), .offset = offset };
-    const result = try blocking.perform(io, .{ .read = op_read });
+    return readPositionalResult(try blocking.perform(io, .{ .read = op_read }));
+}
+
+/// A positional read's result (a count or `-errno`) as `fileReadPositional` reports it.
+fn readPositionalResult(result: i32) File.ReadPositionalError!usize {
     if (result >= 0) return @intCast(result);
     return switch (errnoOf(result)) {
         .NXIO, .SPIPE, .OVERFLOW => error.Unseekable,

@@ -1,5 +1,5 @@
 //! weft's `std.Io.VTable`, every entry from the files beside this one. `status` is what the
-//! README's table reports.
+//! table in docs/STD_IO.md reports.
 const std = @import("std");
 const Io = std.Io;
 const task = @import("task.zig");

@@ -9,6 +9,7 @@ const linux = std.os.linux;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const parked = @import("parked.zig");
+const os = @import("../os/linux.zig");
 const qemu = @import("qemu.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
@@ -726,4 +727,315 @@ test "fs: createFileAtomic errors are std.Io.Threaded's" {
             file.deinit(io);
         }
     }.call);
+}
+
+// The synchronous fast path (fs/nowait.zig) -----------------------------------------------------
+
+const nowait = @import("../fs/nowait.zig");
+
+const nowait_block_bytes = 4096;
+
+/// Counts of fast and slow attempts since `start`.
+const NowaitCounts = struct {
+    fast: u64,
+    slow: u64,
+
+    fn start() NowaitCounts {
+        return .{
+            .fast = nowait.fast_for_testing.load(.monotonic),
+            .slow = nowait.slow_for_testing.load(.monotonic),
+        };
+    }
+
+    fn since(before: NowaitCounts) NowaitCounts {
+        const now = start();
+        return .{ .fast = now.fast - before.fast, .slow = now.slow - before.slow };
+    }
+};
+
+/// A file of `blocks` 4 KiB blocks, each starting with its index (u64, little endian), synced
+/// so that its pages are clean and `evict` can drop them. Skips the test where /tmp is tmpfs:
+/// its pages cannot be evicted, and it refuses RWF_NOWAIT besides.
+fn blockFile(io: Io, tmp: *TmpDir, name: []const u8, blocks: usize) !File {
+    if (try tmpIsTmpfs()) return os.skipTest(@src(), "/tmp is tmpfs: no page cache to evict");
+    const file = try tmp.dir.createFile(io, name, .{ .read = true });
+    errdefer file.close(io);
+    var block: [nowait_block_bytes]u8 = undefined;
+    for (0..blocks) |index| {
+        @memset(&block, @truncate(index));
+        std.mem.writeInt(u64, block[0..8], index, .little);
+        try file.writePositionalAll(io, &block, index * nowait_block_bytes);
+    }
+    try file.sync(io);
+    return file;
+}
+
+fn tmpIsTmpfs() !bool {
+    var buffer: [32]u64 = undefined; // struct statfs; f_type is its first word on 64-bit
+    const rc = linux.syscall2(.statfs, @intFromPtr("/tmp"), @intFromPtr(&buffer));
+    try testing.expectEqual(linux.E.SUCCESS, linux.errno(rc));
+    return buffer[0] == 0x01021994;
+}
+
+/// Drops the file's (clean) pages from the page cache.
+fn evict(file: File) !void {
+    const rc = linux.fadvise(file.handle, 0, 0, linux.POSIX_FADV.DONTNEED);
+    try testing.expectEqual(linux.E.SUCCESS, linux.errno(rc));
+}
+
+/// Checks that `bytes` holds blocks `first`, `first + 1`, ... as `blockFile` wrote them.
+fn expectBlocks(bytes: []const u8, first: usize) !void {
+    try testing.expect(bytes.len % nowait_block_bytes == 0);
+    for (0..bytes.len / nowait_block_bytes) |i| {
+        const block = bytes[i * nowait_block_bytes ..][0..nowait_block_bytes];
+        try testing.expectEqual(@as(u64, first + i), std.mem.readInt(u64, block[0..8], .little));
+        try testing.expectEqual(@as(u8, @truncate(first + i)), block[nowait_block_bytes - 1]);
+    }
+}
+
+test "fs: a cached read is answered at once, an evicted one takes the async path, same bytes" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const file = try blockFile(io, &tmp, "blocks", 64);
+            defer file.close(io);
+            var buffer: [4 * nowait_block_bytes]u8 = undefined;
+
+            const hot = NowaitCounts.start();
+            try testing.expectEqual(buffer.len, try file.readPositional(io, &.{&buffer}, 0));
+            try expectBlocks(&buffer, 0);
+            try testing.expectEqual(NowaitCounts{ .fast = 1, .slow = 0 }, hot.since());
+
+            try evict(file);
+            const cold = NowaitCounts.start();
+            const offset = 40 * nowait_block_bytes;
+            try testing.expectEqual(buffer.len, try file.readPositional(io, &.{&buffer}, offset));
+            try expectBlocks(&buffer, 40);
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 1 }, cold.since());
+
+            // Now cached again: fast.
+            const again = NowaitCounts.start();
+            try testing.expectEqual(buffer.len, try file.readPositional(io, &.{&buffer}, offset));
+            try expectBlocks(&buffer, 40);
+            try testing.expectEqual(NowaitCounts{ .fast = 1, .slow = 0 }, again.since());
+        }
+    }.body);
+}
+
+test "fs: short reads at end of file, cached and evicted; errors keep their names" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const file = try blockFile(io, &tmp, "blocks", 2);
+            defer file.close(io);
+            try file.writePositionalAll(io, "tail", 2 * nowait_block_bytes); // 8196 bytes
+            try file.sync(io);
+            var buffer: [3 * nowait_block_bytes]u8 = undefined;
+            for ([_]bool{ false, true }) |evicted| {
+                if (evicted) try evict(file);
+                const n = try file.readPositional(io, &.{&buffer}, nowait_block_bytes);
+                // Evicted, the read may end early at a page the kernel had not read yet; the
+                // bytes it returns are right either way, and it never returns 0 before the end.
+                try testing.expect(n > 0 and n <= nowait_block_bytes + 4);
+                if (n == nowait_block_bytes + 4) {
+                    try testing.expectEqualStrings("tail", buffer[nowait_block_bytes..][0..4]);
+                }
+                try expectBlocks(buffer[0..nowait_block_bytes], 1);
+                const end = 2 * nowait_block_bytes;
+                const tail = try file.readPositional(io, &.{&buffer}, end);
+                try testing.expectEqual(@as(usize, 4), tail);
+                try testing.expectEqualStrings("tail", buffer[0..4]);
+                const past = [_]u64{ end + 4, end + 5, 1 << 40 };
+                for (past) |offset| {
+                    const past_n = try file.readPositional(io, &.{&buffer}, offset);
+                    try testing.expectEqual(@as(usize, 0), past_n);
+                }
+            }
+            // A pipe answers ESPIPE on the fast path: Unseekable, as before.
+            const ends = try pipe();
+            defer File.closeMany(io, &ends);
+            const pipe_read = ends[0].readPositional(io, &.{&buffer}, 0);
+            try testing.expectError(error.Unseekable, pipe_read);
+            // A write-only file: NotOpenForReading, from the fast path's EBADF.
+            const write_only = try tmp.dir.openFile(io, "blocks", .{ .mode = .write_only });
+            defer write_only.close(io);
+            const refused = write_only.readPositional(io, &.{&buffer}, 0);
+            try testing.expectError(error.NotOpenForReading, refused);
+        }
+    }.body);
+}
+
+test "fs: a refused RWF_NOWAIT falls back to the async path; ENOSYS is remembered" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const file = try blockFile(io, &tmp, "blocks", 8);
+            defer file.close(io);
+            defer nowait.resetForTesting();
+            var buffer: [nowait_block_bytes]u8 = undefined;
+
+            // A file system that refuses the flag: every call falls back, none is remembered.
+            nowait.refusal_for_testing.store(@intFromEnum(linux.E.OPNOTSUPP), .monotonic);
+            const refused = NowaitCounts.start();
+            for (0..3) |i| {
+                const n = try file.readPositional(io, &.{&buffer}, i * buffer.len);
+                try testing.expectEqual(buffer.len, n);
+                try expectBlocks(&buffer, i);
+            }
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 3 }, refused.since());
+            nowait.refusal_for_testing.store(0, .monotonic);
+            const accepted = NowaitCounts.start();
+            _ = try file.readPositional(io, &.{&buffer}, 0);
+            try testing.expectEqual(NowaitCounts{ .fast = 1, .slow = 0 }, accepted.since());
+
+            // A kernel without preadv2: after one ENOSYS, no more attempts.
+            nowait.refusal_for_testing.store(@intFromEnum(linux.E.NOSYS), .monotonic);
+            _ = try file.readPositional(io, &.{&buffer}, 0);
+            nowait.refusal_for_testing.store(0, .monotonic);
+            const latched = NowaitCounts.start();
+            const n = try file.readPositional(io, &.{&buffer}, 5 * buffer.len);
+            try testing.expectEqual(buffer.len, n);
+            try expectBlocks(&buffer, 5);
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 1 }, latched.since());
+        }
+    }.body);
+}
+
+test "fs: a read that took the async path is canceled" {
+    try withRuntime(struct {
+        fn readAll(io: Io, file: File, buffer: []u8) File.ReadPositionalError!usize {
+            return file.readPositional(io, &.{buffer}, 0);
+        }
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const blocks = 4096; // 16 MiB: a few milliseconds from the disk
+            const file = try blockFile(io, &tmp, "blocks", blocks);
+            defer file.close(io);
+            const buffer = try testing.allocator.alloc(u8, blocks * nowait_block_bytes);
+            defer testing.allocator.free(buffer);
+            try evict(file);
+            const before = NowaitCounts.start();
+            var reading = try io.concurrent(readAll, .{ io, file, buffer });
+            // io_uring: parked on the ring, cancelable; epoll: on the blocking lane, cancelable
+            // until a worker takes the call.
+            try parked.waitParked(io, &reading, .either);
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 1 }, before.since());
+            if (reading.cancel(io)) |n| {
+                // The kernel finished (part of) the read before the cancel took effect: the
+                // bytes it reports are right.
+                try testing.expect(n > 0 and n <= buffer.len);
+                try expectBlocks(buffer[0 .. n - n % nowait_block_bytes], 0);
+            } else |err| try testing.expectEqual(error.Canceled, err);
+            // The file still reads.
+            const first = buffer[0..nowait_block_bytes];
+            try testing.expectEqual(first.len, try file.readPositional(io, &.{first}, 0));
+            try expectBlocks(first, 0);
+        }
+    }.body);
+}
+
+/// Whether regular files try the fast open here: only where the loop cannot open (epoll).
+fn regularOpensTry() bool {
+    const Executor = @import("../sched/Executor.zig");
+    return !Executor.currentTask().?.executor.loop.supports(.openat);
+}
+
+test "fs: cached opens are made at once; refused or uncached ones take the async path" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            defer nowait.resetForTesting();
+            try tmp.dir.createDirPath(io, "sub");
+            const created = try tmp.dir.createFile(io, "sub/file", .{});
+            try created.writePositionalAll(io, "contents", 0);
+            created.close(io);
+            const regular: u64 = @intFromBool(regularOpensTry());
+
+            const cached = NowaitCounts.start();
+            var sub = try tmp.dir.openDir(io, "sub", .{ .iterate = true });
+            defer sub.close(io);
+            try expectContents(io, sub, "file");
+            // The directory, the file (where regular files try) and the read of it.
+            const expected: NowaitCounts = .{ .fast = 2 + regular, .slow = 1 - regular };
+            try testing.expectEqual(expected, cached.since());
+            // A cached miss (the negative entry the first lookup left) is the kernel's
+            // answer, at once.
+            try testing.expectError(error.FileNotFound, sub.statFile(io, "none", .{}));
+            const missing = NowaitCounts.start();
+            try testing.expectError(error.FileNotFound, sub.openFile(io, "none", .{}));
+            try testing.expectError(error.FileNotFound, sub.openDir(io, "none", .{}));
+            const expected_missing: NowaitCounts = .{ .fast = 1 + regular, .slow = 1 - regular };
+            try testing.expectEqual(expected_missing, missing.since());
+            // Not cached (simulated, the read too): the slow path opens the same file.
+            nowait.refusal_for_testing.store(@intFromEnum(linux.E.AGAIN), .monotonic);
+            const uncached = NowaitCounts.start();
+            try expectContents(io, sub, "file");
+            var again = try tmp.dir.openDir(io, "sub", .{});
+            again.close(io);
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 3 }, uncached.since());
+            // A kernel without RESOLVE_CACHED (EINVAL, confirmed by the probe) or without
+            // openat2 (ENOSYS): remembered, every later open takes the slow path. (ENOSYS
+            // latches reads too: the simulated kernel has no preadv2 either.)
+            for ([_]linux.E{ .INVAL, .NOSYS }) |refusal| {
+                nowait.resetForTesting();
+                nowait.refusal_for_testing.store(@intFromEnum(refusal), .monotonic);
+                var refused = try tmp.dir.openDir(io, "sub", .{});
+                refused.close(io);
+                try expectContents(io, sub, "file");
+                nowait.refusal_for_testing.store(0, .monotonic);
+                const latched = NowaitCounts.start();
+                var dir = try tmp.dir.openDir(io, "sub", .{});
+                dir.close(io);
+                try expectContents(io, sub, "file");
+                const reads_fast: u64 = @intFromBool(refusal == .INVAL);
+                const expected_latched: NowaitCounts = .{
+                    .fast = reads_fast,
+                    .slow = 3 - reads_fast,
+                };
+                try testing.expectEqual(expected_latched, latched.since());
+            }
+        }
+        fn expectContents(io: Io, dir: Dir, name: []const u8) !void {
+            const file = try dir.openFile(io, name, .{});
+            defer file.close(io);
+            var buffer: [16]u8 = undefined;
+            const n = try file.readPositional(io, &.{&buffer}, 0);
+            try testing.expectEqualStrings("contents", buffer[0..n]);
+        }
+    }.body);
+}
+
+test "fs: opening a FIFO waits for its peer without holding the executor" {
+    try withRuntime(struct {
+        fn openEnd(io: Io, dir: Dir, mode: File.OpenMode) !File {
+            return dir.openFile(io, "fifo", .{ .mode = mode });
+        }
+        fn body(io: Io) !void {
+            // Known, and not the fast path's: io_uring runs an OPENAT of a FIFO inline in
+            // `io_uring_enter`, so the executor thread blocks there until the peer opens.
+            const reason = "io_uring's OPENAT of a FIFO blocks";
+            if (!regularOpensTry()) return os.skipTest(@src(), reason);
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const rc = linux.mknodat(tmp.dir.handle, "fifo", linux.S.IFIFO | 0o600, 0);
+            try testing.expectEqual(linux.E.SUCCESS, linux.errno(rc));
+            // The reader's open waits for a writer; on one executor, a reader that held its
+            // thread in `open` would keep the writer from ever running.
+            var reader = try io.concurrent(openEnd, .{ io, tmp.dir, .read_only });
+            try parked.waitParked(io, &reader, .either);
+            const writer = try openEnd(io, tmp.dir, .write_only);
+            defer writer.close(io);
+            const read_end = try reader.await(io);
+            defer read_end.close(io);
+            try writer.writeStreamingAll(io, "through");
+            var buffer: [16]u8 = undefined;
+            const n = try read_end.readStreaming(io, &.{&buffer});
+            try testing.expectEqualStrings("through", buffer[0..n]);
+        }
+    }.body);
 }

@@ -18,8 +18,9 @@ const os = @import("../os/linux.zig");
 
 /// How the task is expected to wait: `cancelable` where a cancel request wakes it (a blocking
 /// operation that is a cancelation point), `uncancelable` where none does (cancelation
-/// blocked, or an uncancelable wait).
-pub const Wait = enum { cancelable, uncancelable };
+/// blocked, or an uncancelable wait), `either` where the operation may be in both (a file
+/// call on the blocking lane: cancelable until a worker takes it, then not).
+pub const Wait = enum { cancelable, uncancelable, either };
 
 /// Generous: a task that is merely slow to start (a loaded machine, TSan) parks well within it.
 const deadline_ns = 10 * std.time.ns_per_s;
@@ -71,11 +72,13 @@ pub fn waitMembersParked(io: Io, group: *Io.Group, count: usize, wait: Wait) Io.
 /// wake moves it on to `notified`) and its executor has left its stack. A task not yet run is
 /// `running`, its initial state, so it does not count.
 fn parked(task: *const Task, wait: Wait) bool {
-    const expected: Task.WaitState = switch (wait) {
-        .cancelable => .waiting_cancelable,
-        .uncancelable => .waiting,
+    const state = task.wait_state.load(.acquire);
+    const waiting = switch (wait) {
+        .cancelable => state == .waiting_cancelable,
+        .uncancelable => state == .waiting,
+        .either => state == .waiting_cancelable or state == .waiting,
     };
-    return task.wait_state.load(.acquire) == expected and !task.on_cpu.load(.acquire);
+    return waiting and !task.on_cpu.load(.acquire);
 }
 
 const Members = struct { listed: usize = 0, parked: usize = 0 };

@@ -1,18 +1,18 @@
-//! Keeps the README true: its std.Io status table has one row per VTable entry, in VTable
-//! order, with the status weft really has; its usage example is examples/hello.zig, which
-//! `./zigw build examples` compiles (and CI runs).
+//! Keeps the docs true: docs/STD_IO.md's status table has one row per VTable entry, in VTable
+//! order, with the status weft really has; the README's usage example is examples/hello.zig,
+//! which `./zigw build examples` compiles (and CI runs).
 const std = @import("std");
 const vtable = @import("../std_io/vtable.zig");
 
-test "README: std.Io status table matches the VTable" {
+test "docs/STD_IO.md: the status table matches the VTable" {
     @setEvalBranchQuota(100_000);
-    const readme = @embedFile("README.md");
+    const doc = @embedFile("STD_IO.md");
     const fields = @typeInfo(std.Io.VTable).@"struct".fields;
     var rows: usize = 0;
-    var lines = std.mem.splitScalar(u8, readme, '\n');
+    var lines = std.mem.splitScalar(u8, doc, '\n');
     var field_index: usize = 0;
-    // The table under its `| function | status |` header, to its first non-row line: the
-    // README has other tables whose rows start with a name in backticks too.
+    // The table under its `| function | status |` header, to its first non-row line: other
+    // tables' rows may start with a name in backticks too.
     while (lines.next()) |line| {
         if (std.mem.eql(u8, line, "| function | status |")) break;
     } else return error.TestStatusTableMissing;

@@ -21,6 +21,7 @@ const Runtime = @import("../Runtime.zig");
 const Server = @import("../server/Server.zig");
 const config = @import("../config.zig");
 const supervisor_shape = @import("../server/supervisor.zig");
+const coverage = @import("../std_io/coverage.zig");
 
 pub const hello = Server.http.Fixed("Hello World");
 const request_get = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
@@ -554,6 +555,8 @@ const Supervisor = struct {
             // a kill): these tests kill workers on purpose. `.info` shows the log.
             testing.log_level = .err;
             const report = server.run(handler) catch linux.exit_group(3);
+            // The supervisor makes no runtime of its own, whose end would write its counts.
+            coverage.flush();
             linux.exit_group(if (expected(report)) 0 else 4);
         }
         return .{ .pid = @intCast(fork_rc), .port = server.port() };
@@ -1075,4 +1078,40 @@ fn stopWithWorkerStuck(io: Io, supervisor: *Supervisor, stuck: *const Stuck) !vo
     // Reaped, both: no zombie left.
     for (workers) |worker| try testing.expect(!processExists(worker));
     try client.expectClosed(); // unanswered: its worker died with it
+}
+
+test "Server: stop_on_signals: SIGTERM stops .single and .threaded; the handlers go back" {
+    for ([_]Server.Shape{ .single, .{ .threaded = 2 } }) |shape| {
+        var before: linux.Sigaction = undefined;
+        try testing.expectEqual(@as(usize, 0), linux.sigaction(.TERM, null, &before));
+        var options = optionsOf(shape);
+        options.stop_on_signals = true;
+        var running: Running = undefined;
+        try running.start(options, Server.http.handler(&hello.http_handler));
+        errdefer running.abandon();
+        // Answered: `run` is serving, so its handlers are in place (installed before).
+        try withClientPort(running.server.port(), struct {
+            fn body(io: Io, port: u16) !void {
+                var client: Client = undefined;
+                try client.connect(io, port);
+                defer client.close(io);
+                try testing.expectEqual(200, try client.get());
+            }
+        }.body);
+        var during: linux.Sigaction = undefined;
+        try testing.expectEqual(@as(usize, 0), linux.sigaction(.TERM, null, &during));
+        // Without the server's handler the signal would end the test binary: check first.
+        try testing.expect(during.handler.handler != before.handler.handler);
+        try testing.expectEqual(@as(usize, 0), linux.kill(linux.getpid(), .TERM));
+        var waited_ms: u32 = 0;
+        while (!running.done.load(.acquire)) : (waited_ms += 10) {
+            if (waited_ms >= 5_000) return error.TestServerNotStoppedBySignal;
+            os.sleepThread(10 * std.time.ns_per_ms);
+        }
+        const report = try running.finish();
+        try testing.expectEqual(1, report.workers.accepted);
+        var after: linux.Sigaction = undefined;
+        try testing.expectEqual(@as(usize, 0), linux.sigaction(.TERM, null, &after));
+        try testing.expect(after.handler.handler == before.handler.handler);
+    }
 }

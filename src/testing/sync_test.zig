@@ -287,12 +287,16 @@ test "Channel: close lets receivers drain, then Closed; blocked senders get Clos
         fn body(io: Io) !void {
             var buffer: [2]u32 = undefined;
             var channel: sync.Channel(u32) = .init(&buffer);
+            try testing.expectEqual(@as(usize, 2), channel.capacity());
             try channel.send(io, 1);
             try channel.send(io, 2);
             try testing.expectError(error.Full, channel.trySend(io, 3));
             var blocked = try io.concurrent(senderOf, .{ io, &channel, 3 });
             try waitUntil(io, &channel, sendersWaiting);
+            try testing.expect(!channel.isClosed());
             channel.close(io);
+            try testing.expect(channel.isClosed());
+            try testing.expectEqual(@as(usize, 2), channel.count()); // close keeps the values
             try testing.expectError(error.Closed, blocked.await(io));
             try testing.expectError(error.Closed, channel.send(io, 4));
             try testing.expectError(error.Closed, channel.trySend(io, 4));

@@ -17,6 +17,7 @@
 
 mod alloc;
 mod basic;
+mod files;
 mod lane;
 mod net;
 mod sync;
@@ -50,6 +51,13 @@ impl Args {
         Ok(Args { scenario, flags })
     }
 
+    pub fn string(&self, key: &str, default: &str) -> String {
+        match self.flags.iter().rev().find(|(k, _)| k == key) {
+            None => default.to_string(),
+            Some((_, v)) => v.clone(),
+        }
+    }
+
     pub fn int(&self, key: &str, default: u64) -> u64 {
         match self.flags.iter().rev().find(|(k, _)| k == key) {
             None => default,
@@ -65,6 +73,7 @@ fn usage() -> String {
     format!(
         "usage: peer-tokio <scenario> [--threads N] [flags]\n\
      scenarios: sleep spawn pingpong yield spawn_tree chain echo_server http_server sync_<row>\n\
+     files_<row> (bench/files.zig's rows; --tasks N --dir PATH)\n\
      lane_<row> (rows: {}) list",
         lane::ROWS.join(" ")
     )
@@ -209,6 +218,10 @@ fn main() {
         "chain" => basic::chain(&args, threads),
         "echo_server" => net::echo_server(&args, threads),
         "http_server" => net::http_server(&args, threads),
+        row if row.starts_with("files_") => {
+            let dir = args.string("dir", "/var/tmp/weft-bench-files");
+            files::run(row, &args, threads, std::path::PathBuf::from(dir))
+        }
         row if row.starts_with("lane_") => lane::run(&row["lane_".len()..], &args, threads),
         "list" => {
             for row in sync::ROWS {

@@ -4,7 +4,7 @@
 //	peer-go <scenario> [--threads N] [scenario flags...]
 //
 // --threads sets GOMAXPROCS (runtime=go-N). Scenarios: sleep, spawn, pingpong, yield,
-// spawn_tree, chain, echo_server, http_server. The measuring ones print one line in the format
+// spawn_tree, chain, echo_server, http_server, files_* (bench/files.zig's rows). The measuring ones print one line in the format
 // of weft's harness and exit 1 when their own check fails (status=lost); the servers print
 // "listening port=<n>" and serve until killed.
 package main
@@ -19,6 +19,7 @@ import (
 
 type options struct {
 	threads, tasks, yields, pairs, rounds, depth, laps, port int64
+	dir                                                      string
 }
 
 // unset marks a flag the scenario gives its own default.
@@ -44,6 +45,7 @@ func main() {
 	fs.Int64Var(&o.depth, "depth", 20, "tree levels (spawn_tree)")
 	fs.Int64Var(&o.laps, "laps", 10_000, "times the token goes round the ring (chain)")
 	fs.Int64Var(&o.port, "port", 0, "port on 127.0.0.1 (servers; 0 = any free port)")
+	fs.StringVar(&o.dir, "dir", "/var/tmp/weft-bench-files", "fixtures of bench-files (files_*)")
 	fs.Parse(os.Args[2:])
 	if o.threads < 1 {
 		o.threads = 1
@@ -68,6 +70,9 @@ func main() {
 		echoServer(o)
 	case "http_server":
 		httpServer(o)
+	case "files_small", "files_random_hot", "files_seq_cold", "files_random_cold",
+		"files_write_fsync", "files_walk":
+		filesScenario(scenario, label, o, o.dir)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown scenario %q\n", scenario)
 		usage()

@@ -1,0 +1,242 @@
+//! The synchronous fast path of file I/O: a call the kernel can answer from its caches without
+//! waiting runs on the calling executor as one plain syscall; only a call that would wait goes
+//! to the loop (io_uring) or the blocking lane (epoll).
+//!
+//! Why: for data already in memory a syscall is the floor (about 0.5 µs for a 4 KiB `pread`
+//! here), and every other route costs more than the work: io_uring adds a submission, a
+//! completion and a fiber switch, epoll a refused `epoll_ctl` (a regular file cannot be polled)
+//! and a hand-off to a lane thread and back. Measured by bench/files.zig (docs/BENCHMARKS.md):
+//! a hot random 4 KiB read cost 2.3-3.7 µs on io_uring and 4.9-14 µs on epoll, against 1-2 µs
+//! on std.Io.Threaded. The kernel's own flags say when it can answer at once:
+//!
+//! - `read`: `preadv2(RWF_NOWAIT)` returns the bytes when the first page is cached and
+//!   `EAGAIN` when it is not. Only positional reads try it. Streaming reads keep their path: a
+//!   pipe, socket or terminal waits for readiness on the loop, where a canceled read is
+//!   canceled in the kernel; trying them first would add a syscall to every read of an idle
+//!   pipe. A partly cached range comes back short (the cached part); the caller's next read
+//!   takes the slow path for the rest, as std's readers loop on short reads anyway.
+//!
+//! - `open`: `openat2(RESOLVE_CACHED)` resolves the path only from the dentry cache, and fails
+//!   with `EAGAIN` where a component would have to be read from the disk (or revalidated). A
+//!   directory (`O_DIRECTORY`) or `O_PATH` open is then made at once. Any other open could still
+//!   wait in the file's own `open` (a FIFO waits for its peer, a device for its carrier), so the
+//!   target's type is asked first through an `O_PATH` descriptor (which runs no `open`), and only a
+//!   regular file is opened here. That costs a second path walk, a `statx` and a `close`: in
+//!   bench/files.zig's small-file row (open, 4 KiB read, close) it lost to io_uring's own `OPENAT`
+//!   (7.4-11 µs against 5.1-7.6 µs a file, 8 tasks), which resolves a cached path inline in one
+//!   walk, and won against the epoll backend's lane hop (7.4-10 µs against 16-24 µs). So regular
+//!   files try only where the loop cannot open (epoll); directories and `O_PATH`, one syscall, try
+//!   everywhere. Rejected: opening with `O_NONBLOCK` and clearing it afterwards, because a FIFO
+//!   opened without waiting has already woken its peer's open, which neither closing it nor keeping
+//!   it undoes. Opens that create or truncate (`O_CREAT`, `O_TRUNC`, `O_TMPFILE`) write to the disk
+//!   and never try (RESOLVE_CACHED refuses them anyway). A path swapped for a FIFO between the type
+//!   check and the open blocks this executor in that open, as the same call blocks a
+//!   std.Io.Threaded thread; its result is still the one the call asked for.
+//!
+//! Not fast-pathed, measured and rejected: buffered writes. `pwritev2(RWF_NOWAIT)` of a
+//! buffered file is refused (`EOPNOTSUPP`) by ext4 and tmpfs on this machine's 6.18 kernel
+//! (XFS and btrfs accept it), so every write would pay one more syscall for nothing.
+//!
+//! Refusals of `openat2`: `ENOSYS` (before 5.6), or `EINVAL` from a kernel that does not know
+//! `RESOLVE_CACHED` (before 5.12). `EINVAL` can also be the call's own answer, so it is
+//! confirmed once with an open that is valid everywhere (`/` as `O_PATH`) before it is
+//! remembered; until then, and for every other refusal, the call takes the slow path.
+//!
+//! Refusals of `RWF_NOWAIT`: `EOPNOTSUPP` means this file does not take the flag (tmpfs refuses
+//! even reads, and kernels before 4.14 refuse it everywhere): that call takes the slow path and the
+//! next one tries again, as another file may be on a file system that accepts it. `ENOSYS` (no
+//! `preadv2`, before 4.6) is remembered for the life of the process.
+//!
+//! Cancelation and errors: the fast path never blocks, so it is no cancelation point of its
+//! own; callers check for a pending cancel before it, as before the loop operation. Every
+//! other errno is the kernel's answer to the same call the slow path would make (`EISDIR`,
+//! `EBADF`, `ESPIPE` on a pipe, ...) and is returned as that path would return it.
+//!
+//! Known limit: a file opened `O_DIRECT` (std.Io never does) is read synchronously even with
+//! `RWF_NOWAIT`, which only promises not to wait for locks or memory: such a read would hold
+//! its executor for the device's latency.
+const std = @import("std");
+const builtin = @import("builtin");
+const linux = std.os.linux;
+const posix = std.posix;
+const assert = std.debug.assert;
+const os = @import("../os/linux.zig");
+
+/// Whether the kernel has the call at all; `refused` is final.
+const Support = enum(u8) { unknown, refused };
+
+/// Written once (`refused`), read by every executor: monotonic is enough, a stale read costs
+/// one more attempt that the kernel refuses again.
+var read_support: std.atomic.Value(Support) = .init(.unknown);
+
+/// `openat2` with `RESOLVE_CACHED`, as `read_support`.
+var open_support: std.atomic.Value(Support) = .init(.unknown);
+
+/// Tests only: when non-zero, every attempt fails with this errno instead of calling the
+/// kernel, as on a kernel or file system that refuses the flag.
+pub var refusal_for_testing: std.atomic.Value(u16) = .init(0);
+
+/// Tests only: attempts the kernel answered (`fast`) and calls sent to the slow path (`slow`).
+pub var fast_for_testing: std.atomic.Value(u64) = .init(0);
+pub var slow_for_testing: std.atomic.Value(u64) = .init(0);
+
+/// Reads at `offset` with `preadv2(RWF_NOWAIT)`. Returns the kernel's answer (a byte count, 0
+/// at end of file, or `-errno`), or null when the caller must take the slow path: the data is
+/// not cached, or the flag is refused. Never blocks.
+pub fn read(fd: posix.fd_t, iovecs: []const posix.iovec, offset: u64) ?i32 {
+    assert(iovecs.len > 0);
+    // -1 would mean "at the file position", and other negative offsets are the slow path's
+    // to refuse.
+    if (offset > std.math.maxInt(i64)) return slow();
+    if (read_support.load(.monotonic) == .refused) return slow();
+    const rc = if (injected()) |rc| rc else linux.preadv2(
+        fd,
+        iovecs.ptr,
+        iovecs.len,
+        @intCast(offset),
+        linux.RWF.NOWAIT,
+    );
+    return switch (os.errno(rc)) {
+        .SUCCESS => fast(rc),
+        // Not cached (or a lock is held): the asynchronous path waits for it.
+        .AGAIN => slow(),
+        // This file does not take the flag; another may.
+        .OPNOTSUPP => slow(),
+        .NOSYS => {
+            read_support.store(.refused, .monotonic);
+            return slow();
+        },
+        // Interrupted, or an argument only the real call should judge (an `O_DIRECT`
+        // alignment): the slow path makes that call and reports what it gets.
+        .INTR, .INVAL => slow(),
+        else => |e| answer(e),
+    };
+}
+
+/// The flags an `O_PATH` open keeps (the kernel's `O_PATH_FLAGS`): `openat` drops the others,
+/// `openat2` refuses them.
+fn pathFlags(flags: linux.O) linux.O {
+    return .{
+        .ACCMODE = .RDONLY,
+        .PATH = true,
+        .DIRECTORY = flags.DIRECTORY,
+        .NOFOLLOW = flags.NOFOLLOW,
+        .CLOEXEC = flags.CLOEXEC,
+    };
+}
+
+/// Opens `path` relative to `dir_fd` if every component is in the dentry cache and the open
+/// cannot wait (see the file doc). Returns the new descriptor or `-errno` (the kernel's
+/// answer: a cached `ENOENT`, `EACCES`, ...), or null when the caller must take the slow path.
+/// Never blocks, except as the file doc says.
+/// `other_files`: whether an open that is neither `O_PATH` nor `O_DIRECTORY` tries too (see
+/// the file doc: three syscalls, a win only where the slow path is the blocking lane).
+pub fn open(dir_fd: posix.fd_t, path: [*:0]const u8, flags: linux.O, other_files: bool) ?i32 {
+    if (flags.CREAT or flags.TRUNC or flags.TMPFILE) return slow();
+    if (open_support.load(.monotonic) == .refused) return slow();
+    const result = openUncounted(dir_fd, path, flags, other_files) orelse return slow();
+    if (builtin.is_test) _ = fast_for_testing.fetchAdd(1, .monotonic);
+    return result;
+}
+
+fn openUncounted(
+    dir_fd: posix.fd_t,
+    path: [*:0]const u8,
+    flags: linux.O,
+    other_files: bool,
+) ?i32 {
+    if (flags.PATH) return openCached(dir_fd, path, pathFlags(flags));
+    if (flags.DIRECTORY) return openCached(dir_fd, path, flags);
+    if (!other_files) return null;
+    const probe = openCached(dir_fd, path, pathFlags(flags)) orelse return null;
+    if (probe < 0) return probe; // the lookup's answer: the real open would fail alike
+    defer os.closeFd(probe);
+    var statx: linux.Statx = undefined;
+    const rc = linux.statx(probe, "", linux.AT.EMPTY_PATH, .{ .TYPE = true }, &statx);
+    if (os.errno(rc) != .SUCCESS or !statx.mask.TYPE) return null;
+    if (statx.mode & linux.S.IFMT != linux.S.IFREG) return null;
+    return openCached(dir_fd, path, flags);
+}
+
+/// One `openat2(RESOLVE_CACHED)`: the descriptor, `-errno` (the kernel's answer), or null
+/// (the slow path's to make). Counts nothing.
+fn openCached(dir_fd: posix.fd_t, path: [*:0]const u8, flags: linux.O) ?i32 {
+    const how: OpenHow = .{
+        .flags = @as(u32, @bitCast(flags)),
+        .mode = 0,
+        .resolve = resolve_cached,
+    };
+    const rc = if (injected()) |rc| rc else openat2(dir_fd, path, &how);
+    return switch (os.errno(rc)) {
+        .SUCCESS => @intCast(rc), // a descriptor
+        // A component is not cached (or needs revalidation), or a lease is held: slow path.
+        .AGAIN => null,
+        .INTR => null,
+        .NOSYS, .OPNOTSUPP => {
+            open_support.store(.refused, .monotonic);
+            return null;
+        },
+        .INVAL => {
+            if (!cachedOpenWorks()) open_support.store(.refused, .monotonic);
+            return null;
+        },
+        else => |e| -@as(i32, @intFromEnum(e)),
+    };
+}
+
+/// `struct open_how` of `openat2(2)`.
+const OpenHow = extern struct { flags: u64, mode: u64, resolve: u64 };
+const resolve_cached: u64 = 0x20;
+
+fn openat2(dir_fd: posix.fd_t, path: [*:0]const u8, how: *const OpenHow) usize {
+    const dir: usize = @bitCast(@as(isize, dir_fd));
+    return linux.syscall4(.openat2, dir, @intFromPtr(path), @intFromPtr(how), @sizeOf(OpenHow));
+}
+
+/// Whether `openat2(RESOLVE_CACHED)` works at all: an `O_PATH` open of `/` is valid on every
+/// kernel that has the flag, and the root is always cached.
+fn cachedOpenWorks() bool {
+    const how: OpenHow = .{
+        .flags = @as(u32, @bitCast(linux.O{ .PATH = true, .CLOEXEC = true })),
+        .mode = 0,
+        .resolve = resolve_cached,
+    };
+    const rc = if (injected()) |rc| rc else openat2(linux.AT.FDCWD, "/", &how);
+    if (os.errno(rc) != .SUCCESS) return os.errno(rc) == .AGAIN;
+    os.closeFd(@intCast(rc));
+    return true;
+}
+
+fn fast(rc: usize) i32 {
+    // A count of at most 0x7ffff000 bytes: Linux caps a single read there.
+    assert(rc <= std.math.maxInt(i32));
+    if (builtin.is_test) _ = fast_for_testing.fetchAdd(1, .monotonic);
+    return @intCast(rc);
+}
+
+fn answer(e: os.E) i32 {
+    assert(e != .SUCCESS);
+    if (builtin.is_test) _ = fast_for_testing.fetchAdd(1, .monotonic);
+    return -@as(i32, @intFromEnum(e));
+}
+
+fn slow() ?i32 {
+    if (builtin.is_test) _ = slow_for_testing.fetchAdd(1, .monotonic);
+    return null;
+}
+
+/// The raw result of a refused call, when a test simulates one.
+fn injected() ?usize {
+    if (!builtin.is_test) return null;
+    const errno_value = refusal_for_testing.load(.monotonic);
+    if (errno_value == 0) return null;
+    return @bitCast(-@as(isize, errno_value));
+}
+
+/// Tests only: forgets a remembered refusal.
+pub fn resetForTesting() void {
+    comptime assert(builtin.is_test);
+    read_support.store(.unknown, .monotonic);
+    open_support.store(.unknown, .monotonic);
+    refusal_for_testing.store(0, .monotonic);
+}
