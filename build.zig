@@ -104,11 +104,7 @@ fn addTests(
         .fuzz = if (coverage) true else null,
     });
     module.addOptions("build_options", weft_options);
-    // docs/STD_IO.md's status table is checked against the real VTable by a test, and the
-    // README's usage example against examples/hello.zig.
-    module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
-    module.addAnonymousImport("STD_IO.md", .{ .root_source_file = b.path("docs/STD_IO.md") });
-    module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
+    addTestInputs(b, module);
     // TSan instruments only through LLVM; Debug x86_64 builds default to the self-hosted
     // backend, which silently ignores -fsanitize-thread.
     const tests = b.addTest(.{
@@ -189,6 +185,26 @@ fn addTests(
     }
 }
 
+/// What the unit tests read besides their code. docs/STD_IO.md's status table is checked
+/// against the real VTable, and the README's usage example against examples/hello.zig. The
+/// tidy test (src/testing/tidy_test.zig) reads the layers and the repository list of
+/// ARCHITECTURE.md and every file under src/, and checks the names in the repository root:
+/// the names are listed here, when the build is configured, so that adding or removing a file
+/// reruns it.
+fn addTestInputs(b: *std.Build, module: *std.Build.Module) void {
+    module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
+    module.addAnonymousImport("STD_IO.md", .{ .root_source_file = b.path("docs/STD_IO.md") });
+    module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
+    module.addAnonymousImport("ARCHITECTURE.md", .{
+        .root_source_file = b.path("docs/ARCHITECTURE.md"),
+    });
+    const tidy = b.addOptions();
+    tidy.addOption([]const u8, "repo_root", b.pathFromRoot("."));
+    tidy.addOption([]const []const u8, "src_files", listFilesUnder(b, "src"));
+    tidy.addOption([]const []const u8, "root_entries", listRootEntries(b));
+    module.addOptions("tidy_options", tidy);
+}
+
 /// Compiles (without running) the tests and the examples for the other architectures weft's
 /// fibers support, so that code for them cannot rot: x86_64 is what CI runs on.
 fn addCrossCheck(
@@ -232,9 +248,7 @@ fn crossTests(
     emulator: ?[]const u8,
 ) *std.Build.Step.Compile {
     const module = weftModule(b, crossTarget(b, triple), optimize);
-    module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
-    module.addAnonymousImport("STD_IO.md", .{ .root_source_file = b.path("docs/STD_IO.md") });
-    module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
+    addTestInputs(b, module);
     const tests = b.addTest(.{
         .root_module = module,
         .name = b.fmt("test-{s}", .{triple}),
@@ -358,6 +372,55 @@ fn addBenchmarks(b: *std.Build, target: std.Build.ResolvedTarget) void {
     }
 }
 
+/// Paths (relative to `sub_path`) of every file under `sub_path`, sorted.
+fn listFilesUnder(b: *std.Build, sub_path: []const u8) []const []const u8 {
+    const io = b.graph.io;
+    var dir = b.build_root.handle.openDir(io, sub_path, .{ .iterate = true }) catch
+        return &.{};
+    defer dir.close(io);
+    var walker = dir.walk(b.allocator) catch @panic("OOM");
+    defer walker.deinit();
+    var paths: std.ArrayList([]const u8) = .empty;
+    while (walker.next(io) catch null) |entry| {
+        if (entry.kind != .file) continue;
+        paths.append(b.allocator, b.dupe(entry.path)) catch @panic("OOM");
+    }
+    sortNames(paths.items);
+    return paths.items;
+}
+
+/// Names in the repository root that git may track, sorted: not `.git`, nor a name that a line
+/// of `.gitignore` names exactly (`zig-out/`, `.zig-cache/`, `.zig-toolchain/`), so that a
+/// build that creates `zig-out` does not change the tests' inputs.
+fn listRootEntries(b: *std.Build) []const []const u8 {
+    const io = b.graph.io;
+    const root = b.build_root.handle;
+    const gitignore = root.readFileAlloc(io, ".gitignore", b.allocator, .limited(1 << 16)) catch
+        "";
+    var dir = root.openDir(io, ".", .{ .iterate = true }) catch return &.{};
+    defer dir.close(io);
+    var names: std.ArrayList([]const u8) = .empty;
+    var it = dir.iterate();
+    entries: while (it.next(io) catch null) |entry| {
+        if (std.mem.eql(u8, entry.name, ".git")) continue;
+        var lines = std.mem.tokenizeScalar(u8, gitignore, '\n');
+        while (lines.next()) |line| {
+            if (std.mem.eql(u8, std.mem.trimEnd(u8, line, "/"), entry.name)) continue :entries;
+        }
+        names.append(b.allocator, b.dupe(entry.name)) catch @panic("OOM");
+    }
+    sortNames(names.items);
+    return names.items;
+}
+
+fn sortNames(names: [][]const u8) void {
+    std.mem.sort([]const u8, names, {}, struct {
+        fn lessThan(_: void, a: []const u8, c: []const u8) bool {
+            return std.mem.lessThan(u8, a, c);
+        }
+    }.lessThan);
+}
+
 /// Names (without `.zig`) of the Zig files directly inside `sub_path`, sorted.
 fn listZigFiles(b: *std.Build, sub_path: []const u8) []const []const u8 {
     const io = b.graph.io;
@@ -371,10 +434,6 @@ fn listZigFiles(b: *std.Build, sub_path: []const u8) []const []const u8 {
         if (!std.mem.endsWith(u8, entry.name, ".zig")) continue;
         names.append(b.allocator, b.dupe(entry.name[0 .. entry.name.len - 4])) catch @panic("OOM");
     }
-    std.mem.sort([]const u8, names.items, {}, struct {
-        fn lessThan(_: void, a: []const u8, c: []const u8) bool {
-            return std.mem.lessThan(u8, a, c);
-        }
-    }.lessThan);
+    sortNames(names.items);
     return names.items;
 }

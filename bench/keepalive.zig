@@ -22,7 +22,7 @@
 //!   req_per_s=.. failures=0 server_peak_rss_kib=.. client_peak_rss_kib=.. fd_soft=..
 //!
 //! Both sides need one fd per connection: the client raises its soft RLIMIT_NOFILE to the hard
-//! limit (`weft.Server.raiseFdLimit`; weft-serve does the same) and fails with
+//! limit (`weft.raiseFdLimit`; weft-serve does the same) and fails with
 //! `error=fd_limit` naming both limits when the hard limit is below what N connections need.
 const std = @import("std");
 const Io = std.Io;
@@ -45,7 +45,7 @@ const request = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 const body_expected = "Hello World";
 
 comptime {
-    assert(open_window < weft.config.server_backlog);
+    assert(open_window < weft.Server.backlog);
 }
 
 const Conn = struct {
@@ -116,7 +116,7 @@ pub fn main(init: std.process.Init) !u8 {
     const out = &stdout.interface;
     defer out.flush() catch {};
 
-    const fd_limit = weft.Server.raiseFdLimit();
+    const fd_limit = weft.raiseFdLimit();
     const label = harness.flagValue(args, "--label") orelse "weft-single-child";
     try out.print("bench=keepalive runtime={s} conns={d} rounds={d} hold_ms={d} ", .{
         label, settings.conns, settings.rounds, settings.hold_ms,

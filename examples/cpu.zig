@@ -61,7 +61,7 @@ pub fn main(init: std.process.Init) !void {
         std.debug.print("sha256: {x}\n", .{hash[0..8]});
     }
     std.debug.print("CPU lane threads: {d}; ticker late by at most {d} us\n", .{
-        rt.state.cpu.threads(),
+        rt.computeThreads(),
         @divTrunc(late_max_ns, std.time.ns_per_us),
     });
 }

@@ -50,16 +50,24 @@ const Args = struct {
     port: u16,
     executors: usize = 1,
     listeners: weft.Server.Listeners = .reuse_port,
-    connections_max: u32 = weft.config.server_connections_max_default,
+    connections_max: u32 = serverDefault(.connections_max),
     pinned: bool = false,
-    idle_timeout_ns: u64 = weft.config.server_idle_timeout_ns_default,
-    header_timeout_ns: u64 = weft.config.server_header_timeout_ns_default,
-    body_timeout_ns: u64 = weft.config.server_body_timeout_ns_default,
-    send_timeout_ns: u64 = weft.config.server_send_timeout_ns_default,
+    idle_timeout_ns: u64 = serverDefault(.idle_timeout_ns),
+    header_timeout_ns: u64 = serverDefault(.header_timeout_ns),
+    body_timeout_ns: u64 = serverDefault(.body_timeout_ns),
+    send_timeout_ns: u64 = serverDefault(.send_timeout_ns),
     request_timeout_ns: ?u64 = null,
-    drain_timeout_ns: u64 = weft.config.server_drain_timeout_ns_default,
+    drain_timeout_ns: u64 = serverDefault(.drain_timeout_ns),
     metrics: bool = false,
 };
+
+/// `weft.Server.Options`' own default for `field`.
+fn serverDefault(comptime field: std.meta.FieldEnum(weft.Server.Options)) @FieldType(
+    weft.Server.Options,
+    @tagName(field),
+) {
+    return std.meta.fieldInfo(weft.Server.Options, field).defaultValue().?;
+}
 
 pub fn main(init: std.process.Init) u8 {
     const argv = init.minimal.args.toSlice(init.arena.allocator()) catch return 1;
@@ -76,7 +84,7 @@ pub fn main(init: std.process.Init) u8 {
         .serve => |args| args,
     };
     // Every connection is an fd: take all the fds the hard limit allows.
-    const fd_limit = weft.Server.raiseFdLimit();
+    const fd_limit = weft.raiseFdLimit();
     // The smp allocator: thread-safe for .threaded, and fork-safe here because the process
     // has one thread when the supervisor forks.
     var server = weft.Server.init(std.heap.smp_allocator, .{
@@ -194,10 +202,10 @@ fn parse(args: []const [:0]const u8, misuse: *Misuse) error{Misuse}!Command {
             .@"--port" => port = std.fmt.parseInt(u16, value, 10) catch
                 return misuse.set("--port: \"{s}\" is not a port (0-65535)", .{value}),
             .@"--workers" => {
-                workers = try count(u32, option, value, weft.config.server_workers_max, misuse);
+                workers = try count(u32, option, value, weft.Server.workers_max, misuse);
             },
             .@"--executors" => {
-                const max = weft.config.executors_max;
+                const max = weft.Runtime.executors_max;
                 parsed.executors = try count(usize, option, value, max, misuse);
             },
             .@"--listeners" => {
@@ -280,7 +288,7 @@ test "weft-serve: a bad argument is named, with why" {
         .{
             .args = &.{ "--mode", "threaded", "--port", "1", "--workers", "0" },
             .message = std.fmt.comptimePrint("--workers: \"0\" is not a count within 1-{d}", .{
-                weft.config.server_workers_max,
+                weft.Server.workers_max,
             }),
         },
         .{

@@ -24,23 +24,21 @@ const os_thread = @import("os/thread.zig");
 const Executor = @import("sched/Executor.zig");
 const Scheduler = @import("sched/Scheduler.zig");
 const ThreadWaiter = @import("sched/Waiter.zig").ThreadWaiter;
-const Task = @import("sched/Task.zig");
 const Loop = @import("loop/Loop.zig");
 const stack_mod = @import("fiber/stack.zig");
 const vtable_mod = @import("std_io/vtable.zig");
-const task_io = @import("std_io/task.zig");
+const State = @import("std_io/State.zig");
 const coverage = @import("std_io/coverage.zig");
-const Blocking = @import("fs/Blocking.zig");
-const ProcessState = @import("std_io/ProcessState.zig");
 const lookup = @import("net/lookup.zig");
 const CpuLane = @import("lanes/CpuLane.zig");
 const Metrics = @import("Metrics.zig");
 
+/// Internal: the VTable's userdata (std_io/State.zig). Not part of the API.
 state: *State,
 
 pub const Options = struct {
     /// Executor threads, the calling thread included. Null: one per CPU this process may use
-    /// (its affinity mask, and a cgroup CPU quota if one is set). At most `config.executors_max`.
+    /// (its affinity mask, and a cgroup CPU quota if one is set). At most `executors_max`.
     executors: ?usize = null,
     /// Pinned mode: each task gets a home executor when spawned (round robin) and never runs
     /// anywhere else. No stealing, no migration: a fit for many independent, evenly loaded tasks
@@ -75,148 +73,19 @@ pub const Options = struct {
     environ: ?std.process.Environ = null,
 };
 
+/// `Options.executors` at most.
+pub const executors_max = config.executors_max;
+/// `Options.stack_size_bytes` at least (and a multiple of the page size).
+pub const stack_size_bytes_min = config.stack_size_bytes_min;
+
 pub const InitError = error{
     /// `Options` asked for something weft does not do (no executor or more than
-    /// `config.executors_max`, a stack below `config.stack_size_bytes_min`, `WEFT_BACKEND` or
+    /// `executors_max`, a stack below `stack_size_bytes_min`, `WEFT_BACKEND` or
     /// `WEFT_EXECUTORS` naming nothing valid).
     InvalidOptions,
     /// An executor thread could not be started.
     SystemResources,
 } || Executor.InitError;
-
-/// What the VTable's `userdata` points at.
-pub const State = struct {
-    gpa: std.mem.Allocator,
-    options: Options,
-    scheduler: Scheduler,
-    /// Runs the file system calls the loop cannot (its threads start on first use).
-    blocking: Blocking,
-    /// The environment, the stderr lock, `/dev/null`, the SIGPIPE handler.
-    process: ProcessState,
-    tasks_live: std.atomic.Value(usize) = .init(0),
-    /// For `weft.Metrics`: the highest `tasks_live` seen.
-    tasks_live_peak: std.atomic.Value(usize) = .init(0),
-    hooks: Executor.Hooks = .{ .run = &runTask },
-    /// The lane `Runtime.compute` runs on; started on its first call.
-    cpu: CpuLane,
-
-    pub fn io(state: *State) Io {
-        return .{ .userdata = state, .vtable = &vtable_mod.vtable };
-    }
-
-    /// Where a field aligned to `alignment` starts at the latest, following `offset` in a task's
-    /// allocation: exactly `alignment.forward(offset)` up to the allocation's own alignment (the
-    /// base is a multiple of it), else with the worst-case padding. Exact sizes matter: a task
-    /// with a small context then fits the allocator's 256-byte class, not the 512-byte one.
-    fn fieldOffsetMax(offset: usize, alignment: std.mem.Alignment) usize {
-        if (alignment.toByteUnits() <= Task.allocation_align) return alignment.forward(offset);
-        return offset + alignment.toByteUnits() - 1;
-    }
-
-    /// Allocates a task (not yet started, no stack yet). Fails when `tasks_max` is reached or
-    /// memory is short; callers then run the function inline or report ConcurrencyUnavailable.
-    pub fn createTask(
-        state: *State,
-        kind: Task.Kind,
-        context: []const u8,
-        context_alignment: std.mem.Alignment,
-        result_len: usize,
-        result_alignment: std.mem.Alignment,
-    ) error{ConcurrencyUnavailable}!*Task {
-        const live = state.tasks_live.fetchAdd(1, .monotonic) + 1;
-        if (live > state.options.tasks_max) {
-            _ = state.tasks_live.fetchSub(1, .monotonic);
-            return error.ConcurrencyUnavailable;
-        }
-        // A locked instruction only when a new peak is reached.
-        if (Metrics.enabled and live > state.tasks_live_peak.load(.monotonic)) {
-            _ = state.tasks_live_peak.fetchMax(live, .monotonic);
-        }
-        errdefer _ = state.tasks_live.fetchSub(1, .monotonic);
-        const context_end = fieldOffsetMax(@sizeOf(Task), context_alignment) + context.len;
-        const len = fieldOffsetMax(context_end, result_alignment) + result_len;
-        if (len > std.math.maxInt(u32)) return error.ConcurrencyUnavailable;
-        const allocation = state.gpa.alignedAlloc(u8, .fromByteUnits(Task.allocation_align), len) catch
-            return error.ConcurrencyUnavailable;
-        const base = @intFromPtr(allocation.ptr);
-        const context_address = context_alignment.forward(base + @sizeOf(Task));
-        const result_address = result_alignment.forward(context_address + context.len);
-        assert(result_address + result_len <= base + len);
-        const task: *Task = @ptrCast(allocation.ptr);
-        const scheduler = &state.scheduler;
-        task.* = .{
-            .executor = scheduler.executorOfThread() orelse &scheduler.executors[0],
-            .kind = kind,
-            .allocation_len = @intCast(allocation.len),
-            .context_offset = @intCast(context_address - base),
-            .result_offset = @intCast(result_address - base),
-            .result_len = @intCast(result_len),
-        };
-        @memcpy(allocation[task.context_offset..][0..context.len], context);
-        return task;
-    }
-
-    /// `createTask` for `concurrent`: on an executor's thread the stack is taken now, so a
-    /// kernel limit is reported here instead of delaying the task.
-    pub fn createTaskConcurrent(
-        state: *State,
-        kind: Task.Kind,
-        context: []const u8,
-        context_alignment: std.mem.Alignment,
-        result_len: usize,
-        result_alignment: std.mem.Alignment,
-    ) error{ConcurrencyUnavailable}!*Task {
-        const task = try state.createTask(kind, context, context_alignment, result_len, result_alignment);
-        if (state.scheduler.executorOfThread()) |executor| {
-            executor.reserveStack(task) catch {
-                state.destroyTask(task);
-                return error.ConcurrencyUnavailable;
-            };
-        }
-        return task;
-    }
-
-    /// Frees a task that was created but will never start, with the stack it may have reserved.
-    pub fn destroyUnstarted(state: *State, task: *Task) void {
-        if (task.stack != null) state.scheduler.executorOfThread().?.releaseReservedStack(task);
-        state.destroyTask(task);
-    }
-
-    pub fn destroyTask(state: *State, task: *Task) void {
-        assert(task.stack == null);
-        assert(task.timer_place == .none);
-        state.gpa.free(task.allocation());
-        _ = state.tasks_live.fetchSub(1, .monotonic);
-    }
-
-    /// Makes a new task runnable: see `Scheduler.start`.
-    pub fn start(state: *State, task: *Task, placement: Scheduler.Placement) void {
-        state.scheduler.start(task, placement);
-    }
-};
-
-/// Runs on the task's own stack: the task's function, then its end.
-fn runTask(hooks_context: *anyopaque, task: *Task) noreturn {
-    const state: *State = @ptrCast(@alignCast(hooks_context));
-    switch (task.start) {
-        .future => |start| start(task.contextPointer(), task.resultBytes().ptr),
-        .group => |start| start(task.contextPointer()),
-        .none => unreachable, // every spawned task has a function
-    }
-    const stack = task.stack.?;
-    task.stack = null;
-    assert(task.timer_place == .none);
-    assert(task.timer_owner == null);
-    switch (task.kind) {
-        .future => task_io.finishFuture(task),
-        .group_member => {
-            task_io.finishGroupMember(task);
-            state.destroyTask(task);
-        },
-        .main => unreachable,
-    }
-    Executor.exitCurrent(stack);
-}
 
 pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     if (options.stack_size_bytes < config.stack_size_bytes_min) return error.InvalidOptions;
@@ -229,7 +98,8 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     errdefer gpa.free(executors);
     state.* = .{
         .gpa = gpa,
-        .options = options,
+        .tasks_max = options.tasks_max,
+        .resolver = options.resolver,
         .scheduler = .{
             .gpa = gpa,
             .executors = executors,
@@ -254,7 +124,9 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
         .stack_size_bytes = options.stack_size_bytes,
         .stack_guard = options.stack_guard,
     };
-    for (executors, 0..) |*executor, index| executor.init(scheduler, @intCast(index), executor_options);
+    for (executors, 0..) |*executor, index| {
+        executor.init(scheduler, @intCast(index), executor_options);
+    }
     errdefer for (executors) |*executor| executor.deinit();
     try executors[0].start(loop_choice);
     errdefer stopWorkers(scheduler);
@@ -368,6 +240,11 @@ pub fn compute(
     args: std.meta.ArgsTuple(@TypeOf(function)),
 ) CpuLane.Result(function) {
     return rt.state.cpu.run(caller_io, function, args);
+}
+
+/// Worker threads of the CPU lane `compute` runs on (started on its first call, or to be).
+pub fn computeThreads(rt: Runtime) u32 {
+    return rt.state.cpu.threads();
 }
 
 /// A snapshot of what the runtime has done (`weft.Metrics`). Safe from any thread, at any

@@ -80,12 +80,12 @@ pub const lifo_streak_max = 3;
 pub const executor_search_ns = 20 * std.time.ns_per_us;
 
 /// The window over which an executor measures how long its thread waited for a CPU
-/// (sched/RunDelay.zig). Long enough that one sample (a pread of procfs, about a microsecond)
+/// (contention/RunDelay.zig). Long enough that one sample (a pread of procfs, about a microsecond)
 /// costs little; short enough to notice a load generator within a few milliseconds.
 pub const run_delay_window_ns = 1 * std.time.ns_per_ms;
 
 /// An executor whose thread waited for a CPU more than 1/16 of a window stops spinning in its
-/// search (sched/RunDelay.zig). Measured on 2 cores shared with wrk: a spinning executor
+/// search (contention/RunDelay.zig). Measured on 2 cores shared with wrk: a spinning executor
 /// waited 30-60% of the time, a non-spinning one under 1%.
 pub const run_delay_ratio_max = 16;
 

@@ -6,13 +6,13 @@
 //! const io = rt.io(); // pass it to any code written against std.Io
 //! ```
 //!
-//! Layers, each depending only on those before it: `os` (syscalls) → `loop` (completion loop,
-//! io_uring or epoll) → `fiber` (stacks, context switch) → `sched` (tasks, executor, futex,
-//! timers) → `std_io` (the VTable) → `Runtime` → `Server`.
+//! The public API is the declarations below and nothing else: a test at the bottom keeps them
+//! (and those of `Runtime` and `sync`) to the documented list. Everything else under src/ is
+//! internal; docs/ARCHITECTURE.md draws its layers.
 const std = @import("std");
 
+/// A runtime: its executors, loops and lanes, and the `std.Io` they implement (`io()`).
 pub const Runtime = @import("Runtime.zig");
-pub const config = @import("config.zig");
 /// One connection handler served `.single`, `.threaded` or `.forked`; `Server.http` serves
 /// HTTP/1.1 with std.http.Server.
 pub const Server = @import("server/Server.zig");
@@ -25,58 +25,120 @@ pub const Lane = @import("lanes/Lane.zig");
 pub const CpuLane = @import("lanes/CpuLane.zig");
 /// A fixed table of exclusive resources: ids with generations, transactions with a bounded
 /// FIFO line of waiters, destroy, and a teardown for every resource.
-pub const Registry = @import("lanes/Registry.zig").Registry;
+pub const Registry = @import("sync/Registry.zig").Registry;
 /// A snapshot of what a runtime has done (`Runtime.metrics`), as a table or for Prometheus.
 pub const Metrics = @import("Metrics.zig");
+/// Raises the process's soft fd limit to its hard limit (a server's connections are fds).
+pub const raiseFdLimit = @import("os/linux.zig").raiseFdLimit;
+
+/// Fails to compile, naming the declaration, unless the public declarations of `T` are
+/// exactly `names`.
+fn expectPublic(comptime T: type, comptime names: []const []const u8) void {
+    for (@typeInfo(T).@"struct".decls) |decl| {
+        for (names) |name| {
+            if (std.mem.eql(u8, name, decl.name)) break;
+        } else @compileError(@typeName(T) ++ "." ++ decl.name ++ " is public but not in " ++
+            "the documented API (src/root.zig): make it private, or add it to the list");
+    }
+    for (names) |name| {
+        if (!@hasDecl(T, name)) @compileError(@typeName(T) ++ "." ++ name ++ " is listed " ++
+            "in the documented API (src/root.zig) but not declared");
+    }
+}
+
+test "weft: the public API is exactly the documented list" {
+    comptime {
+        expectPublic(@This(), &.{
+            "Runtime", "Server",       "sync", "Lane", "CpuLane", "Registry",
+            "Metrics", "raiseFdLimit",
+        });
+        // Not `State` (the VTable's userdata, with createTask, destroyTask and start).
+        expectPublic(Runtime, &.{
+            "Options",        "InitError", "executors_max", "stack_size_bytes_min",
+            "init",           "deinit",    "io",            "compute",
+            "computeThreads", "metrics",   "metricsOf",     "backend",
+            "executorCount",
+            "yield",
+        });
+        // Not `WaitQueue`, the building block of the primitives.
+        expectPublic(sync, &.{
+            "Notify",    "Oneshot",  "Channel",       "Broadcast", "Watch",  "Barrier",
+            "WaitGroup", "OnceCell", "Semaphore",     "RwLock",    "select", "selectWith",
+            "trySelect", "Select",   "SelectOptions",
+        });
+    }
+}
 
 test {
     std.testing.refAllDecls(@This());
-    _ = @import("os/Mutex.zig");
-    _ = @import("os/SpinLock.zig");
-    _ = @import("os/Counter.zig");
+    // Every file that has tests, in path order: src/testing/tidy_test.zig fails, printing the
+    // list to paste, when this one is not.
+    _ = @import("contention/RunDelay.zig");
+    _ = @import("contention/RunnableCount.zig");
+    _ = @import("contention/cpu_demand.zig");
+    _ = @import("fiber/context.zig");
+    _ = @import("fiber/stack.zig");
+    _ = @import("fs/syscall.zig");
     _ = @import("intrusive.zig");
+    _ = @import("lanes/CpuLane.zig");
+    _ = @import("lanes/Lane.zig");
+    _ = @import("loop/Completion.zig");
     _ = @import("loop/Loop.zig");
     _ = @import("loop/nonblocking.zig");
-    _ = @import("fiber/stack.zig");
-    _ = @import("fiber/context.zig");
-    _ = @import("sched/Timers.zig");
-    _ = @import("sched/futex.zig");
-    _ = @import("sched/overflow.zig");
-    _ = @import("sched/cpu_demand.zig");
-    _ = @import("sched/RunDelay.zig");
-    _ = @import("sched/Runnable.zig");
-    _ = @import("testing/runtime_test.zig");
-    _ = @import("testing/metrics_test.zig");
-    _ = @import("testing/scheduler_test.zig");
-    _ = @import("sched/RunQueue.zig");
-    _ = @import("testing/overflow_test.zig");
+    _ = @import("net/ResolvConf.zig");
     _ = @import("net/dns.zig");
     _ = @import("net/dns_tcp.zig");
     _ = @import("net/hosts.zig");
-    _ = @import("net/ResolvConf.zig");
-    _ = @import("net/lookup.zig");
     _ = @import("net/interface.zig");
-    _ = @import("testing/net_test.zig");
-    _ = @import("testing/lookup_test.zig");
-    _ = @import("testing/fd_test.zig");
-    _ = @import("testing/readme_test.zig");
-    _ = @import("sync/root.zig");
-    _ = @import("testing/sync_test.zig");
-    _ = @import("testing/select_test.zig");
-    _ = @import("testing/InterleavingChecker.zig");
+    _ = @import("net/lookup.zig");
+    _ = @import("os/Counter.zig");
+    _ = @import("os/Mutex.zig");
+    _ = @import("os/SpinLock.zig");
+    _ = @import("os/atomic.zig");
+    _ = @import("os/linux.zig");
     _ = @import("os/thread.zig");
-    _ = @import("server/http/head.zig");
+    _ = @import("sched/RunQueue.zig");
+    _ = @import("sched/Scheduler.zig");
+    _ = @import("sched/Task.zig");
+    _ = @import("sched/Timers.zig");
+    _ = @import("sched/futex.zig");
+    _ = @import("sched/overflow.zig");
     _ = @import("server/http/Body.zig");
-    _ = @import("testing/server_test.zig");
+    _ = @import("server/http/head.zig");
+    _ = @import("std_io/fs_errno.zig");
+    _ = @import("std_io/iovecs.zig");
+    _ = @import("sync/Barrier.zig");
+    _ = @import("sync/Notify.zig");
+    _ = @import("sync/Registry.zig");
+    _ = @import("sync/RwLock.zig");
+    _ = @import("sync/Semaphore.zig");
+    _ = @import("sync/WaitGroup.zig");
+    _ = @import("sync/WaitQueue.zig");
+    _ = @import("sync/broadcast.zig");
+    _ = @import("sync/channel.zig");
+    _ = @import("sync/once_cell.zig");
+    _ = @import("sync/oneshot.zig");
+    _ = @import("sync/root.zig");
+    _ = @import("sync/select.zig");
+    _ = @import("sync/watch.zig");
+    _ = @import("testing/InterleavingChecker.zig");
+    _ = @import("testing/compat_test.zig");
+    _ = @import("testing/cpu_test.zig");
+    _ = @import("testing/fd_test.zig");
+    _ = @import("testing/fs_test.zig");
     _ = @import("testing/http_test.zig");
     _ = @import("testing/lane_test.zig");
-    _ = @import("fs/syscall.zig");
-    _ = @import("testing/fs_test.zig");
+    _ = @import("testing/lookup_test.zig");
+    _ = @import("testing/metrics_test.zig");
+    _ = @import("testing/net_test.zig");
+    _ = @import("testing/overflow_test.zig");
     _ = @import("testing/process_test.zig");
-    _ = @import("std_io/iovecs.zig");
-    _ = @import("std_io/fs_errno.zig");
-    _ = @import("lanes/Registry.zig");
-    _ = @import("testing/cpu_test.zig");
+    _ = @import("testing/readme_test.zig");
     _ = @import("testing/registry_test.zig");
-    _ = @import("testing/compat_test.zig");
+    _ = @import("testing/runtime_test.zig");
+    _ = @import("testing/scheduler_test.zig");
+    _ = @import("testing/select_test.zig");
+    _ = @import("testing/server_test.zig");
+    _ = @import("testing/sync_test.zig");
+    _ = @import("testing/tidy_test.zig");
 }

@@ -126,10 +126,20 @@ pub const Pool = struct {
 
     /// `shared`: the free list this pool's runtime shares among its pools (see `Shared`), or
     /// null for a pool on its own.
-    pub fn init(gpa: std.mem.Allocator, stack_size_bytes: usize, guard: Guard, shared: ?*Shared) Pool {
+    pub fn init(
+        gpa: std.mem.Allocator,
+        stack_size_bytes: usize,
+        guard: Guard,
+        shared: ?*Shared,
+    ) Pool {
         assert(stack_size_bytes % page_size == 0);
         assert(stack_size_bytes >= config.stack_size_bytes_min);
-        return .{ .gpa = gpa, .stack_size_bytes = stack_size_bytes, .guard = guard, .shared = shared };
+        return .{
+            .gpa = gpa,
+            .stack_size_bytes = stack_size_bytes,
+            .guard = guard,
+            .shared = shared,
+        };
     }
 
     /// Unmaps this pool's slabs. Every pool of the runtime must be done handing out stacks:
@@ -250,7 +260,10 @@ pub const Pool = struct {
     }
 
     /// Installs the guard page at the bottom of every stack of `slab`.
-    fn installGuards(pool: *Pool, slab: []align(page_size) u8) (AcquireError || os.UnexpectedError)!void {
+    fn installGuards(
+        pool: *Pool,
+        slab: []align(page_size) u8,
+    ) (AcquireError || os.UnexpectedError)!void {
         assert(pool.guard == .page);
         assert(slab.len == pool.stack_size_bytes * config.slab_stacks);
         if (!pool.guard_splits_mappings and !pool.guard_batch_unsupported) {
@@ -269,7 +282,10 @@ pub const Pool = struct {
         }
     }
 
-    fn installGuard(pool: *Pool, page: []align(page_size) u8) (AcquireError || os.UnexpectedError)!void {
+    fn installGuard(
+        pool: *Pool,
+        page: []align(page_size) u8,
+    ) (AcquireError || os.UnexpectedError)!void {
         assert(page.len == page_size);
         if (!pool.guard_splits_mappings) {
             const rc = linux.madvise(page.ptr, page_size, os.madv_guard_install);
@@ -353,7 +369,8 @@ test "Pool: unguarded stacks commit no page until used; depth check bounds" {
     const a = try pool.acquire();
     // Creating a dense slab touches none of its pages.
     var residency: [4]u8 = undefined;
-    try std.testing.expectEqual(@as(usize, 0), linux.mincore(a.memory.ptr, a.memory.len, &residency));
+    const mincore_rc = linux.mincore(a.memory.ptr, a.memory.len, &residency);
+    try std.testing.expectEqual(@as(usize, 0), mincore_rc);
     for (residency) |page| try std.testing.expectEqual(@as(u8, 0), page & 1);
     try std.testing.expect(a.contains(a.top() - 64));
     try std.testing.expect(a.contains(@intFromPtr(a.memory.ptr) + page_size));
@@ -379,7 +396,8 @@ test "Pool: stacks freed past the limit go to the shared list, and come back bef
     // 800 stacks acquired, at most 8 alive: one slab, and the ones `ender` keeps past it.
     try std.testing.expectEqual(@as(usize, config.slab_stacks), starter.mapped());
     const on_lists = starter.free_count + ender.free_count + shared.count.load(.monotonic);
-    try std.testing.expectEqual(@as(usize, config.slab_stacks) - starter.fresh.len / starter.stack_size_bytes, on_lists);
+    const fresh_stacks = starter.fresh.len / starter.stack_size_bytes;
+    try std.testing.expectEqual(@as(usize, config.slab_stacks) - fresh_stacks, on_lists);
     // A spill keeps the warmest: the stack released last comes back first.
     const last = alive[alive.len - 1];
     try std.testing.expectEqual(last.memory.ptr, (try ender.acquire()).memory.ptr);
@@ -395,7 +413,8 @@ test "Pool: a refill takes at most one batch and leaves the rest shared" {
     var stacks: [count]Stack = undefined;
     for (&stacks) |*stack| stack.* = try a.acquire();
     for (stacks) |stack| b.release(stack);
-    try std.testing.expectEqual(@as(usize, 2 * config.pool_spill_stacks), shared.count.load(.monotonic));
+    const spilled = shared.count.load(.monotonic);
+    try std.testing.expectEqual(@as(usize, 2 * config.pool_spill_stacks), spilled);
     try std.testing.expectEqual(@as(usize, config.pool_free_max), b.free_count);
     // `a` has fresh stacks of its slab left, but its free list is empty: it takes a batch
     // from the shared list first (freed stacks are committed; fresh ones are not yet).
@@ -405,5 +424,6 @@ test "Pool: a refill takes at most one batch and leaves the rest shared" {
     try std.testing.expectEqual(fresh, a.fresh.len);
     try std.testing.expectEqual(mapped, a.mapped());
     try std.testing.expectEqual(@as(usize, config.pool_spill_stacks - 1), a.free_count);
-    try std.testing.expectEqual(@as(usize, config.pool_spill_stacks), shared.count.load(.monotonic));
+    const spilled_left = shared.count.load(.monotonic);
+    try std.testing.expectEqual(@as(usize, config.pool_spill_stacks), spilled_left);
 }

@@ -64,7 +64,8 @@ fn call(op: Completion.Op) usize {
             if (os.errno(rc) != .SUCCESS) break :poll rc;
             break :poll @as(u16, @bitCast(fds[0].revents));
         },
-        .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable, // see the function's doc
+        // See the function's doc.
+        .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable,
         .openat => |o| linux.openat(o.fd, o.path, o.flags, o.mode),
         .statx => |o| linux.statx(o.fd, o.path, o.flags, o.mask, o.buffer),
         .fsync => |o| if (o.datasync) linux.fdatasync(o.fd) else linux.fsync(o.fd),

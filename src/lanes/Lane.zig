@@ -81,7 +81,7 @@ const config = @import("../config.zig");
 const Lock = @import("../os/Mutex.zig");
 const os = @import("../os/linux.zig");
 const os_thread = @import("../os/thread.zig");
-const cpu_demand = @import("../sched/cpu_demand.zig");
+const cpu_demand = @import("../contention/cpu_demand.zig");
 
 gpa: std.mem.Allocator,
 options: Options,
@@ -1108,7 +1108,7 @@ const LaneScenario = struct {
     succeeded: [callers]u32 = @splat(0),
 
     const Checker = @import("../testing/InterleavingChecker.zig");
-    const atomic = @import("../sync/atomic.zig");
+    const atomic = @import("../os/atomic.zig");
     const callers = 3;
     const jobs = 2;
     pub const rearming_threads = [_]usize{ 0, 1, 2 };

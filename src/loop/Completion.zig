@@ -4,6 +4,9 @@
 //! result is set and it is on the loop's reaped queue) → the loop runs `callback` and the
 //! completion is `idle` again, ready for reuse. A completion must stay at a fixed address and
 //! alive from `submit` until its callback has run.
+//!
+//! 80 bytes on 64-bit targets (a test below pins it, as libxev's does): every task waiting for
+//! I/O holds one in its frame (sched/io_wait.zig), so a larger `Op` grows every waiting task.
 const Completion = @This();
 
 const std = @import("std");
@@ -147,3 +150,7 @@ pub fn err(c: *const Completion) ?std.os.linux.E {
 }
 
 pub const Queue = @import("../intrusive.zig").Queue(Completion);
+
+test "Completion: 80 bytes" {
+    try std.testing.expectEqual(@as(usize, 80), @sizeOf(Completion));
+}

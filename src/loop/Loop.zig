@@ -152,7 +152,8 @@ fn testLoop(choice: Choice) !void {
     var loop: Loop = undefined;
     try loop.init(choice);
     defer loop.deinit();
-    try std.testing.expectEqual(@as(Kind, if (choice == .epoll) .epoll else .io_uring), loop.kind());
+    const kind_expected: Kind = if (choice == .epoll) .epoll else .io_uring;
+    try std.testing.expectEqual(kind_expected, loop.kind());
 
     // A pipe read completes once the other end is written.
     var fds: [2]i32 = undefined;
@@ -184,14 +185,17 @@ fn testLoop(choice: Choice) !void {
     _ = loop.poll(0);
     loop.cancel(&read);
     var polls: usize = 0;
-    while (read.state != .idle and polls < 100) : (polls += 1) _ = loop.poll(10 * std.time.ns_per_ms);
+    while (read.state != .idle and polls < 100) : (polls += 1) {
+        _ = loop.poll(10 * std.time.ns_per_ms);
+    }
     try std.testing.expectEqual(std.os.linux.E.CANCELED, read.err().?);
     try std.testing.expectEqual(@as(usize, 0), loop.inFlight());
 
     // A timeout with nothing to do returns after about the timeout.
     const start_ns = @import("../os/linux.zig").monotonicNs();
     _ = loop.poll(5 * std.time.ns_per_ms);
-    try std.testing.expect(@import("../os/linux.zig").monotonicNs() - start_ns >= 4 * std.time.ns_per_ms);
+    const waited_ns = @import("../os/linux.zig").monotonicNs() - start_ns;
+    try std.testing.expect(waited_ns >= 4 * std.time.ns_per_ms);
 
     // A wake from another thread interrupts an unbounded wait.
     const thread = try std.Thread.spawn(.{}, wake, .{&loop});

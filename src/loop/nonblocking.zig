@@ -45,8 +45,22 @@ pub fn attempt(op: *Completion.Op) i32 {
             .connect => |*o| return attemptConnect(o),
             .recvmsg => |o| linux.recvmsg(o.fd, o.msg, o.flags | linux.MSG.DONTWAIT),
             .sendmsg => |o| linux.sendmsg(o.fd, o.msg, o.flags | linux.MSG.DONTWAIT),
-            .recv => |o| linux.recvfrom(o.fd, o.buffer.ptr, o.buffer.len, o.flags | linux.MSG.DONTWAIT, null, null),
-            .send => |o| linux.sendto(o.fd, o.buffer.ptr, o.buffer.len, o.flags | linux.MSG.DONTWAIT, null, 0),
+            .recv => |o| linux.recvfrom(
+                o.fd,
+                o.buffer.ptr,
+                o.buffer.len,
+                o.flags | linux.MSG.DONTWAIT,
+                null,
+                null,
+            ),
+            .send => |o| linux.sendto(
+                o.fd,
+                o.buffer.ptr,
+                o.buffer.len,
+                o.flags | linux.MSG.DONTWAIT,
+                null,
+                0,
+            ),
             .read, .write, .poll => unreachable, // not a socket operation
             .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable,
             .mkdirat, .symlinkat, .linkat, .waitid => unreachable, // not a socket operation

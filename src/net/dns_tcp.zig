@@ -178,7 +178,7 @@ fn connectError(e: os.E) Error {
         .NOBUFS, .NOMEM => error.SystemResources,
         // The loop waits for EINPROGRESS/EAGAIN itself; the rest are bugs of this file.
         .AGAIN, .INPROGRESS, .ALREADY, .AFNOSUPPORT, .BADF, .FAULT, .ISCONN, .NOTSOCK => {
-            return os.unexpectedErrno(e);
+            return os.errnoBug(e);
         },
         else => os.unexpectedErrno(e),
     };
@@ -191,7 +191,7 @@ fn streamError(e: os.E) Error {
         .HOSTUNREACH, .NETUNREACH, .NETDOWN, .CONNREFUSED => error.ServerUnreachable,
         .NOBUFS, .NOMEM => error.SystemResources,
         // The loop waits for EAGAIN itself; the rest are bugs of this file.
-        .AGAIN, .BADF, .FAULT, .INVAL, .NOTSOCK, .MSGSIZE, .OPNOTSUPP => os.unexpectedErrno(e),
+        .AGAIN, .BADF, .FAULT, .INVAL, .NOTSOCK, .MSGSIZE, .OPNOTSUPP => os.errnoBug(e),
         else => os.unexpectedErrno(e),
     };
 }

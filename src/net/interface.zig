@@ -37,7 +37,8 @@ pub fn indexOf(name: *const net.Interface.Name) IndexError!u32 {
         .NODEV => return error.InterfaceNotFound,
         .ACCES, .PERM => return error.AccessDenied,
         .NOMEM => return error.SystemResources,
-        .BADF, .FAULT, .INVAL, .NOTTY => |e| return os.unexpectedErrno(e),
+        // Our own control socket and request: a bug of this file.
+        .BADF, .FAULT, .INVAL, .NOTTY => |e| return os.errnoBug(e),
         else => |e| return os.unexpectedErrno(e),
     };
 }
@@ -72,7 +73,8 @@ pub fn nameOf(index: u32) NameError!net.Interface.Name {
         .INTR => continue,
         .NODEV => return error.InterfaceNotFound,
         .NOMEM => return error.SystemResources,
-        .BADF, .FAULT, .INVAL, .NOTTY => |e| return os.unexpectedErrno(e),
+        // Our own control socket and request: a bug of this file.
+        .BADF, .FAULT, .INVAL, .NOTTY => |e| return os.errnoBug(e),
         else => |e| return os.unexpectedErrno(e),
     };
 }

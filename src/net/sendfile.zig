@@ -48,7 +48,8 @@ pub fn send(socket_fd: os.fd_t, file_fd: os.fd_t, offset: ?*i64, count: usize) E
             .IO => return error.FileReadFailed,
             .NOMEM, .NOBUFS => return error.SystemResources,
             .NETDOWN => return error.NetworkDown,
-            .BADF, .FAULT, .OVERFLOW => |e| return os.unexpectedErrno(e),
+            // Descriptors closed under us, or an offset and count we got wrong.
+            .BADF, .FAULT, .OVERFLOW => |e| return os.errnoBug(e),
             else => |e| return os.unexpectedErrno(e),
         }
     }

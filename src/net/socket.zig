@@ -151,7 +151,7 @@ pub fn bind(fd: fd_t, addr: *const posix.sockaddr, addr_len: posix.socklen_t) Bi
         .NOTDIR => return error.NotDir,
         .ROFS => return error.ReadOnlyFileSystem,
         // A closed descriptor, a bad address or length, a bound socket: bugs of the caller.
-        .BADF, .INVAL, .NOTSOCK, .FAULT, .NAMETOOLONG => |e| return os.unexpectedErrno(e),
+        .BADF, .INVAL, .NOTSOCK, .FAULT, .NAMETOOLONG => |e| return os.errnoBug(e),
         else => |e| return os.unexpectedErrno(e),
     };
 }
@@ -161,7 +161,7 @@ pub fn listen(fd: fd_t, backlog: u31) error{ AddressInUse, Unexpected }!void {
         .SUCCESS => return,
         .INTR => continue,
         .ADDRINUSE => return error.AddressInUse,
-        .BADF, .NOTSOCK, .OPNOTSUPP => |e| return os.unexpectedErrno(e),
+        .BADF, .NOTSOCK, .OPNOTSUPP => |e| return os.errnoBug(e), // not our listening socket
         else => |e| return os.unexpectedErrno(e),
     };
 }
@@ -174,7 +174,7 @@ pub fn localAddress(fd: fd_t) error{ SystemResources, Unexpected }!net.IpAddress
         .SUCCESS => return ipFromPosix(&storage),
         .INTR => continue,
         .NOBUFS => return error.SystemResources,
-        .BADF, .FAULT, .INVAL, .NOTSOCK => |e| return os.unexpectedErrno(e),
+        .BADF, .FAULT, .INVAL, .NOTSOCK => |e| return os.errnoBug(e), // a bug of the caller
         else => |e| return os.unexpectedErrno(e),
     };
 }
@@ -187,7 +187,8 @@ pub fn setOption(fd: fd_t, level: i32, name: u32, value: u32) error{Unexpected}!
         switch (os.errno(rc)) {
             .SUCCESS => return,
             .INTR => continue,
-            .BADF, .NOTSOCK, .INVAL, .FAULT, .NOPROTOOPT => |e| return os.unexpectedErrno(e),
+            // Options and sockets of weft's own.
+            .BADF, .NOTSOCK, .INVAL, .FAULT, .NOPROTOOPT => |e| return os.errnoBug(e),
             else => |e| return os.unexpectedErrno(e),
         }
     }
@@ -204,7 +205,7 @@ pub fn shutdown(fd: fd_t, how: net.ShutdownHow) net.ShutdownError!void {
         .INTR => continue,
         .NOTCONN => return error.SocketUnconnected,
         .NOBUFS => return error.SystemResources,
-        .BADF, .NOTSOCK, .INVAL => |e| return os.unexpectedErrno(e),
+        .BADF, .NOTSOCK, .INVAL => |e| return os.errnoBug(e), // a closed socket: the caller's bug
         else => |e| return os.unexpectedErrno(e),
     };
 }
@@ -242,7 +243,7 @@ pub fn pair(domain: u32, mode: net.Socket.Mode, protocol: ?net.Protocol) PairErr
             .NOBUFS, .NOMEM => return error.SystemResources,
             .PROTONOSUPPORT => return error.ProtocolUnsupportedByAddressFamily,
             .PROTOTYPE => return error.SocketModeUnsupported,
-            .FAULT => |e| return os.unexpectedErrno(e),
+            .FAULT => |e| return os.errnoBug(e), // no pointer is passed
             else => |e| return os.unexpectedErrno(e),
         }
     }

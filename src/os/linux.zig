@@ -3,6 +3,18 @@
 //! Each wrapper switches exhaustively over the errno values the call documents: retry on
 //! `INTR` where the call is restartable, a named error where the caller can act on it, and
 //! `unexpectedErrno` for the rest.
+//!
+//! The errno policy, for all of weft: an errno that only a bug can cause (a descriptor used
+//! after it was closed, a bad pointer, an argument weft itself got wrong) goes to `errnoBug`,
+//! with a comment naming the bug; an errno that a correct program may meet but that has no
+//! name in the operation's error set goes to `unexpectedErrno`, as does the switch's `else`.
+//! Both are `error.Unexpected` in release builds. In Debug builds `errnoBug` panics at the
+//! syscall, as std.Io.Threaded does for the same errnos (a program fails the same way on
+//! either `Io`), and `unexpectedErrno` logs the errno. Rejected: logging a bug and carrying
+//! on, which hides it until the `error.Unexpected` surfaces far from its cause. A call that
+//! cannot fail but for a bug and has no error to return (a futex on weft's own word) uses a
+//! commented `unreachable`; code that runs in a forked child (os/spawn.zig) calls neither
+//! helper, since it must not panic or log.
 const std = @import("std");
 const builtin = @import("builtin");
 const linux = std.os.linux;
@@ -13,6 +25,10 @@ pub const E = linux.E;
 pub const errno = linux.errno;
 
 pub const UnexpectedError = error{Unexpected};
+
+/// std.Io.Threaded's: a panic in Debug builds, `error.Unexpected` otherwise (see the policy
+/// above).
+pub const errnoBug = std.Io.Threaded.errnoBug;
 
 pub fn unexpectedErrno(err: E) UnexpectedError {
     if (builtin.mode == .Debug) {
@@ -40,7 +56,8 @@ pub fn mapAnonymous(len: usize) MapError![*]align(std.heap.page_size_min) u8 {
     return switch (errno(rc)) {
         .SUCCESS => @ptrFromInt(rc),
         .NOMEM, .AGAIN => error.SystemResources,
-        .INVAL, .BADF, .ACCES, .PERM, .NODEV, .OVERFLOW, .TXTBSY => |e| unexpectedErrno(e),
+        // Flags and a length of weft's own: none of these can apply to an anonymous mapping.
+        .INVAL, .BADF, .ACCES, .PERM, .NODEV, .OVERFLOW, .TXTBSY => |e| errnoBug(e),
         else => |e| unexpectedErrno(e),
     };
 }
@@ -438,7 +455,49 @@ pub fn threadNice() ?i32 {
 /// `which` of getpriority/setpriority: one process, or on Linux one thread (by tid).
 const prio_process = 0;
 
+/// The process's fd limits after `raiseFdLimit`.
+pub const FdLimit = struct { soft: u64, hard: u64 };
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns both: every connection is an
+/// fd, and the usual soft default (1024) would cap a server (`weft.Server`) far below its
+/// `connections_max`. Go's runtime does the same at start-up; weft leaves it to the program (a
+/// library changing a process-wide limit behind its caller's back would surprise one that
+/// lowered it on purpose). Only raising is attempted, never lowering; a failure leaves the
+/// limits as they were and returns them. Public as `weft.raiseFdLimit`.
+///
+/// ```
+/// const limit = weft.raiseFdLimit();
+/// if (limit.soft < 2 * 10_000) std.log.warn("only {d} fds", .{limit.soft});
+/// ```
+pub fn raiseFdLimit() FdLimit {
+    var limit: linux.rlimit = undefined;
+    if (linux.getrlimit(.NOFILE, &limit) != 0) return .{ .soft = 0, .hard = 0 };
+    if (limit.cur < limit.max) {
+        const raised: linux.rlimit = .{ .cur = limit.max, .max = limit.max };
+        // EPERM only if max were above what we hold, which getrlimit just returned.
+        if (linux.setrlimit(.NOFILE, &raised) == 0) limit.cur = limit.max;
+    }
+    assert(limit.cur <= limit.max);
+    return .{ .soft = limit.cur, .hard = limit.max };
+}
+
 test "maxMapCount parses the kernel's limit (newline and all)" {
     const count = maxMapCount() orelse return skipTest(@src(), "no procfs");
     try std.testing.expect(count > 0);
+}
+
+test "raiseFdLimit: lifts a lowered soft RLIMIT_NOFILE to the hard limit" {
+    const testing = std.testing;
+    var saved: linux.rlimit = undefined;
+    try testing.expectEqual(@as(usize, 0), linux.getrlimit(.NOFILE, &saved));
+    defer _ = linux.setrlimit(.NOFILE, &saved);
+    if (saved.max < 512) return skipTest(@src(), "hard fd limit under 512");
+    const lowered: linux.rlimit = .{ .cur = 256, .max = saved.max };
+    try testing.expectEqual(@as(usize, 0), linux.setrlimit(.NOFILE, &lowered));
+    const limit = raiseFdLimit();
+    try testing.expectEqual(@as(u64, saved.max), limit.hard);
+    try testing.expectEqual(limit.hard, limit.soft);
+    var now: linux.rlimit = undefined;
+    try testing.expectEqual(@as(usize, 0), linux.getrlimit(.NOFILE, &now));
+    try testing.expectEqual(saved.max, now.cur);
 }

@@ -54,8 +54,8 @@ const Task = @import("Task.zig");
 const Timers = @import("Timers.zig");
 const overflow = @import("overflow.zig");
 const Scheduler = @import("Scheduler.zig");
-const RunDelay = @import("RunDelay.zig");
-const Runnable = @import("Runnable.zig");
+const RunDelay = @import("../contention/RunDelay.zig");
+const RunnableCount = @import("../contention/RunnableCount.zig");
 const RunQueue = @import("RunQueue.zig").RunQueue(Task, config.run_queue_len);
 
 const TaskQueue = @import("../intrusive.zig").Queue(Task);
@@ -118,7 +118,7 @@ woken_to_search: bool = false,
 run_delay: RunDelay = .{},
 /// Whether another thread wants a CPU machine-wide; opened for executor 0 only, and sampled
 /// while it polls alone (`searchAlone`).
-runnable: Runnable = .{},
+runnable_count: RunnableCount = .{},
 /// Polls allowed to block in the kernel (the executor found nothing to run); read by tests.
 polls_blocked: u64 = 0,
 /// Polls of `searchAlone`'s spin; read by tests.
@@ -175,7 +175,12 @@ pub fn init(executor: *Executor, scheduler: *Scheduler, index: u32, options: Opt
         .scheduler = scheduler,
         .index = index,
         .loop = undefined,
-        .stacks = .init(scheduler.gpa, options.stack_size_bytes, options.stack_guard, &scheduler.stacks_shared),
+        .stacks = .init(
+            scheduler.gpa,
+            options.stack_size_bytes,
+            options.stack_guard,
+            &scheduler.stacks_shared,
+        ),
         .timers = .{ .gpa = scheduler.gpa },
         .random_state = index *% 0x9E3779B9 +% 1,
     };
@@ -203,16 +208,17 @@ pub fn start(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
     // count for a lone executor's poll (see `searchAlone`), which only executor 0 can be:
     // alone in its runtime, or the one left when the others retire (it never does).
     if (executor.scheduler.executors.len > 1) executor.run_delay = .open(os.monotonicNs());
-    if (executor.index == 0) executor.runnable = .open(executor.scheduler.cpus);
+    if (executor.index == 0) executor.runnable_count = .open(executor.scheduler.cpus);
     errdefer executor.run_delay.close();
-    errdefer executor.runnable.close();
+    errdefer executor.runnable_count.close();
     if (executor.index == 0) {
         // Its own mapping, not a pool stack: it is not a task's, and its size is the
         // executor's need (callbacks, timers), not the tasks' configured one.
         const len = config.executor_thread_stack_size_bytes;
         const idle_stack = (try os.mapAnonymous(len))[0..len];
         executor.idle_stack = idle_stack;
-        context.prepare(&executor.idle_context, @intFromPtr(idle_stack.ptr) + len, &idleEntry, executor);
+        const idle_top = @intFromPtr(idle_stack.ptr) + len;
+        context.prepare(&executor.idle_context, idle_top, &idleEntry, executor);
         const main_task = &executor.scheduler.main_task;
         main_task.on_cpu.store(true, .monotonic);
         executor.current = main_task;
@@ -233,7 +239,7 @@ pub fn deinit(executor: *Executor) void {
     }
     if (current_executor == executor) current_executor = null;
     executor.run_delay.close();
-    executor.runnable.close();
+    executor.runnable_count.close();
     if (executor.started) executor.loop.deinit();
     if (executor.idle_stack) |idle_stack| {
         context.finish(@intFromPtr(idle_stack.ptr) + idle_stack.len);
@@ -371,13 +377,13 @@ fn notifyAfterPush(executor: *Executor) void {
     scheduler.notifyWork();
 }
 
-/// Whether a thread woken now would likely find a CPU of its own (`Runnable.spareCpuLikely`),
+/// Whether a thread woken now would likely find a CPU of its own (`RunnableCount.spareCpuLikely`),
 /// on executor 0, which samples the machine's runnable count; true elsewhere, and under
 /// `cpu_contention = .ignore`.
 fn spareCpuLikely(executor: *Executor, now_ns: u64) bool {
-    if (executor.runnable.fd == null) return true;
+    if (executor.runnable_count.fd == null) return true;
     if (executor.scheduler.contention_policy != .adapt) return true;
-    return executor.runnable.spareCpuLikely(now_ns);
+    return executor.runnable_count.spareCpuLikely(now_ns);
 }
 
 /// Thread-safe: queues a task bound to this executor from another thread.
@@ -860,7 +866,7 @@ fn search(executor: *Executor) ?*Task {
 /// lane job done, a futex wake) may be microseconds away. Polls the ring without blocking for
 /// up to `config.executor_search_ns`, while a CPU is likely idle: busy lane workers leave one
 /// (`Scheduler.searchMaySpin`) and no more threads machine-wide are runnable than the process
-/// has CPUs (`Runnable`; `cpu_contention = .ignore` skips this look).
+/// has CPUs (`RunnableCount`; `cpu_contention = .ignore` skips this look).
 ///
 /// Why: a completion that lands while the thread sleeps in the kernel costs the thread that
 /// caused it a wake-up of ours. On loopback that is the peer process, whose write completes our
@@ -877,7 +883,7 @@ fn searchAlone(executor: *Executor) ?*Task {
     // the poll ends and the next search steals again).
     if (!scheduler.searchMaySpin()) return null;
     const now_ns = os.monotonicNs();
-    if (scheduler.contention_policy == .adapt and !executor.runnable.idleCpuLikely(now_ns)) {
+    if (scheduler.contention_policy == .adapt and !executor.runnable_count.idleCpuLikely(now_ns)) {
         return null;
     }
     const deadline_ns = now_ns + config.executor_search_ns;
@@ -953,16 +959,15 @@ fn pollIo(executor: *Executor, block: bool) void {
     executor.notifyAfterPoll();
 }
 
-/// After a poll that queued stealable tasks (completions, expired timers): wakes an idle
-/// executor unless the ring holds just one task and nothing else would run before it here
-/// (no task in the LIFO slot or the bound queue), that is, the task this executor runs next. A single
-/// completion is the common case of latency-bound work (a request, its reply); waking a
-/// sleeping executor for it costs a syscall and a CPU that spins searching, on a machine whose
-/// other cores often run the very clients of that work (measured on echo with 2 executors), while
-/// this executor runs the task within the next few dispatches. Nor while the CPUs are contended
-/// (`Scheduler.cpusContended`): the woken executor would find no idle CPU to run on. The work
-/// is visible before this check, so no wake-up is lost: either another executor finds it, or
-/// it runs here.
+/// After a poll that queued stealable tasks (completions, expired timers): wakes an idle executor
+/// unless the ring holds just one task and nothing else would run before it here (no task in the
+/// LIFO slot or the bound queue), that is, the task this executor runs next. A single completion is
+/// the common case of latency-bound work (a request, its reply); waking a sleeping executor for it
+/// costs a syscall and a CPU that spins searching, on a machine whose other cores often run the
+/// very clients of that work (measured on echo with 2 executors), while this executor runs the task
+/// within the next few dispatches. Nor while the CPUs are contended (`Scheduler.cpusContended`):
+/// the woken executor would find no idle CPU to run on. The work is visible before this check, so
+/// no wake-up is lost: either another executor finds it, or it runs here.
 fn notifyAfterPoll(executor: *Executor) void {
     if (!executor.poll_queued) return;
     executor.poll_queued = false;

@@ -22,12 +22,13 @@
 //! rewriting after a wrap-around, and then its CAS fails; the atomic access makes that read
 //! well defined instead of a data race.
 //!
-//! The atomics go through the shim (`sync/atomic.zig`, std's own type outside tests), so that
-//! the interleaving checker can run owner and thieves step by step: see the RunQueue scenario
-//! in testing/InterleavingChecker.zig.
+//! The atomics go through the shim (`os/atomic.zig`, std's own type outside tests), so that
+//! the interleaving checker (testing/InterleavingChecker.zig) can run owner and thieves step by
+//! step: see `RunQueueScenarioOf` at the bottom of this file.
 const std = @import("std");
 const assert = std.debug.assert;
-const atomic = @import("../sync/atomic.zig");
+const Io = std.Io;
+const atomic = @import("../os/atomic.zig");
 
 pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
     comptime assert(std.math.isPowerOfTwo(capacity));
@@ -91,7 +92,8 @@ pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
                 queue.slots[front % capacity].store(item, .monotonic);
                 const version = (head >> 32) +% 1;
                 // Release: a thief that sees the new head sees the slot.
-                head = queue.head.cmpxchgWeak(head, version << 32 | front, .release, .acquire) orelse
+                const head_new = version << 32 | front;
+                head = queue.head.cmpxchgWeak(head, head_new, .release, .acquire) orelse
                     return true;
             }
         }
@@ -145,7 +147,8 @@ pub fn RunQueue(comptime T: type, comptime capacity: u32) type {
                     };
                 }
                 // acq_rel: claims the slots read above; no one else will hand them out.
-                head = victim.head.cmpxchgWeak(head, advanced(head, count), .acq_rel, .acquire) orelse
+                const head_new = advanced(head, count);
+                head = victim.head.cmpxchgWeak(head, head_new, .acq_rel, .acquire) orelse
                     return count;
             }
         }
@@ -248,4 +251,109 @@ test "RunQueue: owner and thieves race; every item is taken exactly once" {
     shared.done.store(true, .release);
     for (threads) |thread| thread.join();
     for (taken) |*flag| try testing.expectEqual(@as(u8, 1), flag.load(.monotonic));
+}
+
+const Checker = @import("../testing/InterleavingChecker.zig");
+
+/// An executor's run queue (sched/RunQueue.zig) with a capacity of 4, so that twelve items
+/// wrap around it three times and fill it: the owner pushes them (moving the older half out
+/// with `popHalf` when the ring is full) and pops one now and then; two thieves steal until
+/// the owner is done and the ring is empty. Every item must be taken exactly once, and since
+/// everyone takes from the head, each taker must see its items in push order. With
+/// `with_front`, a third of the pushes go to the front (as a task displaced from the LIFO slot
+/// does), racing the thieves' steals from the same end; order then is not checked.
+fn RunQueueScenarioOf(comptime with_front: bool) type {
+    return struct {
+        queue: Queue = .{},
+        items: [items_len]Item = undefined,
+        prng: std.Random.DefaultPrng,
+        owner_done: atomic.Value(bool) = .init(false),
+        taken: [items_len]u8 = @splat(0),
+        /// Per taker (owner, thief 0, thief 1), the last item it took.
+        last: [3]?u32 = @splat(null),
+        order_broken: bool = false,
+
+        const Item = struct { value: u32 };
+        const Queue = RunQueue(Item, 4);
+        const items_len = 12;
+        pub const rearming_threads = [_]usize{}; // no blocking operation
+
+        const Scenario = @This();
+
+        pub fn init(seed: u64) Scenario {
+            var scenario: Scenario = .{ .prng = .init(seed ^ 0x7a5c) };
+            for (&scenario.items, 0..) |*item, i| item.* = .{ .value = @intCast(i) };
+            return scenario;
+        }
+
+        pub fn bodies(scenario: *Scenario) [3]Checker.Body {
+            return .{
+                Checker.bodyOf(owner, scenario),
+                Checker.bodyOf(thief0, scenario),
+                Checker.bodyOf(thief1, scenario),
+            };
+        }
+
+        fn take(scenario: *Scenario, taker: usize, item: *Item) void {
+            scenario.taken[item.value] += 1;
+            if (scenario.last[taker]) |previous| if (item.value <= previous) {
+                scenario.order_broken = true;
+            };
+            scenario.last[taker] = item.value;
+        }
+
+        fn owner(scenario: *Scenario, io_: Io) void {
+            _ = io_;
+            var half: [Queue.len_max / 2]*Item = undefined;
+            for (&scenario.items) |*item| {
+                const front = with_front and scenario.prng.random().uintLessThan(u32, 3) == 0;
+                const queue = &scenario.queue;
+                while (!(if (front) queue.pushFront(item) else queue.push(item))) {
+                    const count = scenario.queue.popHalf(&half);
+                    for (half[0..count]) |moved| scenario.take(0, moved);
+                }
+                if (scenario.prng.random().uintLessThan(u32, 3) == 0) {
+                    if (scenario.queue.pop()) |popped| scenario.take(0, popped);
+                }
+            }
+            while (scenario.queue.pop()) |popped| scenario.take(0, popped);
+            scenario.owner_done.store(true, .release);
+        }
+
+        fn thief(scenario: *Scenario, taker: usize) void {
+            var out: [Queue.len_max / 2]*Item = undefined;
+            while (true) {
+                const count = scenario.queue.steal(&out);
+                for (out[0..count]) |item| scenario.take(taker, item);
+                if (count == 0 and scenario.owner_done.load(.acquire)) return;
+            }
+        }
+
+        fn thief0(scenario: *Scenario, io_: Io) void {
+            _ = io_;
+            scenario.thief(1);
+        }
+
+        fn thief1(scenario: *Scenario, io_: Io) void {
+            _ = io_;
+            scenario.thief(2);
+        }
+
+        pub fn check(scenario: *Scenario) !void {
+            if (!with_front) try std.testing.expect(!scenario.order_broken);
+            for (scenario.taken) |count| try std.testing.expectEqual(@as(u8, 1), count);
+            try std.testing.expect(scenario.queue.isEmpty());
+        }
+    };
+}
+
+const RunQueueScenario = RunQueueScenarioOf(false);
+const RunQueueFrontScenario = RunQueueScenarioOf(true);
+
+test "interleave: RunQueue owner and two thieves, 1000 seeds: every item taken once, in order" {
+    try Checker.checkSeeds(RunQueueScenario);
+}
+
+test "interleave: RunQueue pushFront against two thieves, 1000 seeds: every item taken once" {
+    try Checker.checkSeeds(RunQueueFrontScenario);
 }

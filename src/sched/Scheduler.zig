@@ -13,22 +13,22 @@
 //!
 //! ## Idle executors (Go's spinning rule)
 //!
-//! An executor out of work first *searches*: it steals from the other executors' rings and
-//! looks at the injection queues for up to `config.executor_search_ns`. At most half of the
-//! executors search at once, and the search does not spin past its first round while busy
-//! lane workers want every CPU (`searchMaySpin`). One that finds nothing puts itself on the idle list and blocks in
-//! its loop (its own I/O and timers still wake it). Whoever makes stealable work available
-//! calls `notifyWork`, which wakes an idle executor only when no executor is searching (the
-//! searcher will find the work) and some executor is idle: the waker claims the search on the
-//! sleeper's behalf first, so a burst of work wakes one executor, not all. A searcher that
-//! finds work while it was the last searcher calls `notifyWork` in turn, so that more work,
-//! if any, keeps one executor looking. Wake-heavy work where the woken task runs on the
-//! waker's executor (the LIFO slot) notifies no one and pays no syscall.
+//! An executor out of work first *searches*: it steals from the other executors' rings and looks at
+//! the injection queues for up to `config.executor_search_ns`. At most half of the executors search
+//! at once, and the search does not spin past its first round while busy lane workers want every
+//! CPU (`searchMaySpin`). One that finds nothing puts itself on the idle list and blocks in its
+//! loop (its own I/O and timers still wake it). Whoever makes stealable work available calls
+//! `notifyWork`, which wakes an idle executor only when no executor is searching (the searcher will
+//! find the work) and some executor is idle: the waker claims the search on the sleeper's behalf
+//! first, so a burst of work wakes one executor, not all. A searcher that finds work while it was
+//! the last searcher calls `notifyWork` in turn, so that more work, if any, keeps one executor
+//! looking. Wake-heavy work where the woken task runs on the waker's executor (the LIFO slot)
+//! notifies no one and pays no syscall.
 //!
 //! ## Retiring executors
 //!
 //! An executor's thread that waits for a CPU more than a sixteenth of the time
-//! (sched/RunDelay.zig) makes the CPUs count as contended for a while (`cpusContended`):
+//! (contention/RunDelay.zig) makes the CPUs count as contended for a while (`cpusContended`):
 //! other threads, of this process or another, want every CPU. Then no executor spins in its
 //! search nor is woken to share a poll's completions, and, once the contention has lasted
 //! `config.retire_contention_ns_min`, the executors retire one by one from the highest index,
@@ -54,12 +54,12 @@ const std = @import("std");
 const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
-const SpinLock = @import("../os/SpinLock.zig");
+const atomic = @import("../os/atomic.zig");
 const Counter = @import("../os/Counter.zig");
 const Executor = @import("Executor.zig");
-const RunDelay = @import("RunDelay.zig");
+const RunDelay = @import("../contention/RunDelay.zig");
 const Task = @import("Task.zig");
-const cpu_demand = @import("cpu_demand.zig");
+const cpu_demand = @import("../contention/cpu_demand.zig");
 const stack_mod = @import("../fiber/stack.zig");
 
 const TaskQueue = @import("../intrusive.zig").Queue(Task);
@@ -69,43 +69,43 @@ executors: []Executor,
 /// Free stacks the executors' pools share (fiber/stack.zig, `Shared`).
 stacks_shared: stack_mod.Shared = .{},
 /// Tasks made ready by threads weft does not run, and the overflow of full rings.
-inject_lock: SpinLock = .{},
+inject_lock: atomic.Lock = .{},
 inject: TaskQueue = .{},
-inject_count: std.atomic.Value(usize) = .init(0),
+inject_count: atomic.Value(usize) = .init(0),
 /// Tasks that never ran and found no stack (the kernel refused a new slab): the next stack
 /// freed on any executor goes to the oldest. Runtime-wide, since a freed stack joins the pool of
 /// whichever executor freed it.
-starved_lock: SpinLock = .{},
+starved_lock: atomic.Lock = .{},
 starved: TaskQueue = .{},
-starved_count: std.atomic.Value(usize) = .init(0),
+starved_count: atomic.Value(usize) = .init(0),
 /// Executors searching for work right now (see the rule above).
-searching: std.atomic.Value(u32) = .init(0),
+searching: atomic.Value(u32) = .init(0),
 /// Executors on the idle list.
-sleeping: std.atomic.Value(u32) = .init(0),
+sleeping: atomic.Value(u32) = .init(0),
 /// CPUs this process may use (`CpuLane.cpusAvailable` at init), for `searchMaySpin`.
 cpus: u32,
 /// Until then (CLOCK_MONOTONIC ns) the CPUs count as contended: an executor's thread waited
-/// for one lately (sched/RunDelay.zig). See `cpusContended`.
-contended_until_ns: std.atomic.Value(u64) = .init(0),
+/// for one lately (contention/RunDelay.zig). See `cpusContended`.
+contended_until_ns: atomic.Value(u64) = .init(0),
 /// Whether executors measure their run delay at all (`Runtime.Options.cpu_contention`).
 contention_policy: ContentionPolicy = .adapt,
 /// The last `retired` executors (by index) are retired: see "Retiring executors" above.
-retired: std.atomic.Value(u32) = .init(0),
+retired: atomic.Value(u32) = .init(0),
 /// No further executor retires before then: one per `config.run_delay_backoff_ns_min`.
-retire_next_ns: std.atomic.Value(u64) = .init(0),
+retire_next_ns: atomic.Value(u64) = .init(0),
 /// When `considerRetiring` last looked at the process's CPU time, and that time
 /// (`os.processCpuNs`): the usage since then decides whether one more executor retires.
-usage_mark_ns: std.atomic.Value(u64) = .init(0),
-usage_mark_cpu_ns: std.atomic.Value(u64) = .init(0),
-idle_lock: SpinLock = .{},
+usage_mark_ns: atomic.Value(u64) = .init(0),
+usage_mark_cpu_ns: atomic.Value(u64) = .init(0),
+idle_lock: atomic.Lock = .{},
 /// The idle list: indices into `executors`, the most recently idle last.
 idle: std.ArrayList(u32) = .empty,
 /// Set by `Runtime.deinit`: idle executors leave their loops instead of sleeping.
-stopping: std.atomic.Value(bool) = .init(false),
+stopping: atomic.Value(bool) = .init(false),
 /// Tasks never migrate: each is given a home executor when it is spawned.
 pinned: bool,
 /// Round-robin cursor for pinned mode's placement.
-placement_next: std.atomic.Value(u32) = .init(0),
+placement_next: atomic.Value(u32) = .init(0),
 /// For `weft.Metrics`: tasks started from threads that are not this scheduler's executors
 /// (each executor counts its own, `Executor.Counters.spawned`).
 spawned_elsewhere: Counter.Shared = .{},
@@ -285,14 +285,14 @@ fn popIdleActive(scheduler: *Scheduler) ?*Executor {
 
 /// Whether an executor out of work may spin searching (`config.executor_search_ns`) rather
 /// than look once: not while busy lane workers alone want every CPU, where the spin would
-/// take a core from one of them (see sched/cpu_demand.zig). Other executors are not counted:
+/// take a core from one of them (see contention/cpu_demand.zig). Other executors are not counted:
 /// they come and go within microseconds, and counting them stopped the spin while a single
 /// caller waited for a 10 µs job (a 1 µs round trip became one wake-up syscall per call).
 pub fn searchMaySpin(scheduler: *const Scheduler) bool {
     return cpu_demand.busyWorkers() < scheduler.cpus;
 }
 
-/// Whether an executor of this runtime recently waited for a CPU (sched/RunDelay.zig): other
+/// Whether an executor of this runtime recently waited for a CPU (contention/RunDelay.zig): other
 /// threads, of this process or another, want every CPU. Then a spinning search, or a sleeping
 /// executor woken to share a poll's completions, would only take a CPU from them: the awake
 /// executor runs the work itself. Measured with HTTP on 2 executors sharing 2 cores with wrk:
@@ -319,7 +319,8 @@ pub fn noteContention(scheduler: *Scheduler, now_ns: u64, contention: RunDelay.C
     if (now_ns < next_ns) return false;
     const next_new_ns = now_ns + config.run_delay_backoff_ns_min;
     // Lost: another executor looks now.
-    return scheduler.retire_next_ns.cmpxchgStrong(next_ns, next_new_ns, .monotonic, .monotonic) == null;
+    const retire_next = &scheduler.retire_next_ns;
+    return retire_next.cmpxchgStrong(next_ns, next_new_ns, .monotonic, .monotonic) == null;
 }
 
 /// The look `noteContention` asked for, at `now_ns`, when the process had used `cpu_ns` of CPU

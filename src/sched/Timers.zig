@@ -189,7 +189,9 @@ fn checkInvariants(timers: *const Timers) !void {
     for (timers.heap.items, 0..) |entry, index| {
         try std.testing.expectEqual(Place{ .heap = @intCast(index) }, entry.task.timer_place);
         try std.testing.expectEqual(entry.deadline_ns, entry.task.timer_deadline_ns);
-        if (index > 0) try expect(timers.heap.items[(index - 1) / 2].deadline_ns <= entry.deadline_ns);
+        if (index > 0) {
+            try expect(timers.heap.items[(index - 1) / 2].deadline_ns <= entry.deadline_ns);
+        }
     }
 }
 
@@ -209,7 +211,9 @@ test "Timers: model check of insert, remove and expiry order against a list" {
                 // Expire up to a random time; what fires must be exactly the due ones, in order.
                 clock_ns += random.uintLessThan(u64, 200);
                 var due: usize = 0;
-                for (&tasks) |*t| due += @intFromBool(t.timer_place != .none and t.timer_deadline_ns <= clock_ns);
+                for (&tasks) |*t| {
+                    due += @intFromBool(t.timer_place != .none and t.timer_deadline_ns <= clock_ns);
+                }
                 for (&tasks) |*t| t.timer_fired.store(false, .monotonic);
                 var last_fired: u64 = 0;
                 while (timers.earliest()) |next| {
@@ -222,7 +226,10 @@ test "Timers: model check of insert, remove and expiry order against a list" {
                 try std.testing.expectEqual(@as(usize, 0), due);
             } else if (task.timer_place == .none) {
                 // Mostly in order (same-duration sleeps), sometimes earlier (shorter ones).
-                const delta = if (round % 2 == 0 or action < 7) 100 + action else random.uintLessThan(u64, 100);
+                const delta = if (round % 2 == 0 or action < 7)
+                    100 + action
+                else
+                    random.uintLessThan(u64, 100);
                 try timers.insert(task, clock_ns + delta);
             } else {
                 timers.remove(task);

@@ -9,7 +9,7 @@ const assert = std.debug.assert;
 const Io = std.Io;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
-const SpinLock = @import("../os/SpinLock.zig");
+const atomic = @import("../os/atomic.zig");
 const Task = @import("Task.zig");
 const Executor = @import("Executor.zig");
 const waiter_mod = @import("Waiter.zig");
@@ -26,8 +26,9 @@ pub const Node = struct {
 
 const Bucket = struct {
     /// A spin lock, not `os.Mutex`: held for a few list operations and a wake, taken twice per
-    /// fiber hand-off, and never across a switch (see os/SpinLock.zig).
-    mutex: SpinLock = .{},
+    /// fiber hand-off, and never across a switch (see os/SpinLock.zig). Through the shim
+    /// (os/atomic.zig: os/SpinLock.zig itself outside tests), as are the atomic accesses below.
+    mutex: atomic.Lock = .{},
     head: ?*Node = null,
     tail: ?*Node = null,
 
@@ -47,6 +48,7 @@ const Bucket = struct {
         node.prev = null;
         node.next = null;
         // Read without the lock by a waiting task after it resumes (see `waitTask`).
+        atomic.step();
         @atomicStore(bool, &node.linked, false, .release);
     }
 };
@@ -63,7 +65,12 @@ fn bucketOf(address: usize) *Bucket {
 
 /// Blocks while `ptr.* == expected`, until a wake, `deadline_ns` (CLOCK_MONOTONIC) or, when
 /// `cancelable`, a cancel request (`error.Canceled`). Spurious returns are allowed.
-pub fn wait(ptr: *const u32, expected: u32, deadline_ns: ?u64, cancelable: bool) Io.Cancelable!void {
+pub fn wait(
+    ptr: *const u32,
+    expected: u32,
+    deadline_ns: ?u64,
+    cancelable: bool,
+) Io.Cancelable!void {
     if (Executor.currentTask()) |task| {
         return waitTask(task, ptr, expected, deadline_ns, cancelable);
     }
@@ -86,6 +93,7 @@ fn waitTask(
     // locked instruction per wait instead of two (they are most of a fiber hand-off's cost).
     const can_cancel = task.announceWait(cancelable);
     bucket.mutex.lock();
+    atomic.step();
     if (@atomicLoad(u32, ptr, .acquire) != expected) {
         bucket.mutex.unlock();
         task.abandonWait();
@@ -110,6 +118,7 @@ fn waitTask(
         // Fast path: dequeued by `wake`, which woke us and then cleared `linked` as its last
         // touch of our node and task (release; see `wake`). Checked without the bucket lock:
         // seen false, nobody touches the task any more, and it may return and end.
+        atomic.step();
         if (!@atomicLoad(bool, &node.linked, .acquire)) return;
         bucket.mutex.lock();
         if (!node.linked) {
@@ -139,6 +148,7 @@ fn waitThread(ptr: *const u32, expected: u32, deadline_ns: ?u64) void {
     var node: Node = .{ .address = @intFromPtr(ptr), .waiter = .{ .thread = &thread } };
     const bucket = bucketOf(@intFromPtr(ptr));
     bucket.mutex.lock();
+    atomic.step();
     if (@atomicLoad(u32, ptr, .acquire) != expected) {
         bucket.mutex.unlock();
         return;

@@ -134,8 +134,13 @@ pub const Report = struct {
     workers_killed: u32 = 0,
 };
 
+/// Workers at most (`Shape`).
+pub const workers_max = config.server_workers_max;
+/// The listen backlog: connections the kernel queues before `accept` takes them.
+pub const backlog = config.server_backlog;
+
 pub const InitError = error{
-    /// No workers, more than `config.server_workers_max`, `connections_max` or a timeout of 0.
+    /// No workers, more than `workers_max`, `connections_max` or a timeout of 0.
     InvalidOptions,
     /// Another socket listens on the address (with or without `SO_REUSEPORT`).
     AddressInUse,
@@ -323,32 +328,6 @@ fn threadMain(server: *Server, index: u32, handler: Handler, result: *ThreadResu
         server.stop(); // the others stop too: a server with a dead worker is not what was asked
         break :failed .{ .failed = err };
     };
-}
-
-/// The process's fd limits after `raiseFdLimit`.
-pub const FdLimit = struct { soft: u64, hard: u64 };
-
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns both: every connection is an
-/// fd, and the usual soft default (1024) would cap a server far below `connections_max`.
-/// Go's runtime does the same at start-up; weft leaves it to the program (a library changing
-/// a process-wide limit behind its caller's back would surprise one that lowered it on
-/// purpose). Only raising is attempted, never lowering; a failure leaves the limits as they
-/// were and returns them.
-///
-/// ```
-/// const limit = weft.Server.raiseFdLimit();
-/// if (limit.soft < 2 * 10_000) std.log.warn("only {d} fds", .{limit.soft});
-/// ```
-pub fn raiseFdLimit() FdLimit {
-    var limit: linux.rlimit = undefined;
-    if (linux.getrlimit(.NOFILE, &limit) != 0) return .{ .soft = 0, .hard = 0 };
-    if (limit.cur < limit.max) {
-        const raised: linux.rlimit = .{ .cur = limit.max, .max = limit.max };
-        // EPERM only if max were above what we hold, which getrlimit just returned.
-        if (linux.setrlimit(.NOFILE, &raised) == 0) limit.cur = limit.max;
-    }
-    assert(limit.cur <= limit.max);
-    return .{ .soft = limit.cur, .hard = limit.max };
 }
 
 /// SIGINT and SIGTERM handlers that call `stop` on one server, and the previous handlers.

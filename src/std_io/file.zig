@@ -21,7 +21,7 @@ const assert = std.debug.assert;
 const Threaded = Io.Threaded;
 const errnoBug = Threaded.errnoBug;
 const os = @import("../os/linux.zig");
-const Runtime = @import("../Runtime.zig");
+const State = @import("State.zig");
 const Executor = @import("../sched/Executor.zig");
 const Blocking = @import("../fs/Blocking.zig");
 const nowait = @import("../fs/nowait.zig");
@@ -36,7 +36,7 @@ const fs_errno = @import("fs_errno.zig");
 const lock_retry_ns_min = 50 * std.time.ns_per_us;
 const lock_retry_ns_max = 20 * std.time.ns_per_ms;
 
-pub fn stateOf(userdata: ?*anyopaque) *Runtime.State {
+pub fn stateOf(userdata: ?*anyopaque) *State {
     return @ptrCast(@alignCast(userdata.?));
 }
 

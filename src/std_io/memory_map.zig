@@ -22,7 +22,7 @@ const MemoryMap = File.MemoryMap;
 const linux = std.os.linux;
 const assert = std.debug.assert;
 const Threaded = Io.Threaded;
-const errnoBug = Threaded.errnoBug;
+const errnoBug = os.errnoBug;
 const os = @import("../os/linux.zig");
 const file_io = @import("file.zig");
 

@@ -24,7 +24,7 @@ const Op = @import("../loop/Completion.zig").Op;
 const lookup = @import("../net/lookup.zig");
 const interface = @import("../net/interface.zig");
 const sendfile = @import("../net/sendfile.zig");
-const Runtime = @import("../Runtime.zig");
+const State = @import("State.zig");
 
 const iovecs = @import("iovecs.zig");
 const Iovecs = iovecs.Iovecs;
@@ -114,7 +114,7 @@ pub fn netAccept(
         .NETDOWN => error.NetworkDown,
         // Only a listener without a loop (a thread weft does not run) could say EAGAIN, and
         // it waits in poll(2) instead; the rest are bugs of the caller.
-        .AGAIN, .BADF, .FAULT, .NOTSOCK, .OPNOTSUPP => |e| os.unexpectedErrno(e),
+        .AGAIN, .BADF, .FAULT, .NOTSOCK, .OPNOTSUPP => |e| os.errnoBug(e),
         else => |e| os.unexpectedErrno(e),
     };
 }
@@ -175,9 +175,9 @@ fn connectError(e: os.E) net.IpAddress.ConnectError {
         .NETDOWN => error.NetworkDown,
         .NOBUFS, .NOMEM => error.SystemResources,
         // The loop waits for EINPROGRESS/EAGAIN itself; the rest are bugs of the caller.
-        .AGAIN, .INPROGRESS => |err| os.unexpectedErrno(err),
+        .AGAIN, .INPROGRESS => |err| os.errnoBug(err),
         .BADF, .CONNABORTED, .FAULT, .ISCONN, .NOENT, .NOTSOCK, .PROTOTYPE => |err| {
-            return os.unexpectedErrno(err);
+            return os.errnoBug(err);
         },
         else => |err| os.unexpectedErrno(err),
     };
@@ -241,7 +241,7 @@ pub fn netConnectUnix(
         // A socket file nobody listens on: std's error set has no better name.
         .CONNREFUSED => |e| return os.unexpectedErrno(e),
         .BADF, .CONNABORTED, .FAULT, .ISCONN, .NOTSOCK, .PROTOTYPE => |e| {
-            return os.unexpectedErrno(e);
+            return os.errnoBug(e); // bugs of the caller
         },
         else => |e| return os.unexpectedErrno(e),
     };
@@ -316,7 +316,7 @@ pub fn netRead(
         .CONNRESET => error.ConnectionResetByPeer,
         .TIMEDOUT => error.Timeout,
         .NETDOWN => error.NetworkDown,
-        .AGAIN, .INVAL, .FAULT, .BADF, .NOTSOCK => |e| os.unexpectedErrno(e),
+        .AGAIN, .INVAL, .FAULT, .BADF, .NOTSOCK => |e| os.errnoBug(e), // bugs of the caller
         else => |e| os.unexpectedErrno(e),
     };
 }
@@ -364,9 +364,9 @@ pub fn netWrite(
         .NETDOWN => error.NetworkDown,
         .CONNREFUSED => error.ConnectionRefused,
         .ACCES, .AGAIN, .BADF, .DESTADDRREQ, .FAULT, .INVAL, .ISCONN, .MSGSIZE => |e| {
-            return os.unexpectedErrno(e);
+            return os.errnoBug(e);
         },
-        .NOTSOCK, .OPNOTSUPP => |e| os.unexpectedErrno(e),
+        .NOTSOCK, .OPNOTSUPP => |e| os.errnoBug(e),
         else => |e| os.unexpectedErrno(e),
     };
 }
@@ -429,7 +429,7 @@ fn sendOne(
         .NETUNREACH => error.NetworkUnreachable,
         .NETDOWN => error.NetworkDown,
         .AGAIN, .BADF, .DESTADDRREQ, .FAULT, .INVAL, .ISCONN, .NOTSOCK, .OPNOTSUPP => |e| {
-            return os.unexpectedErrno(e);
+            return os.errnoBug(e); // bugs of the caller
         },
         else => |e| os.unexpectedErrno(e),
     };
@@ -487,7 +487,7 @@ fn receiveError(e: os.E) net.Socket.ReceiveError {
         .NETDOWN => error.NetworkDown,
         // An earlier datagram to this socket's peer met no listener (ICMP port unreachable).
         .CONNREFUSED => error.PortUnreachable,
-        .AGAIN, .BADF, .FAULT, .INVAL, .NOTSOCK, .OPNOTSUPP => |err| os.unexpectedErrno(err),
+        .AGAIN, .BADF, .FAULT, .INVAL, .NOTSOCK, .OPNOTSUPP => |err| os.errnoBug(err),
         else => |err| os.unexpectedErrno(err),
     };
 }
@@ -631,8 +631,8 @@ pub fn netLookup(
     resolved: *Io.Queue(net.HostName.LookupResult),
     options: net.HostName.LookupOptions,
 ) net.HostName.LookupError!void {
-    const state: *Runtime.State = @ptrCast(@alignCast(userdata.?));
+    const state: *State = @ptrCast(@alignCast(userdata.?));
     const io = state.io();
     defer resolved.close(io);
-    return lookup.lookup(io, &state.options.resolver, host_name, resolved, options);
+    return lookup.lookup(io, &state.resolver, host_name, resolved, options);
 }

@@ -112,7 +112,7 @@ fn makePipe(flags: linux.O) process.SpawnError!Pipe {
         .INTR => continue,
         .MFILE => return error.ProcessFdQuotaExceeded,
         .NFILE => return error.SystemFdQuotaExceeded,
-        .INVAL, .FAULT => |e| return Threaded.errnoBug(e),
+        .INVAL, .FAULT => |e| return os.errnoBug(e),
         else => |e| return os.unexpectedErrno(e),
     };
 }

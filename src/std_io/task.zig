@@ -4,7 +4,6 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const Alignment = std.mem.Alignment;
-const Runtime = @import("../Runtime.zig");
 const Executor = @import("../sched/Executor.zig");
 const Task = @import("../sched/Task.zig");
 const waiter_mod = @import("../sched/Waiter.zig");
@@ -12,7 +11,7 @@ const Waiter = waiter_mod.Waiter;
 const ThreadWaiter = waiter_mod.ThreadWaiter;
 const Mutex = @import("../os/Mutex.zig");
 
-const State = Runtime.State;
+const State = @import("State.zig");
 
 fn stateOf(userdata: ?*anyopaque) *State {
     return @ptrCast(@alignCast(userdata.?));
@@ -27,7 +26,13 @@ pub fn async(
     start: *const fn (context: *const anyopaque, result: *anyopaque) void,
 ) ?*Io.AnyFuture {
     const state = stateOf(userdata);
-    const task = state.createTask(.future, context, context_alignment, result.len, result_alignment) catch {
+    const task = state.createTask(
+        .future,
+        context,
+        context_alignment,
+        result.len,
+        result_alignment,
+    ) catch {
         // No unit of concurrency to give: run it now, which the contract allows.
         start(context.ptr, result.ptr);
         return null;
@@ -46,7 +51,13 @@ pub fn concurrent(
     start: *const fn (context: *const anyopaque, result: *anyopaque) void,
 ) Io.ConcurrentError!*Io.AnyFuture {
     const state = stateOf(userdata);
-    const task = try state.createTaskConcurrent(.future, context, context_alignment, result_len, result_alignment);
+    const task = try state.createTaskConcurrent(
+        .future,
+        context,
+        context_alignment,
+        result_len,
+        result_alignment,
+    );
     task.start = .{ .future = start };
     state.start(task, .spread);
     return @ptrCast(task);
@@ -72,7 +83,8 @@ fn awaitFuture(state: *State, child: *Task, result: []u8, cancel_first: bool) vo
         awaitFromTask(me, child);
     } else {
         var thread: ThreadWaiter = .{};
-        if (child.awaiter.cmpxchgStrong(0, Waiter.encode(.{ .thread = &thread }), .acq_rel, .acquire)) |previous| {
+        const waiter = Waiter.encode(.{ .thread = &thread });
+        if (child.awaiter.cmpxchgStrong(0, waiter, .acq_rel, .acquire)) |previous| {
             assert(previous == Task.awaiter_finished);
         } else {
             _ = thread.wait(null);
@@ -88,7 +100,8 @@ fn awaitFuture(state: *State, child: *Task, result: []u8, cancel_first: bool) vo
 fn awaitFromTask(me: *Task, child: *Task) void {
     var forwarded = false;
     me.prepareWait(true);
-    if (child.awaiter.cmpxchgStrong(0, Waiter.encode(.{ .task = me }), .acq_rel, .acquire)) |previous| {
+    const waiter = Waiter.encode(.{ .task = me });
+    if (child.awaiter.cmpxchgStrong(0, waiter, .acq_rel, .acquire)) |previous| {
         assert(previous == Task.awaiter_finished);
         me.abandonWait();
         return;
@@ -179,7 +192,8 @@ pub fn groupConcurrent(
     start: *const fn (context: *const anyopaque) void,
 ) Io.ConcurrentError!void {
     const state = stateOf(userdata);
-    const task = try state.createTaskConcurrent(.group_member, context, context_alignment, 0, .@"1");
+    const task =
+        try state.createTaskConcurrent(.group_member, context, context_alignment, 0, .@"1");
     const group_state = groupState(state, group) catch {
         state.destroyUnstarted(task);
         return error.ConcurrencyUnavailable;
@@ -194,7 +208,11 @@ pub fn finishGroupMember(task: *Task) void {
     const group_state: *GroupState = @ptrCast(@alignCast(task.group.?));
     group_state.mutex.lock();
     defer group_state.mutex.unlock();
-    if (task.group_prev) |prev| prev.group_next = task.group_next else group_state.members = task.group_next;
+    if (task.group_prev) |prev| {
+        prev.group_next = task.group_next;
+    } else {
+        group_state.members = task.group_next;
+    }
     if (task.group_next) |next| next.group_prev = task.group_prev;
     assert(group_state.running > 0);
     group_state.running -= 1;
@@ -232,7 +250,9 @@ fn waitGroup(state: *State, group: *Io.Group, cancel_members: bool) Io.Cancelabl
             group_state.mutex.unlock();
             task.park();
             group_state.mutex.lock();
-            if (group_state.running > 0 and !canceled_awaiter and !cancel_members and task.cancelPending()) {
+            const members_to_cancel = group_state.running > 0 and !canceled_awaiter and
+                !cancel_members;
+            if (members_to_cancel and task.cancelPending()) {
                 // Canceled while awaiting: cancel every member, wait for all, report Canceled.
                 task.checkCancel() catch {};
                 canceled_awaiter = true;

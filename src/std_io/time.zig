@@ -1,9 +1,9 @@
-//! std.Io futex, time and randomness entries.
+//! std.Io clock and sleep entries, and `deadlineNs`, which turns any `Io.Timeout` into a
+//! CLOCK_MONOTONIC deadline for the entries that wait (futex, sleep, net, batch).
 const std = @import("std");
 const Io = std.Io;
 const linux = std.os.linux;
 const os = @import("../os/linux.zig");
-const futex = @import("../sched/futex.zig");
 const Executor = @import("../sched/Executor.zig");
 
 /// Converts an `Io.Timeout` to a CLOCK_MONOTONIC deadline; null means no deadline.
@@ -40,27 +40,15 @@ fn clockId(clock: Io.Clock) linux.clockid_t {
     };
 }
 
-pub fn futexWait(userdata: ?*anyopaque, ptr: *const u32, expected: u32, timeout: Io.Timeout) Io.Cancelable!void {
-    _ = userdata;
-    return futex.wait(ptr, expected, deadlineNs(timeout), true);
-}
-
-pub fn futexWaitUncancelable(userdata: ?*anyopaque, ptr: *const u32, expected: u32) void {
-    _ = userdata;
-    futex.wait(ptr, expected, null, false) catch unreachable; // uncancelable
-}
-
-pub fn futexWake(userdata: ?*anyopaque, ptr: *const u32, max_waiters: u32) void {
-    _ = userdata;
-    futex.wake(ptr, max_waiters);
-}
-
 pub fn now(userdata: ?*anyopaque, clock: Io.Clock) Io.Timestamp {
     _ = userdata;
     return .{ .nanoseconds = nowNs(clock) };
 }
 
-pub fn clockResolution(userdata: ?*anyopaque, clock: Io.Clock) Io.Clock.ResolutionError!Io.Duration {
+pub fn clockResolution(
+    userdata: ?*anyopaque,
+    clock: Io.Clock,
+) Io.Clock.ResolutionError!Io.Duration {
     _ = userdata;
     var ts: linux.timespec = undefined;
     return switch (os.errno(linux.clock_getres(clockId(clock), &ts))) {
@@ -100,28 +88,4 @@ pub fn sleep(userdata: ?*anyopaque, timeout: Io.Timeout) Io.Cancelable!void {
         }
         task.prepareWait(true); // a stale wake: keep sleeping
     }
-}
-
-const Csprng = std.Random.DefaultCsprng;
-threadlocal var csprng: ?Csprng = null;
-
-/// A per-thread CSPRNG seeded from the kernel (time and address as a last resort).
-pub fn random(userdata: ?*anyopaque, buffer: []u8) void {
-    if (csprng == null) {
-        @branchHint(.unlikely);
-        var seed: [Csprng.secret_seed_length]u8 = undefined;
-        os.getRandom(&seed) catch {
-            @memset(&seed, 0);
-            std.mem.writeInt(u64, seed[0..8], os.monotonicNs(), .native);
-            std.mem.writeInt(usize, seed[8..][0..@sizeOf(usize)], @intFromPtr(userdata), .native);
-        };
-        csprng = .init(seed);
-    }
-    csprng.?.fill(buffer);
-}
-
-pub fn randomSecure(userdata: ?*anyopaque, buffer: []u8) Io.RandomSecureError!void {
-    _ = userdata;
-    if (Executor.currentTask()) |task| try task.checkCancel();
-    os.getRandom(buffer) catch return error.EntropyUnavailable;
 }

@@ -4,6 +4,8 @@ const std = @import("std");
 const Io = std.Io;
 const task = @import("task.zig");
 const time = @import("time.zig");
+const futex = @import("futex.zig");
+const random = @import("random.zig");
 const net = @import("net.zig");
 const operate = @import("operate.zig");
 const file = @import("file.zig");
@@ -33,9 +35,9 @@ const native = .{
     .{ "recancel", task.recancel },
     .{ "swapCancelProtection", task.swapCancelProtection },
     .{ "checkCancel", task.checkCancel },
-    .{ "futexWait", time.futexWait },
-    .{ "futexWaitUncancelable", time.futexWaitUncancelable },
-    .{ "futexWake", time.futexWake },
+    .{ "futexWait", futex.futexWait },
+    .{ "futexWaitUncancelable", futex.futexWaitUncancelable },
+    .{ "futexWake", futex.futexWake },
     .{ "operate", operate.operate },
     .{ "batchAwaitAsync", batch.batchAwaitAsync },
     .{ "batchAwaitConcurrent", batch.batchAwaitConcurrent },
@@ -43,8 +45,8 @@ const native = .{
     .{ "now", time.now },
     .{ "clockResolution", time.clockResolution },
     .{ "sleep", time.sleep },
-    .{ "random", time.random },
-    .{ "randomSecure", time.randomSecure },
+    .{ "random", random.random },
+    .{ "randomSecure", random.randomSecure },
     .{ "netListenIp", net.netListenIp },
     .{ "netAccept", net.netAccept },
     .{ "netBindIp", net.netBindIp },

@@ -28,7 +28,7 @@ const Barrier = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
-const atomic = @import("atomic.zig");
+const atomic = @import("../os/atomic.zig");
 const WaitQueue = @import("WaitQueue.zig");
 
 state: atomic.Value(State) = .init(.{ .arrived = 0, .generation = 0 }),
@@ -133,4 +133,74 @@ test "Barrier: one party never blocks and always leads" {
     var barrier: Barrier = .init(1);
     for (0..3) |_| try std.testing.expect(try barrier.wait(std.testing.io));
     try std.testing.expectEqual(@as(u16, 3), barrier.state.load(.monotonic).generation);
+}
+
+const Checker = @import("../testing/InterleavingChecker.zig");
+
+/// Three parties pass a `Barrier` twice, now and then uncancelably; their waits are canceled
+/// and wake spuriously at random (a canceled party takes its arrival back and arrives again).
+/// `Barrier` has its own re-arm: a party canceled after its generation opened passes and
+/// re-arms the request. Each generation must have exactly one leader and let every party
+/// through once.
+const BarrierScenario = struct {
+    barrier: Barrier = .init(parties),
+    prng: std.Random.DefaultPrng,
+    passed: [parties]u32 = @splat(0),
+    leaders: u32 = 0,
+
+    const parties = 3;
+    const rounds = 2;
+    pub const rearming_threads = [_]usize{ 0, 1, 2 };
+
+    pub fn init(seed: u64) BarrierScenario {
+        return .{ .prng = .init(seed ^ 0xba77) };
+    }
+
+    pub fn bodies(scenario: *BarrierScenario) [parties]Checker.Body {
+        return .{
+            Checker.bodyOf(party0, scenario),
+            Checker.bodyOf(party1, scenario),
+            Checker.bodyOf(party2, scenario),
+        };
+    }
+
+    fn pass(scenario: *BarrierScenario, io_: Io, index: usize) void {
+        for (0..rounds) |_| {
+            const leader = if (scenario.prng.random().uintLessThan(u32, 4) == 0)
+                scenario.barrier.waitUncancelable(io_)
+            else while (true) {
+                break scenario.barrier.wait(io_) catch |err| {
+                    Checker.noteError(io_, err);
+                    continue; // arrival taken back
+                };
+            };
+            if (leader) scenario.leaders += 1;
+            scenario.passed[index] += 1;
+            Checker.cancelationPoint(io_);
+        }
+    }
+
+    fn party0(scenario: *BarrierScenario, io_: Io) void {
+        scenario.pass(io_, 0);
+    }
+
+    fn party1(scenario: *BarrierScenario, io_: Io) void {
+        scenario.pass(io_, 1);
+    }
+
+    fn party2(scenario: *BarrierScenario, io_: Io) void {
+        scenario.pass(io_, 2);
+    }
+
+    pub fn check(scenario: *BarrierScenario) !void {
+        for (scenario.passed) |passed| try std.testing.expectEqual(@as(u32, rounds), passed);
+        try std.testing.expectEqual(@as(u32, rounds), scenario.leaders);
+        const state = scenario.barrier.state.load(.monotonic);
+        try std.testing.expectEqual(@as(u16, 0), state.arrived);
+        try std.testing.expectEqual(@as(u16, rounds), state.generation);
+    }
+};
+
+test "interleave: Barrier, 1000 seeds: one leader per generation, every cancel seen once" {
+    try Checker.checkSeeds(BarrierScenario);
 }

@@ -30,7 +30,7 @@ const Notify = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
-const atomic = @import("atomic.zig");
+const atomic = @import("../os/atomic.zig");
 const WaitQueue = @import("WaitQueue.zig");
 
 state: atomic.Value(State) = .init(.empty),
@@ -169,4 +169,76 @@ test "Notify: a stored permit is consumed once; several notifies store one" {
     try std.testing.expect(!notify.tryWait());
     notify.notifyAll(std.testing.io); // no waiter: no permit
     try std.testing.expect(!notify.tryWait());
+}
+
+const Checker = @import("../testing/InterleavingChecker.zig");
+
+/// A notifier sends `notifications` notifications through a `Notify`, each only once the one
+/// before was consumed (so none is folded into a stored permit), then one more per waiter,
+/// which tells it to stop. Two waiters wait for them, now and then uncancelably; their waits
+/// are canceled, time out and wake spuriously at random. Each notification must be consumed by
+/// exactly one wait: one handed to a waiter that then reported an error leaves the notifier
+/// waiting (a deadlock), one consumed twice shows in the count.
+const NotifyScenario = struct {
+    notify: Notify = .init,
+    prng: std.Random.DefaultPrng,
+    /// Notifications consumed: the futex word the notifier waits on.
+    consumed: atomic.Value(u32) = .init(0),
+
+    const notifications = 4;
+    const waiters = 2;
+    pub const rearming_threads = [_]usize{ 1, 2 }; // the waiters
+
+    pub fn init(seed: u64) NotifyScenario {
+        return .{ .prng = .init(seed ^ 0x40f1) };
+    }
+
+    pub fn bodies(scenario: *NotifyScenario) [1 + waiters]Checker.Body {
+        return .{
+            Checker.bodyOf(notifier, scenario),
+            Checker.bodyOf(waiter, scenario),
+            Checker.bodyOf(waiter, scenario),
+        };
+    }
+
+    fn notifier(scenario: *NotifyScenario, io_: Io) void {
+        for (0..notifications + waiters) |sent| {
+            scenario.notify.notifyOne(io_);
+            const before: u32 = @intCast(sent);
+            while (scenario.consumed.load(.acquire) == before) {
+                io_.futexWaitUncancelable(u32, &scenario.consumed.raw, before);
+            }
+        }
+    }
+
+    fn waiter(scenario: *NotifyScenario, io_: Io) void {
+        while (true) {
+            if (scenario.prng.random().uintLessThan(u32, 4) == 0) {
+                scenario.notify.waitUncancelable(io_);
+            } else while (true) {
+                const deadline = Checker.maybeDeadline(io_, scenario.prng.random());
+                const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+                scenario.notify.waitTimeout(io_, timeout) catch |err| {
+                    Checker.noteError(io_, err);
+                    continue; // consumed nothing
+                };
+                break;
+            }
+            const index = scenario.consumed.fetchAdd(1, .acq_rel);
+            io_.futexWake(u32, &scenario.consumed.raw, 1);
+            Checker.cancelationPoint(io_);
+            if (index >= notifications) return; // a stop
+        }
+    }
+
+    pub fn check(scenario: *NotifyScenario) !void {
+        const consumed = scenario.consumed.load(.monotonic);
+        try std.testing.expectEqual(@as(u32, notifications + waiters), consumed);
+        try std.testing.expect(!scenario.notify.tryWait()); // no permit left behind
+        try std.testing.expect(scenario.notify.waiters.isEmpty());
+    }
+};
+
+test "interleave: Notify, 1000 seeds: each notification consumed once, every cancel seen once" {
+    try Checker.checkSeeds(NotifyScenario);
 }

@@ -21,7 +21,7 @@ const WaitGroup = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
-const atomic = @import("atomic.zig");
+const atomic = @import("../os/atomic.zig");
 
 state: atomic.Value(u32) = .init(0),
 

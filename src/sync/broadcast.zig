@@ -88,7 +88,7 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const WaitQueue = @import("WaitQueue.zig");
-const atomic = @import("atomic.zig");
+const atomic = @import("../os/atomic.zig");
 
 pub fn Broadcast(comptime T: type) type {
     return struct {
@@ -236,7 +236,9 @@ pub fn Broadcast(comptime T: type) type {
             if (words_per_value == 0) return value;
             const from: *const [words_per_value]Word = @ptrCast(source);
             const to: *[words_per_value]Word = @ptrCast(&value);
-            for (to, from) |*word_to, *word_from| word_to.* = @atomicLoad(Word, word_from, .acquire);
+            for (to, from) |*word_to, *word_from| {
+                word_to.* = @atomicLoad(Word, word_from, .acquire);
+            }
             return value;
         }
 

@@ -421,3 +421,120 @@ test "Channel: model-based fuzz of the non-blocking operations, many seeds" {
         }
     }
 }
+
+const Checker = @import("../testing/InterleavingChecker.zig");
+
+/// Two producers send three values each (retrying a send that was canceled or timed out,
+/// which delivered nothing); the last one closes. Two consumers receive until closed. The
+/// capacity (0, 1 or 2) comes from the seed.
+const ChannelScenario = struct {
+    buffer: [2]u32 = undefined,
+    channel: Channel(u32),
+    prng: std.Random.DefaultPrng,
+    producers_left: u32 = 2,
+    /// How many times each value was sent (send returned success) and received.
+    sent: [values_max]u8 = @splat(0),
+    received: [values_max]u8 = @splat(0),
+    /// Per consumer, the last sequence number seen of each producer (FIFO check).
+    last: [2][2]?u32 = @splat(@splat(null)),
+    order_broken: bool = false,
+
+    const per_producer = 3;
+    const values_max = 2 * per_producer;
+    pub const rearming_threads = [_]usize{ 0, 1, 2, 3 };
+
+    pub fn init(seed: u64) ChannelScenario {
+        var scenario: ChannelScenario = .{ .channel = undefined, .prng = .init(seed ^ 0xc4a2) };
+        const capacity = scenario.prng.random().uintAtMost(usize, 2);
+        scenario.channel = .init(scenario.buffer[0..capacity]);
+        return scenario;
+    }
+
+    pub fn bodies(scenario: *ChannelScenario) [4]Checker.Body {
+        return .{
+            Checker.bodyOf(producer0, scenario),
+            Checker.bodyOf(producer1, scenario),
+            Checker.bodyOf(consumer0, scenario),
+            Checker.bodyOf(consumer1, scenario),
+        };
+    }
+
+    fn produce(scenario: *ChannelScenario, io_: Io, producer: u32) void {
+        for (0..per_producer) |sequence| {
+            const value: u32 = producer * per_producer + @as(u32, @intCast(sequence));
+            while (true) {
+                const deadline = Checker.maybeDeadline(io_, scenario.prng.random());
+                const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+                scenario.channel.sendTimeout(io_, value, timeout) catch |err| switch (err) {
+                    error.Canceled, error.Timeout => {
+                        Checker.noteError(io_, err);
+                        continue; // not delivered
+                    },
+                    error.Closed => unreachable, // closed after both producers
+                };
+                break;
+            }
+            scenario.sent[value] += 1;
+            Checker.cancelationPoint(io_);
+        }
+        scenario.producers_left -= 1;
+        if (scenario.producers_left == 0) scenario.channel.close(io_);
+    }
+
+    fn consume(scenario: *ChannelScenario, io_: Io, consumer: usize) void {
+        while (true) {
+            const deadline = Checker.maybeDeadline(io_, scenario.prng.random());
+            const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+            const value = scenario.channel.recvTimeout(io_, timeout) catch |err| switch (err) {
+                error.Canceled, error.Timeout => {
+                    Checker.noteError(io_, err);
+                    continue; // took nothing
+                },
+                error.Closed => return,
+            };
+            scenario.note(consumer, value);
+            Checker.cancelationPoint(io_);
+        }
+    }
+
+    fn note(scenario: *ChannelScenario, consumer: usize, value: u32) void {
+        scenario.received[value] += 1;
+        const producer = value / per_producer;
+        const sequence = value % per_producer;
+        const last = &scenario.last[consumer][producer];
+        if (last.*) |previous| if (sequence <= previous) {
+            scenario.order_broken = true;
+        };
+        last.* = sequence;
+    }
+
+    fn producer0(scenario: *ChannelScenario, io_: Io) void {
+        scenario.produce(io_, 0);
+    }
+
+    fn producer1(scenario: *ChannelScenario, io_: Io) void {
+        scenario.produce(io_, 1);
+    }
+
+    fn consumer0(scenario: *ChannelScenario, io_: Io) void {
+        scenario.consume(io_, 0);
+    }
+
+    fn consumer1(scenario: *ChannelScenario, io_: Io) void {
+        scenario.consume(io_, 1);
+    }
+
+    pub fn check(scenario: *ChannelScenario) !void {
+        try std.testing.expect(!scenario.order_broken);
+        for (scenario.sent, scenario.received) |sent, received| {
+            try std.testing.expectEqual(@as(u8, 1), sent);
+            try std.testing.expectEqual(@as(u8, 1), received);
+        }
+        const waiting = scenario.channel.waiting();
+        try std.testing.expectEqual(@as(u32, 0), waiting.senders + waiting.receivers);
+    }
+};
+
+test "interleave: Channel, 1000 seeds: every value once, in order, no lost wake-up" {
+    try Checker.checkSeeds(ChannelScenario);
+}

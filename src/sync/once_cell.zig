@@ -22,7 +22,7 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
-const atomic = @import("atomic.zig");
+const atomic = @import("../os/atomic.zig");
 
 pub fn OnceCell(comptime T: type) type {
     return struct {

@@ -23,7 +23,7 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
-const atomic = @import("atomic.zig");
+const atomic = @import("../os/atomic.zig");
 
 pub fn Oneshot(comptime T: type) type {
     return struct {
@@ -155,4 +155,76 @@ test "Oneshot: send then recv, close, tryRecv" {
     var closed: Oneshot(u64) = .init;
     closed.close(io);
     try std.testing.expectError(error.Closed, closed.recv(io));
+}
+
+const Checker = @import("../testing/InterleavingChecker.zig");
+
+/// A sender fills four oneshots in turn (closing one of them instead, on some seeds) while a
+/// receiver takes them in turn; its receives are canceled, time out and wake spuriously at
+/// random (the value then stays for the next try). `Oneshot` has its own re-arm, apart from
+/// `WaitQueue`'s: after a value (or the close) that won the race, and in its withdrawal.
+const OneshotScenario = struct {
+    oneshots: [count]Oneshot(u32) = @splat(.init),
+    prng: std.Random.DefaultPrng,
+    /// The oneshot closed instead of sent, if any.
+    closed: ?usize,
+    received: [count]?u32 = @splat(null),
+    closed_seen: [count]bool = @splat(false),
+
+    const count = 4;
+    pub const rearming_threads = [_]usize{1}; // the receiver
+
+    pub fn init(seed: u64) OneshotScenario {
+        var prng: std.Random.DefaultPrng = .init(seed ^ 0x0e5e);
+        const closed = prng.random().uintLessThan(usize, 2 * count);
+        return .{ .prng = prng, .closed = if (closed < count) closed else null };
+    }
+
+    pub fn bodies(scenario: *OneshotScenario) [2]Checker.Body {
+        return .{ Checker.bodyOf(sender, scenario), Checker.bodyOf(receiver, scenario) };
+    }
+
+    fn sender(scenario: *OneshotScenario, io_: Io) void {
+        for (&scenario.oneshots, 0..) |*oneshot, index| {
+            if (scenario.closed == index) {
+                oneshot.close(io_);
+            } else {
+                oneshot.send(io_, @intCast(index));
+            }
+        }
+    }
+
+    fn receiver(scenario: *OneshotScenario, io_: Io) void {
+        for (&scenario.oneshots, 0..) |*oneshot, index| {
+            while (true) {
+                const deadline = Checker.maybeDeadline(io_, scenario.prng.random());
+                const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+                const value = oneshot.recvTimeout(io_, timeout) catch |err| switch (err) {
+                    error.Canceled, error.Timeout => {
+                        Checker.noteError(io_, err);
+                        continue; // the value, if it comes, stays
+                    },
+                    error.Closed => {
+                        scenario.closed_seen[index] = true;
+                        break;
+                    },
+                };
+                scenario.received[index] = value;
+                break;
+            }
+            Checker.cancelationPoint(io_);
+        }
+    }
+
+    pub fn check(scenario: *OneshotScenario) !void {
+        for (scenario.received, scenario.closed_seen, 0..) |received, closed_seen, index| {
+            try std.testing.expectEqual(scenario.closed == index, closed_seen);
+            const expected: ?u32 = if (closed_seen) null else @intCast(index);
+            try std.testing.expectEqual(expected, received);
+        }
+    }
+};
+
+test "interleave: Oneshot, 1000 seeds: each value received once, every cancel seen once" {
+    try Checker.checkSeeds(OneshotScenario);
 }

@@ -31,7 +31,6 @@
 //! one load to check: those are the floor for a futex lock and flag, and their contended paths
 //! already park the fiber through weft's futex table, so a specialised copy could only match
 //! them (sync_mutex_contended: 12.4 ns against 124.7).
-pub const WaitQueue = @import("WaitQueue.zig");
 pub const Notify = @import("Notify.zig");
 pub const Oneshot = @import("oneshot.zig").Oneshot;
 pub const Channel = @import("channel.zig").Channel;
@@ -50,6 +49,9 @@ pub const Select = select_mod.Select;
 pub const SelectOptions = select_mod.Options;
 const select_mod = @import("select.zig");
 
+/// The queue of waiters every primitive here is built on; not public (a building block).
+const WaitQueue = @import("WaitQueue.zig");
+
 test {
     _ = WaitQueue;
     _ = Notify;
@@ -62,6 +64,5 @@ test {
     _ = @import("once_cell.zig");
     _ = Semaphore;
     _ = RwLock;
-    _ = @import("atomic.zig");
     _ = select_mod;
 }

@@ -837,8 +837,9 @@ fn expectPath(
         if (std.meta.eql(last, wanted)) return;
         try io.sleep(.fromMilliseconds(5), .awake);
     }
-    const name = @tagName(path);
-    std.debug.print("read at {d}: paths taken {any}, not {s}, in 20 tries\n", .{ offset, last, name });
+    std.debug.print("read at {d}: paths taken {any}, not {t}, in 20 tries\n", .{
+        offset, last, path,
+    });
     return error.TestUnexpectedPath;
 }
 

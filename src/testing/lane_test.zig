@@ -588,7 +588,9 @@ test "Lane.Sharded: a burst of calls is dealt out evenly over the shards" {
             var group: Io.Group = .init;
             defer group.cancel(io);
             defer gate.release(); // first, on a failure: an accepted job runs to completion
-            for (0..calls) |_| try group.concurrent(io, shardedGatePassAny, .{ sharded, io, &gate });
+            for (0..calls) |_| {
+                try group.concurrent(io, shardedGatePassAny, .{ sharded, io, &gate });
+            }
             // Every worker is held at the gate by its first job: each call is queued or
             // running on the shard it was dealt to.
             var polls: u32 = 0;
@@ -617,7 +619,11 @@ test "Lane.Sharded: a burst of calls is dealt out evenly over the shards" {
     }.body);
 }
 
-fn shardedKeyedGatePass(sharded: *Lane.Sharded, io: Io, gate: *Gate) (Lane.Error || error{Wrong})!void {
+fn shardedKeyedGatePass(
+    sharded: *Lane.Sharded,
+    io: Io,
+    gate: *Gate,
+) (Lane.Error || error{Wrong})!void {
     if (try sharded.runKeyed(io, 0, .none, Gate.pass, .{ gate, 7 }) != 7) return error.Wrong;
 }
 
@@ -648,7 +654,9 @@ test "Lane.Sharded: an idle shard's worker runs the jobs queued behind a busy sh
             defer gate.release(); // first, on a failure: an accepted job runs to completion
             try waitShape(io, busy, .{ .running = 1, .queued = 0, .waiting = 0 });
             // Key 0: every call is queued on the shard whose one worker is held at the gate.
-            for (0..queued) |_| try group.concurrent(io, shardedKeyedBump, .{ sharded, io, &counter });
+            for (0..queued) |_| {
+                try group.concurrent(io, shardedKeyedBump, .{ sharded, io, &counter });
+            }
             // The other shard's worker takes them all while the gate is still shut (a bounded
             // wait: without stealing they would wait for the gate).
             var polls: u32 = 0;
@@ -724,7 +732,8 @@ test "Lane: executors stop spinning for work while busy lane workers fill every 
     const io = rt.io();
     const scheduler = &rt.state.scheduler;
     try testing.expect(scheduler.searchMaySpin()); // no lane work: the search spins
-    const lane = try Lane.init(testing.allocator, .{ .threads = scheduler.cpus, .queue_limit = 64 });
+    const lane =
+        try Lane.init(testing.allocator, .{ .threads = scheduler.cpus, .queue_limit = 64 });
     defer lane.deinit(io);
     var gate: Gate = .{};
     var group: Io.Group = .init;

@@ -107,7 +107,7 @@ test "netLookup: names from the hosts file, by alias, family and case" {
     var hosts: TempFile = .{};
     try hosts.create(rt.io(), hosts_contents);
     defer hosts.deinit(rt.io());
-    rt.state.options.resolver.hosts_path = hosts.path;
+    rt.state.resolver.hosts_path = hosts.path;
     const io = rt.io();
 
     const both = try resolve(io, "DB", null);
@@ -146,7 +146,7 @@ test "netLookup: HostName.connect reaches a name from the hosts file" {
     var hosts: TempFile = .{};
     try hosts.create(rt.io(), hosts_contents);
     defer hosts.deinit(rt.io());
-    rt.state.options.resolver.hosts_path = hosts.path;
+    rt.state.resolver.hosts_path = hosts.path;
     const io = rt.io();
     const loopback: net.IpAddress = .{ .ip4 = .loopback(0) };
     var server = try loopback.listen(io, .{});
@@ -488,7 +488,7 @@ fn withResponder(
     var conf: TempFile = .{};
     try conf.create(io, options.resolv_conf);
     defer conf.deinit(io);
-    rt.state.options.resolver.resolv_conf_path = conf.path;
+    rt.state.resolver.resolv_conf_path = conf.path;
     var responder = try bindResponder(io, options.tcp);
     defer responder.socket.close(io);
     defer responder.tcp.close(io);
@@ -618,7 +618,8 @@ test "netLookup: a truncated UDP reply is asked again over TCP, both queries on 
             try testing.expectEqual(@as(usize, 1), responder.tcp_connections.load(.monotonic));
             try responder.received.wait(io);
             try responder.received.wait(io);
-            try testing.expectEqual(@as(usize, 2), responder.queries.load(.monotonic)); // A and AAAA, over UDP
+            // A and AAAA, over UDP.
+            try testing.expectEqual(@as(usize, 2), responder.queries.load(.monotonic));
 
             // Over 512 bytes of answers; the record the truncated reply held is not used.
             const big4 = try resolve(io, "big.test", .ip4);
@@ -663,7 +664,8 @@ test "netLookup: use-vc asks over TCP only" {
             const found = try resolve(io, "tcponly.test", null);
             try testing.expect(found.len == 1 and found.has("10.0.0.9"));
             try responder.closed.wait(io);
-            try testing.expectEqual(@as(usize, 0), responder.queries.load(.monotonic)); // nothing over UDP
+            // Nothing over UDP.
+            try testing.expectEqual(@as(usize, 0), responder.queries.load(.monotonic));
             try testing.expectError(error.UnknownHostName, resolve(io, "nx.test", .ip4));
             try responder.closed.wait(io);
         }
@@ -692,7 +694,11 @@ fn openFileCount() !usize {
             }
             if (!linux.S.ISSOCK(stat.mode)) {
                 if (!fd_test.isProcfs(fd)) count.others += 1;
-            } else if (std.mem.indexOfScalar(u64, count.socket_inodes[0..count.sockets], stat.ino) == null) {
+            } else if (std.mem.indexOfScalar(
+                u64,
+                count.socket_inodes[0..count.sockets],
+                stat.ino,
+            ) == null) {
                 // Bounded: far more sockets than a lookup test opens.
                 if (count.sockets == count.socket_inodes.len) return error.Unexpected;
                 count.socket_inodes[count.sockets] = stat.ino;

@@ -20,9 +20,10 @@ pub const Limitation = enum {
 
     fn reason(limitation: Limitation) []const u8 {
         return switch (limitation) {
-            .io_uring => "qemu-user: no io_uring, io_uring_setup is ENOSYS (tools/qemu/io_uring.zig)",
-            .madv_guard => "qemu-user: MADV_GUARD_INSTALL is ignored, so fiber stacks have no guard " ++
-                "page to fault on (tools/qemu/madv_guard.zig)",
+            .io_uring => "qemu-user: no io_uring, io_uring_setup is ENOSYS " ++
+                "(tools/qemu/io_uring.zig)",
+            .madv_guard => "qemu-user: MADV_GUARD_INSTALL is ignored, so fiber stacks have no " ++
+                "guard page to fault on (tools/qemu/madv_guard.zig)",
             .map_shared_validate => "qemu-user: mmap with MAP_SHARED_VALIDATE is EINVAL " ++
                 "(tools/qemu/map_shared_validate.zig)",
             .execveat => "qemu-user: no execveat, ENOSYS (tools/qemu/execveat.zig)",

@@ -1,13 +1,13 @@
-//! Behaviour of `weft.Registry(T)` on weft: stale and unknown ids, the waiter limit, FIFO
-//! order, cancelation and deadlines in line, nested transactions (Deadlock), destroy with
-//! waiters, teardown on destroy and on shutdown (held or not), and exclusive access under
-//! contention from fibers and plain threads. No timed assertions: tests wait for registry states (a resource held, n callers in
-//! line), never for time. Holding transactions block on an `Io.Event` the test sets.
+//! Behaviour of `weft.Registry(T)` on weft: stale and unknown ids, the waiter limit, FIFO order,
+//! cancelation and deadlines in line, nested transactions (Deadlock), destroy with waiters,
+//! teardown on destroy and on shutdown (held or not), and exclusive access under contention from
+//! fibers and plain threads. No timed assertions: tests wait for registry states (a resource held,
+//! n callers in line), never for time. Holding transactions block on an `Io.Event` the test sets.
 const std = @import("std");
 const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
-const Registry = @import("../lanes/Registry.zig").Registry;
+const Registry = @import("../sync/Registry.zig").Registry;
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});

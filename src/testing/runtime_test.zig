@@ -315,7 +315,8 @@ test "Runtime: futex mismatch returns at once, timeout returns normally" {
                 .raw = .fromMilliseconds(2),
                 .clock = .awake,
             } });
-            try testing.expect(start.durationTo(Io.Clock.awake.now(io)).nanoseconds >= 2 * std.time.ns_per_ms);
+            const slept = start.durationTo(Io.Clock.awake.now(io));
+            try testing.expect(slept.nanoseconds >= 2 * std.time.ns_per_ms);
         }
     }.body);
 }
@@ -398,7 +399,9 @@ test "Runtime: std Mutex shared by fibers and foreign threads loses no update or
             var mutex: Io.Mutex = .init;
             var total: u64 = 0;
             var threads: [2]std.Thread = undefined;
-            for (&threads) |*t| t.* = try std.Thread.spawn(.{}, threadLocker, .{ io, &mutex, &total });
+            for (&threads) |*t| {
+                t.* = try std.Thread.spawn(.{}, threadLocker, .{ io, &mutex, &total });
+            }
             var group: Io.Group = .init;
             for (0..4) |_| try group.concurrent(io, fiberLocker, .{ io, &mutex, &total });
             try group.await(io);
@@ -421,7 +424,9 @@ test "Runtime: std Queue with several producers loses nothing" {
             var buffer: [4]u32 = undefined;
             var queue: Io.Queue(u32) = .init(&buffer);
             var group: Io.Group = .init;
-            for (0..4) |p| try group.concurrent(io, producer, .{ io, &queue, @as(u32, @intCast(p)) * 1000 });
+            for (0..4) |p| {
+                try group.concurrent(io, producer, .{ io, &queue, @as(u32, @intCast(p)) * 1000 });
+            }
             var sum: u64 = 0;
             for (0..2000) |_| sum += try queue.getOne(io);
             try group.await(io);
@@ -439,7 +444,12 @@ test "Runtime: timers fire in deadline order" {
     // five tasks can take longer than that, so there they are 40 ms apart.
     const scale: u32 = if (builtin.sanitize_thread) 20 else 1;
     try withOneExecutor(struct {
-        fn order(io: Io, delay_ms: u32, log: *std.ArrayList(u32), mutex: *Io.Mutex) Io.Cancelable!void {
+        fn order(
+            io: Io,
+            delay_ms: u32,
+            log: *std.ArrayList(u32),
+            mutex: *Io.Mutex,
+        ) Io.Cancelable!void {
             try io.sleep(.fromMilliseconds(delay_ms * scale), .awake);
             try mutex.lock(io);
             defer mutex.unlock(io);
@@ -450,7 +460,9 @@ test "Runtime: timers fire in deadline order" {
             var log: std.ArrayList(u32) = .initBuffer(&storage);
             var mutex: Io.Mutex = .init;
             var group: Io.Group = .init;
-            for ([_]u32{ 9, 3, 7, 1, 5 }) |ms| try group.concurrent(io, order, .{ io, ms, &log, &mutex });
+            for ([_]u32{ 9, 3, 7, 1, 5 }) |ms| {
+                try group.concurrent(io, order, .{ io, ms, &log, &mutex });
+            }
             try group.await(io);
             try testing.expectEqualSlices(u32, &.{ 1, 3, 5, 7, 9 }, log.items);
         }
@@ -463,7 +475,8 @@ test "Runtime: sleeping past a deadline on the real clock" {
             const start = Io.Clock.awake.now(io);
             const deadline = Io.Clock.real.now(io).addDuration(.fromMilliseconds(3));
             try (Io.Clock.Timestamp{ .raw = deadline, .clock = .real }).wait(io);
-            try testing.expect(start.durationTo(Io.Clock.awake.now(io)).nanoseconds >= 2 * std.time.ns_per_ms);
+            const waited = start.durationTo(Io.Clock.awake.now(io));
+            try testing.expect(waited.nanoseconds >= 2 * std.time.ns_per_ms);
             try (Io.Timeout{ .none = {} }).sleep(io); // 0.16: returns at once
         }
     }.body);

@@ -9,7 +9,7 @@ const Runtime = @import("../Runtime.zig");
 const Executor = @import("../sched/Executor.zig");
 const os = @import("../os/linux.zig");
 const net = Io.net;
-const RunDelay = @import("../sched/RunDelay.zig");
+const RunDelay = @import("../contention/RunDelay.zig");
 const Scheduler = @import("../sched/Scheduler.zig");
 const weft_config = @import("../config.zig");
 
@@ -63,14 +63,18 @@ test "scheduler: a token passed around 32 tasks, 96,000 wakes across executors, 
             fn body(io: Io) !void {
                 var ring: TokenRing = .{ .laps = 3_000 * stressScale() };
                 var group: Io.Group = .init;
-                for (0..ring_tasks) |index| try group.concurrent(io, TokenRing.member, .{ &ring, io, index });
+                for (0..ring_tasks) |index| {
+                    try group.concurrent(io, TokenRing.member, .{ &ring, io, index });
+                }
                 // Start the token: task 0 receives its first one.
                 _ = ring.turn[0].fetchAdd(1, .release);
                 io.futexWake(u32, &ring.turn[0].raw, 1);
                 try group.await(io);
                 // Task 0 got one token per lap plus the last lap's return trip.
                 try testing.expectEqual(ring.laps + 1, ring.turn[0].load(.acquire));
-                for (ring.turn[1..]) |*turn| try testing.expectEqual(ring.laps, turn.load(.acquire));
+                for (ring.turn[1..]) |*turn| {
+                    try testing.expectEqual(ring.laps, turn.load(.acquire));
+                }
             }
         }.body);
     }
@@ -88,7 +92,9 @@ const Tree = struct {
         defer _ = tree.finished.fetchAdd(1, .monotonic);
         if (depth == 0) return 1;
         var futures: [8]Io.Future(u64) = undefined;
-        for (futures[0..fanout]) |*future| future.* = io.async(node, .{ tree, io, depth - 1, fanout });
+        for (futures[0..fanout]) |*future| {
+            future.* = io.async(node, .{ tree, io, depth - 1, fanout });
+        }
         var leaves: u64 = 0;
         for (futures[0..fanout]) |*future| leaves += future.await(io);
         return leaves;
@@ -151,7 +157,8 @@ test "scheduler: 2,000 tasks blocked four ways are canceled by their group, each
                     var group: Io.Group = .init;
                     const before = storm.started.load(.monotonic);
                     for (0..100) |kind| {
-                        try group.concurrent(io, CancelStorm.blocker, .{ &storm, io, @as(u32, @intCast(kind)) });
+                        const arguments = .{ &storm, io, @as(u32, @intCast(kind)) };
+                        try group.concurrent(io, CancelStorm.blocker, arguments);
                     }
                     // Cancel every other round at once (tasks may still be queued or
                     // switching), the others once every task is blocked.
@@ -164,7 +171,8 @@ test "scheduler: 2,000 tasks blocked four ways are canceled by their group, each
                 }
                 try testing.expectEqual(@as(u32, 0), storm.completed.load(.monotonic));
                 // A task canceled before it ran never starts, so only started ones count.
-                try testing.expectEqual(storm.started.load(.monotonic), storm.canceled.load(.monotonic));
+                const started = storm.started.load(.monotonic);
+                try testing.expectEqual(started, storm.canceled.load(.monotonic));
             }
         }.body);
     }
@@ -181,7 +189,10 @@ test "scheduler: stacks freed on another executor are reused, not mapped anew" {
     const rounds = 50 * stressScale();
     for (0..rounds) |_| {
         var group: Io.Group = .init;
-        for (0..100) |kind| try group.concurrent(io, CancelStorm.blocker, .{ &storm, io, @as(u32, @intCast(kind)) });
+        for (0..100) |kind| {
+            const arguments = .{ &storm, io, @as(u32, @intCast(kind)) };
+            try group.concurrent(io, CancelStorm.blocker, arguments);
+        }
         group.cancel(io);
     }
     try testing.expectEqual(@as(u32, 0), storm.completed.load(.monotonic));
@@ -229,7 +240,9 @@ test "scheduler: a foreign thread wakes 16 tasks 2,000 times each across executo
             defer testing.allocator.destroy(foreign);
             foreign.* = .{ .rounds = 2_000 * stressScale() };
             var group: Io.Group = .init;
-            for (0..Foreign.tasks) |index| try group.concurrent(io, Foreign.waiter, .{ foreign, io, index });
+            for (0..Foreign.tasks) |index| {
+                try group.concurrent(io, Foreign.waiter, .{ foreign, io, index });
+            }
             const thread = try std.Thread.spawn(.{}, Foreign.driver, .{ foreign, io });
             try group.await(io);
             thread.join();
@@ -271,8 +284,9 @@ test "scheduler: 64 ping-pong pairs over std.Io.Queue, every reply in order" {
                 pair.* = .{};
                 pair.ping = .init(&pair.ping_buffer);
                 pair.pong = .init(&pair.pong_buffer);
-                futures[2 * i] = try io.concurrent(pingPong, .{ io, &pair.ping, &pair.pong, rounds });
-                futures[2 * i + 1] = try io.concurrent(pongPing, .{ io, &pair.ping, &pair.pong, rounds });
+                const arguments = .{ io, &pair.ping, &pair.pong, rounds };
+                futures[2 * i] = try io.concurrent(pingPong, arguments);
+                futures[2 * i + 1] = try io.concurrent(pongPing, arguments);
             }
             for (&futures) |*future| try future.await(io);
         }
@@ -307,8 +321,9 @@ test "scheduler: pinned mode spreads tasks round robin and never migrates them" 
 // ------------------------------------------------------------------------ options
 
 test "scheduler: executor counts out of range are InvalidOptions" {
-    try testing.expectError(error.InvalidOptions, Runtime.init(testing.allocator, .{ .executors = 0 }));
-    try testing.expectError(error.InvalidOptions, Runtime.init(testing.allocator, .{ .executors = 100_000 }));
+    const gpa = testing.allocator;
+    try testing.expectError(error.InvalidOptions, Runtime.init(gpa, .{ .executors = 0 }));
+    try testing.expectError(error.InvalidOptions, Runtime.init(gpa, .{ .executors = 100_000 }));
 }
 
 // ------------------------------------------------------------------------ retiring executors
@@ -529,7 +544,7 @@ test "scheduler: a lone executor sleeps at once while other threads want every C
     const executor = &rt.state.scheduler.executors[0];
     // A closed sampler answers "no idle CPU", as a machine with more runnable threads than
     // CPUs would (this test runs on executor 0's own thread, the sampler's owner).
-    executor.runnable.close();
+    executor.runnable_count.close();
     const polls_alone_before = executor.polls_alone;
     _ = try shortSleepsBlocked(&rt, 10);
     // Not one poll of the search's spin: every sleep blocked at once, unless its timer was

@@ -1141,18 +1141,3 @@ test "Server.http.WithMetrics: /metrics is the worker runtime's Prometheus text"
     }.body);
     _ = try running.finish();
 }
-
-test "Server.raiseFdLimit: lifts a lowered soft RLIMIT_NOFILE to the hard limit" {
-    var saved: linux.rlimit = undefined;
-    try testing.expectEqual(@as(usize, 0), linux.getrlimit(.NOFILE, &saved));
-    defer _ = linux.setrlimit(.NOFILE, &saved);
-    if (saved.max < 512) return os.skipTest(@src(), "hard fd limit under 512");
-    const lowered: linux.rlimit = .{ .cur = 256, .max = saved.max };
-    try testing.expectEqual(@as(usize, 0), linux.setrlimit(.NOFILE, &lowered));
-    const limit = Server.raiseFdLimit();
-    try testing.expectEqual(@as(u64, saved.max), limit.hard);
-    try testing.expectEqual(limit.hard, limit.soft);
-    var now: linux.rlimit = undefined;
-    try testing.expectEqual(@as(usize, 0), linux.getrlimit(.NOFILE, &now));
-    try testing.expectEqual(saved.max, now.cur);
-}

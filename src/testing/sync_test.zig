@@ -692,7 +692,7 @@ fn overrunRace(io: Io) !void {
     }
 }
 
-test "Broadcast: receivers racing a sender that overruns the ring see no torn value; values and lag add up" {
+test "Broadcast: receivers racing an overrunning sender see no torn value; values and lag add up" {
     try withRuntime(overrunRace);
     var threaded: Io.Threaded = .init(testing.allocator, .{});
     defer threaded.deinit();

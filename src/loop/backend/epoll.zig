@@ -76,7 +76,9 @@ pub fn submit(backend: *EpollBackend, completion: *Completion) void {
     }
     const fd = completion.op.fd();
     const dup_rc = linux.dup(fd);
-    if (os.errno(dup_rc) != .SUCCESS) return backend.finish(completion, -@as(i32, @intFromEnum(os.errno(dup_rc))));
+    if (os.errno(dup_rc) != .SUCCESS) {
+        return backend.finish(completion, -@as(i32, @intFromEnum(os.errno(dup_rc))));
+    }
     const watched: os.fd_t = @intCast(dup_rc);
     var event: linux.epoll_event = .{
         .events = interest(completion.op) | linux.EPOLL.ONESHOT,
@@ -186,7 +188,8 @@ pub fn poll(backend: *EpollBackend, timeout_ns: ?u64, reaped: *Completion.Queue)
         switch (completion.op) {
             .poll => backend.finish(completion, @intCast(event.events)),
             .read, .write => backend.perform(completion),
-            .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable, // handled by `retry`
+            // Handled by `retry`.
+            .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable,
             .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable,
             .mkdirat, .symlinkat, .linkat, .waitid => unreachable, // never submitted here
         }
@@ -219,10 +222,14 @@ fn wait(backend: *EpollBackend, timeout_ns: ?u64) usize {
         else => |e| std.debug.panic("weft: epoll_pwait2 failed: {t}", .{e}),
     }
     const timeout_ms: i32 = if (timeout_ns) |ns|
-        @intCast(@min(std.math.divCeil(u64, ns, std.time.ns_per_ms) catch unreachable, std.math.maxInt(i32)))
+        @intCast(@min(
+            std.math.divCeil(u64, ns, std.time.ns_per_ms) catch unreachable,
+            std.math.maxInt(i32),
+        ))
     else
         -1;
-    const fallback_rc = linux.epoll_wait(backend.epoll_fd, &backend.events, backend.events.len, timeout_ms);
+    const fallback_rc =
+        linux.epoll_wait(backend.epoll_fd, &backend.events, backend.events.len, timeout_ms);
     return switch (os.errno(fallback_rc)) {
         .SUCCESS => fallback_rc,
         .INTR => 0,

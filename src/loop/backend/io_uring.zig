@@ -137,7 +137,8 @@ fn probeSupported(ring: *linux.IoUring) std.EnumSet(Completion.Op.Tag) {
             .symlinkat => .SYMLINKAT,
             .linkat => .LINKAT,
             .waitid => .WAITID,
-            .read, .write, .poll, .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable, // above
+            .read, .write, .poll => unreachable, // above
+            .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable, // above
         };
         if (probe) |p| if (p.is_supported(opcode)) supported.insert(tag);
     }
@@ -188,7 +189,10 @@ fn enter(backend: *IoUringBackend, timeout_ns: ?u64, wait: bool) void {
     var arg: linux.io_uring_getevents_arg = .{ .sigmask = 0, .sigmask_sz = 0, .pad = 0, .ts = 0 };
     if (wait) {
         if (timeout_ns) |ns| {
-            ts = .{ .sec = @intCast(ns / std.time.ns_per_s), .nsec = @intCast(ns % std.time.ns_per_s) };
+            ts = .{
+                .sec = @intCast(ns / std.time.ns_per_s),
+                .nsec = @intCast(ns % std.time.ns_per_s),
+            };
             arg.ts = @intFromPtr(&ts);
         }
         flags |= linux.IORING_ENTER_EXT_ARG;

@@ -1,6 +1,8 @@
-//! The one door through which weft.sync touches atomics and thread locks (STYLE.md habit 14,
-//! after Tokio's `loom` shim): `Value(T)` (std's atomic value) and `Lock` (the short internal
-//! lock of the primitives, `os/SpinLock.zig`).
+//! The one door through which the scheduler (task states, the futex table, the run and
+//! injection queues), the lanes and weft.sync touch atomics and thread locks (STYLE.md habit
+//! 14, after Tokio's `loom` shim): `Value(T)` (std's atomic value) and `Lock` (the short
+//! internal lock of the primitives, `os/SpinLock.zig`). It sits in `os/`, below every layer
+//! that uses it, so that the interleaving checker can reach code in any of them.
 //!
 //! Production builds get std's types themselves, so the generated code is the same as if the
 //! primitives used them directly. Test builds (`builtin.is_test`) get look-alikes with the same
@@ -18,7 +20,7 @@
 //! futex, cancelation and clock entries it controls.
 const std = @import("std");
 const builtin = @import("builtin");
-const SpinLock = @import("../os/SpinLock.zig");
+const SpinLock = @import("SpinLock.zig");
 
 /// Whether the shim is in place (test builds only).
 pub const checked = builtin.is_test;
@@ -121,6 +123,11 @@ fn CheckedValue(comptime T: type) type {
         pub fn fetchAnd(self: *Self, operand: T, comptime order: Order) T {
             step();
             return @atomicRmw(T, &self.raw, .And, operand, order);
+        }
+
+        pub fn fetchMax(self: *Self, operand: T, comptime order: Order) T {
+            step();
+            return @atomicRmw(T, &self.raw, .Max, operand, order);
         }
     };
 }

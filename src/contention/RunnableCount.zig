@@ -14,7 +14,7 @@
 //!
 //! One per executor, used only by its own thread. Where the file cannot be read, the answer is
 //! always "no idle CPU" (the executor sleeps at once, as before the poll existed).
-const Runnable = @This();
+const RunnableCount = @This();
 
 const std = @import("std");
 const assert = std.debug.assert;
@@ -29,19 +29,19 @@ checked_ns: u64 = 0,
 count: ?u32 = null,
 
 /// Opens `/proc/loadavg`; `cpus` is the process's CPU count (`Scheduler.cpus`).
-pub fn open(cpus: u32) Runnable {
+pub fn open(cpus: u32) RunnableCount {
     assert(cpus > 0);
     return .{ .fd = os.openSampled("/proc/loadavg") orelse return .{}, .cpus = cpus };
 }
 
-pub fn close(runnable: *Runnable) void {
+pub fn close(runnable: *RunnableCount) void {
     if (runnable.fd) |fd| os.closeFd(fd);
     runnable.fd = null;
 }
 
 /// Whether, at the last sample, no more threads were runnable than the process has CPUs
 /// (the caller, which is running, among them): polling on ours then keeps no one waiting.
-pub fn idleCpuLikely(runnable: *Runnable, now_ns: u64) bool {
+pub fn idleCpuLikely(runnable: *RunnableCount, now_ns: u64) bool {
     const count = runnable.sample(now_ns) orelse return false;
     return count <= runnable.cpus;
 }
@@ -49,13 +49,13 @@ pub fn idleCpuLikely(runnable: *Runnable, now_ns: u64) bool {
 /// Whether, at the last sample, fewer threads were runnable than the process has CPUs (the
 /// caller among them): a thread woken now would likely find a CPU of its own, rather than
 /// take one from whoever runs there (another process, as `ab` on the other core).
-pub fn spareCpuLikely(runnable: *Runnable, now_ns: u64) bool {
+pub fn spareCpuLikely(runnable: *RunnableCount, now_ns: u64) bool {
     const count = runnable.sample(now_ns) orelse return false;
     return count < runnable.cpus;
 }
 
 /// The runnable count, read again if the last read is a window old.
-fn sample(runnable: *Runnable, now_ns: u64) ?u32 {
+fn sample(runnable: *RunnableCount, now_ns: u64) ?u32 {
     const fd = runnable.fd orelse return null;
     if (now_ns -| runnable.checked_ns < config.run_delay_window_ns) return runnable.count;
     runnable.checked_ns = now_ns;
@@ -75,14 +75,14 @@ fn parseRunnable(text: []const u8) ?u32 {
 
 const testing = std.testing;
 
-test "Runnable: parses /proc/loadavg" {
+test "RunnableCount: parses /proc/loadavg" {
     try testing.expectEqual(@as(?u32, 3), parseRunnable("0.74 0.98 0.92 3/345 12345\n"));
     try testing.expectEqual(@as(?u32, null), parseRunnable("0.74 0.98 0.92\n"));
     try testing.expectEqual(@as(?u32, null), parseRunnable("0.74 0.98 0.92 x/345 1\n"));
 }
 
-test "Runnable: samples at most once per window and answers from the sample in between" {
-    var runnable: Runnable = .open(2);
+test "RunnableCount: samples at most once per window and answers from the sample in between" {
+    var runnable: RunnableCount = .open(2);
     defer runnable.close();
     if (runnable.fd == null) return os.skipTest(@src(), "no /proc/loadavg");
     // This thread is running: the count is at least 1.
@@ -105,8 +105,8 @@ test "Runnable: samples at most once per window and answers from the sample in b
     try testing.expect(runnable.count.? >= 1);
 }
 
-test "Runnable: without the file, never an idle CPU" {
-    var runnable: Runnable = .{};
+test "RunnableCount: without the file, never an idle CPU" {
+    var runnable: RunnableCount = .{};
     try testing.expect(!runnable.idleCpuLikely(config.run_delay_window_ns));
     try testing.expect(!runnable.spareCpuLikely(config.run_delay_window_ns));
 }

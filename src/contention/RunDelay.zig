@@ -4,7 +4,7 @@
 //!
 //! An executor out of work spins searching for a while before it sleeps (`Executor.search`),
 //! which pays only while a CPU would otherwise stay idle (Go's rule). The scheduler sees its
-//! own executors and the lanes' workers (sched/cpu_demand.zig), but not other processes. An
+//! own executors and the lanes' workers (contention/cpu_demand.zig), but not other processes. An
 //! HTTP server with 2 executors on 2 cores, sharing them with its load generator, spun its
 //! searches on the CPU the client needed: its threads waited for a CPU a third of the time and
 //! were preempted 3,000 times a second, so a connection whose completion sat in a preempted
@@ -74,7 +74,10 @@ pub fn sample(run_delay: *RunDelay, now_ns: u64) ?Contention {
     const contended_before = run_delay.contended_windows;
     run_delay.update(now_ns, delay_ns);
     if (run_delay.contended_windows == contended_before) return null;
-    return .{ .quiet_until_ns = run_delay.quiet_until_ns, .since_ns = run_delay.contended_since_ns.? };
+    return .{
+        .quiet_until_ns = run_delay.quiet_until_ns,
+        .since_ns = run_delay.contended_since_ns.?,
+    };
 }
 
 /// Whether spinning is allowed by this thread's own measurements.
