@@ -333,8 +333,8 @@ test "weft-serve: --help and -h ask for the usage; good arguments parse" {
     try std.testing.expect(args.pinned);
     try std.testing.expect(!args.metrics);
     const timed = (try parse(&.{
-        "--metrics", "--mode", "single", "--port", "1", "--body-timeout", "1.5",
-        "--request-timeout", "30", "--metrics",
+        "--metrics",         "--mode", "single",    "--port", "1", "--body-timeout", "1.5",
+        "--request-timeout", "30",     "--metrics",
     }, &misuse)).serve;
     try std.testing.expect(timed.metrics);
     try std.testing.expectEqual(1_500 * std.time.ns_per_ms, timed.body_timeout_ns);

@@ -57,8 +57,7 @@ test "weft: the public API is exactly the documented list" {
             "Options",        "InitError", "executors_max", "stack_size_bytes_min",
             "init",           "deinit",    "io",            "compute",
             "computeThreads", "metrics",   "metricsOf",     "backend",
-            "executorCount",
-            "yield",
+            "executorCount",  "yield",
         });
         // Not `WaitQueue`, the building block of the primitives.
         expectPublic(sync, &.{

@@ -794,6 +794,7 @@ fn expectBlocks(bytes: []const u8, first: usize) !void {
 }
 
 test "fs: a cached read is answered at once, an evicted one takes the async path, same bytes" {
+    try qemu.skipUnderQemu(.nowait, @src());
     try withRuntime(struct {
         fn body(io: Io) !void {
             var tmp: TmpDir = try .init(io);
@@ -888,6 +889,7 @@ test "fs: short reads at end of file, cached and evicted; errors keep their name
 }
 
 test "fs: a refused RWF_NOWAIT falls back to the async path; ENOSYS is remembered" {
+    try qemu.skipUnderQemu(.nowait, @src());
     try withRuntime(struct {
         fn body(io: Io) !void {
             var tmp: TmpDir = try .init(io);
@@ -965,6 +967,7 @@ fn regularOpensTry() bool {
 }
 
 test "fs: cached opens are made at once; refused or uncached ones take the async path" {
+    try qemu.skipUnderQemu(.nowait, @src());
     try withRuntime(struct {
         fn body(io: Io) !void {
             var tmp: TmpDir = try .init(io);

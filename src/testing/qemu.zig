@@ -17,6 +17,8 @@ pub const Limitation = enum {
     map_shared_validate,
     /// `execveat` is ENOSYS: `spawnPath` and `replacePath` cannot run.
     execveat,
+    /// `preadv2` and `openat2` are ENOSYS: the file fast path always falls back.
+    nowait,
 
     fn reason(limitation: Limitation) []const u8 {
         return switch (limitation) {
@@ -27,6 +29,8 @@ pub const Limitation = enum {
             .map_shared_validate => "qemu-user: mmap with MAP_SHARED_VALIDATE is EINVAL " ++
                 "(tools/qemu/map_shared_validate.zig)",
             .execveat => "qemu-user: no execveat, ENOSYS (tools/qemu/execveat.zig)",
+            .nowait => "qemu-user: no preadv2 or openat2, ENOSYS, so no read or open takes " ++
+                "the fast path (tools/qemu/nowait.zig)",
         };
     }
 };
