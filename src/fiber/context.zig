@@ -110,8 +110,16 @@ pub fn finish(stack_top: usize) void {
     if (!sanitized) return;
     const frame = startFrame(stack_top);
     const fiber = frame.sanitizer.?; // prepared, and finished only once
-    assert(fiber != tsan.__tsan_get_current_fiber());
+    const current = tsan.__tsan_get_current_fiber();
+    assert(fiber != current);
     frame.sanitizer = null;
+    // TSan's runtime (LLVM 21, as bundled with Zig 0.16) leaves a fiber's trace head
+    // uninitialized until the fiber records its first event, and destroying a fiber that never
+    // recorded one walks that garbage: a fiber prepared and never run (an executor's idle
+    // fiber, a task refused at `tasks_max`) crashed TSan builds in `Runtime.deinit`. Making
+    // the fiber current for an instant, with a synchronizing switch, records an event.
+    tsan.__tsan_switch_to_fiber(fiber, 0);
+    tsan.__tsan_switch_to_fiber(current, 0);
     tsan.__tsan_destroy_fiber(fiber);
 }
 
