@@ -76,6 +76,7 @@ test {
     _ = @import("contention/RunnableCount.zig");
     _ = @import("contention/cpu_demand.zig");
     _ = @import("fiber/context.zig");
+    _ = @import("fiber/frames.zig");
     _ = @import("fiber/stack.zig");
     _ = @import("fs/syscall.zig");
     _ = @import("intrusive.zig");
