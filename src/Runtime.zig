@@ -22,6 +22,7 @@ const config = @import("config.zig");
 const os = @import("os/linux.zig");
 const os_thread = @import("os/thread.zig");
 const Executor = @import("sched/Executor.zig");
+const LiveTasks = @import("sched/LiveTasks.zig");
 const Scheduler = @import("sched/Scheduler.zig");
 const ThreadWaiter = @import("sched/Waiter.zig").ThreadWaiter;
 const Loop = @import("loop/Loop.zig");
@@ -77,6 +78,8 @@ pub const Options = struct {
 pub const executors_max = config.executors_max;
 /// `Options.stack_size_bytes` at least (and a multiple of the page size).
 pub const stack_size_bytes_min = config.stack_size_bytes_min;
+/// The longest task name `setName` keeps, in bytes.
+pub const task_name_bytes_max = config.task_name_bytes_max;
 
 pub const InitError = error{
     /// `Options` asked for something weft does not do (no executor or more than
@@ -96,9 +99,10 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     errdefer gpa.destroy(state);
     const executors = try gpa.alloc(Executor, executors_count);
     errdefer gpa.free(executors);
+    var tasks: LiveTasks = try .init(options.tasks_max);
+    errdefer tasks.deinit();
     state.* = .{
         .gpa = gpa,
-        .tasks_max = options.tasks_max,
         .resolver = options.resolver,
         .scheduler = .{
             .gpa = gpa,
@@ -107,6 +111,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
             .contention_policy = options.cpu_contention,
             .cpus = CpuLane.cpusAvailable(),
             .main_task = .{ .executor = &executors[0], .home = &executors[0], .kind = .main },
+            .tasks = tasks,
             .hooks = &state.hooks,
             .hooks_context = state,
             .started_ns = os.monotonicNs(),
@@ -117,6 +122,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     };
     errdefer state.process.deinit();
     const scheduler = &state.scheduler;
+    scheduler.tasks.addMain(&scheduler.main_task, os.monotonicCoarseNs());
     try scheduler.idle.ensureTotalCapacity(gpa, executors_count);
     errdefer scheduler.idle.deinit(gpa);
     const executor_options: Executor.Options = .{
@@ -213,12 +219,13 @@ pub fn deinit(rt: Runtime) void {
     stopWorkers(scheduler);
     // Counted only now: a group member wakes its awaiter before it frees itself, and may
     // still be doing so on another executor until that executor stopped.
-    const tasks_live = state.tasks_live.load(.acquire);
+    const tasks_live = scheduler.tasks.live.load(.acquire);
     if (tasks_live != 0) std.debug.panic("weft: Runtime.deinit with {d} tasks still alive: " ++
         "await or cancel every future, and await or cancel every group, first", .{tasks_live});
     // Only now that every executor thread stopped may any pool unmap its slabs.
     for (scheduler.executors) |*executor| executor.deinit();
     scheduler.idle.deinit(gpa);
+    scheduler.tasks.deinit();
     gpa.free(scheduler.executors);
     state.process.deinit();
     gpa.destroy(state);
@@ -251,10 +258,11 @@ pub fn computeThreads(rt: Runtime) u32 {
 /// time until `deinit`; stops nothing and allocates nothing.
 pub fn metrics(rt: Runtime) Metrics {
     const state = rt.state;
+    const tasks = &state.scheduler.tasks;
     return .collect(
         &state.scheduler,
-        state.tasks_live.load(.monotonic),
-        state.tasks_live_peak.load(.monotonic),
+        tasks.live.load(.monotonic),
+        tasks.live_peak.load(.monotonic),
     );
 }
 
@@ -300,4 +308,17 @@ pub fn yield(io_any: Io) Io.Cancelable!void {
     // A request that arrived while the task waited in a queue is delivered now, as after any
     // other point where it parked.
     try running.checkCancel();
+}
+
+/// Names the running task, for task dumps (`dumpTasks`): `weft.Runtime.setName(io, "conn
+/// 10.0.0.7:5123")`. A name longer than `task_name_bytes_max` bytes is cut to it (a NUL byte
+/// ends it too), not refused; an empty name removes it. The name is the task's until it ends or
+/// names itself again. Never blocks, never allocates, not a cancelation point.
+///
+/// A no-op outside a weft task: on a thread weft does not run, or when `io` is not a weft
+/// runtime's (such as `std.Io.Threaded`'s), so code handed any `Io` may call it.
+pub fn setName(io_any: Io, name: []const u8) void {
+    if (io_any.vtable != &vtable_mod.vtable) return;
+    const task = Executor.currentTask() orelse return;
+    task.executor.scheduler.tasks.setName(task, name);
 }

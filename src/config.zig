@@ -117,6 +117,26 @@ pub const spin_before_yield_max = 128;
 /// enough that a waiter whose holder parked wastes little.
 pub const handoff_spins_max = 64;
 
+/// Longest task name (`Runtime.setName`): longer names are cut to it. With the task's id, birth
+/// time and sequence count it fills one 64-byte entry of the runtime's task table
+/// (sched/LiveTasks.zig): "conn [2001:db8::1]:65535" fits, a full IPv6 address does not.
+pub const task_name_bytes_max = 32;
+
+/// Slots of a runtime's task table at most, whatever `Runtime.Options.tasks_max` says: the
+/// table is one mapping of 64 bytes per slot, reserved at init and committed only where
+/// touched, so this bounds its address space (4 GiB). 64M tasks would need 256 GiB for their
+/// stacks' first pages alone.
+pub const task_slots_max = 1 << 26;
+
+/// Tasks a dump copies while it holds the task table's lock, before it lets go to write them
+/// out (src/TaskDump.zig): spawns and ends wait for it meanwhile, each copy being a few loads
+/// and a stack walk of about a microsecond per page of stack.
+pub const task_dump_batch_max = 8;
+
+/// Return addresses kept per task in a dump: a parked weft task is usually 10-25 frames deep,
+/// from its function down to the switch.
+pub const task_dump_frames_max = 48;
+
 /// Stack of an executor's thread (virtual; committed when touched). Its idle context runs there:
 /// the search loop, timer expiry and I/O completion callbacks, never a task.
 pub const executor_thread_stack_size_bytes = 256 * 1024;
@@ -320,4 +340,7 @@ comptime {
     assert(cpu_lane_queue_limit_default > 0 and cpu_lane_waiters_max_default > 0);
     assert(registry_waiters_max_default > 0);
     assert(pool_spill_stacks > 0 and pool_spill_stacks <= pool_free_max); // a spill leaves some
+    assert(task_name_bytes_max % 8 == 0); // written and read as words (sched/LiveTasks.zig)
+    assert(task_slots_max < std.math.maxInt(u32)); // slots are u32, maxInt ends the free list
+    assert(task_dump_batch_max >= 1 and task_dump_frames_max >= 4);
 }

@@ -57,7 +57,7 @@ test "weft: the public API is exactly the documented list" {
             "Options",        "InitError", "executors_max", "stack_size_bytes_min",
             "init",           "deinit",    "io",            "compute",
             "computeThreads", "metrics",   "metricsOf",     "backend",
-            "executorCount",  "yield",
+            "executorCount",  "yield",     "setName",       "task_name_bytes_max",
         });
         // Not `WaitQueue`, the building block of the primitives.
         expectPublic(sync, &.{
@@ -97,6 +97,7 @@ test {
     _ = @import("os/atomic.zig");
     _ = @import("os/linux.zig");
     _ = @import("os/thread.zig");
+    _ = @import("sched/LiveTasks.zig");
     _ = @import("sched/RunQueue.zig");
     _ = @import("sched/Scheduler.zig");
     _ = @import("sched/Task.zig");

@@ -131,6 +131,11 @@ started: bool = false,
 steal_buffer: [RunQueue.len_max / 2]*Task = undefined,
 /// For `weft.Metrics`; the loop counts its operations (`Loop.Counters`).
 counters: Counters = .{},
+/// `os.monotonicCoarseNs` as of this executor's last poll of its loop (at least every
+/// `config.dispatches_per_poll` dispatches, and after every sleep): the birth time of the
+/// tasks created here (sched/LiveTasks.zig), without a clock read per spawn. Own thread only.
+/// Late by the time since that poll, which a task that runs long without switching stretches.
+clock_coarse_ns: u64 = 0,
 
 /// What an executor counts (os/Counter.zig): written by its own thread unless marked shared.
 pub const Counters = struct {
@@ -209,6 +214,7 @@ pub fn start(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
     // alone in its runtime, or the one left when the others retire (it never does).
     if (executor.scheduler.executors.len > 1) executor.run_delay = .open(os.monotonicNs());
     if (executor.index == 0) executor.runnable_count = .open(executor.scheduler.cpus);
+    executor.clock_coarse_ns = os.monotonicCoarseNs();
     errdefer executor.run_delay.close();
     errdefer executor.runnable_count.close();
     if (executor.index == 0) {
@@ -640,7 +646,8 @@ fn enter(executor: *Executor, task: *Task) void {
     assert(!task.on_cpu.load(.monotonic));
     assert(task.home == null or task.home == executor);
     task.on_cpu.store(true, .monotonic);
-    task.executor = executor;
+    // Atomic (a plain store on every target): a task dump reads it from another thread.
+    @atomicStore(*Executor, &task.executor, executor, .monotonic);
     executor.current = task;
     executor.counters.resumed.increment();
 }
@@ -688,7 +695,8 @@ fn prepareContext(executor: *Executor, task: *Task) void {
     _ = executor;
     assert(!task.context_ready);
     context.prepare(&task.context, task.stack.?.top(), &taskEntry, task);
-    task.context_ready = true;
+    // Atomic, as `enter`'s store of `executor`: a task dump reads it.
+    @atomicStore(bool, &task.context_ready, true, .monotonic);
 }
 
 /// Acquires a stack now, for `concurrent`, which must fail rather than wait for one. Its memory
@@ -955,6 +963,7 @@ fn pollIo(executor: *Executor, block: bool) void {
         _ = executor.loop.poll(timeout_ns);
     }
     if (block) executor.loop.sleeping.store(false, .monotonic);
+    executor.clock_coarse_ns = os.monotonicCoarseNs();
     executor.expireTimers();
     executor.notifyAfterPoll();
 }

@@ -59,6 +59,7 @@ const Counter = @import("../os/Counter.zig");
 const Executor = @import("Executor.zig");
 const RunDelay = @import("../contention/RunDelay.zig");
 const Task = @import("Task.zig");
+const LiveTasks = @import("LiveTasks.zig");
 const cpu_demand = @import("../contention/cpu_demand.zig");
 const stack_mod = @import("../fiber/stack.zig");
 
@@ -113,6 +114,8 @@ spawned_elsewhere: Counter.Shared = .{},
 started_ns: u64 = 0,
 /// The thread that called `Runtime.init`, adopted as a task of executor 0.
 main_task: Task,
+/// Every live task, the main one included: ids, names, birth times (see LiveTasks.zig).
+tasks: LiveTasks,
 hooks: *const Executor.Hooks,
 hooks_context: *anyopaque,
 
@@ -444,6 +447,7 @@ fn testScheduler(executors: []Executor) Scheduler {
         .cpus = @intCast(executors.len),
         .pinned = false,
         .main_task = undefined,
+        .tasks = undefined,
         .hooks = undefined,
         .hooks_context = undefined,
     };

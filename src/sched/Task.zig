@@ -101,6 +101,9 @@ timer_fired: atomic.Value(bool) = .init(false),
 /// The node this task occupies in a futex queue while it waits on one.
 futex_node: futex.Node = undefined,
 
+/// The task's slot in its scheduler's `LiveTasks` (id, name, age), set when it is added there.
+slot: u32 = 0,
+
 pub const allocation_align = 64;
 pub const awaiter_finished: usize = 2;
 

@@ -15,14 +15,12 @@ const Task = @import("../sched/Task.zig");
 const Blocking = @import("../fs/Blocking.zig");
 const lookup = @import("../net/lookup.zig");
 const CpuLane = @import("../lanes/CpuLane.zig");
-const Metrics = @import("../Metrics.zig");
+const os = @import("../os/linux.zig");
 const ProcessState = @import("ProcessState.zig");
 const vtable_mod = @import("vtable.zig");
 const task_io = @import("task.zig");
 
 gpa: std.mem.Allocator,
-/// `Runtime.Options.tasks_max`: live tasks at most.
-tasks_max: usize,
 /// `Runtime.Options.resolver`: where `netLookup` finds the hosts file, resolv.conf and name
 /// servers.
 resolver: lookup.Config,
@@ -31,9 +29,6 @@ scheduler: Scheduler,
 blocking: Blocking,
 /// The environment, the stderr lock, `/dev/null`, the SIGPIPE handler.
 process: ProcessState,
-tasks_live: std.atomic.Value(usize) = .init(0),
-/// For `weft.Metrics`: the highest `tasks_live` seen.
-tasks_live_peak: std.atomic.Value(usize) = .init(0),
 hooks: Executor.Hooks = .{ .run = &runTask },
 /// The lane `Runtime.compute` runs on; started on its first call.
 cpu: CpuLane,
@@ -51,8 +46,9 @@ fn fieldOffsetMax(offset: usize, alignment: std.mem.Alignment) usize {
     return offset + alignment.toByteUnits() - 1;
 }
 
-/// Allocates a task (not yet started, no stack yet). Fails when `tasks_max` is reached or
-/// memory is short; callers then run the function inline or report ConcurrencyUnavailable.
+/// Allocates a task (not yet started, no stack yet) and adds it to the scheduler's live tasks,
+/// which gives it its id. Fails when `tasks_max` is reached or memory is short; callers then
+/// run the function inline or report ConcurrencyUnavailable.
 pub fn createTask(
     state: *State,
     kind: Task.Kind,
@@ -61,16 +57,11 @@ pub fn createTask(
     result_len: usize,
     result_alignment: std.mem.Alignment,
 ) error{ConcurrencyUnavailable}!*Task {
-    const live = state.tasks_live.fetchAdd(1, .monotonic) + 1;
-    if (live > state.tasks_max) {
-        _ = state.tasks_live.fetchSub(1, .monotonic);
-        return error.ConcurrencyUnavailable;
-    }
-    // A locked instruction only when a new peak is reached.
-    if (Metrics.enabled and live > state.tasks_live_peak.load(.monotonic)) {
-        _ = state.tasks_live_peak.fetchMax(live, .monotonic);
-    }
-    errdefer _ = state.tasks_live.fetchSub(1, .monotonic);
+    const scheduler = &state.scheduler;
+    const tasks = &scheduler.tasks;
+    // A first look without the lock, so that a runtime at its ceiling refuses without
+    // allocating; `add` decides.
+    if (tasks.live.load(.monotonic) >= tasks.tasks_max) return error.ConcurrencyUnavailable;
     const context_end = fieldOffsetMax(@sizeOf(Task), context_alignment) + context.len;
     const len = fieldOffsetMax(context_end, result_alignment) + result_len;
     if (len > std.math.maxInt(u32)) return error.ConcurrencyUnavailable;
@@ -81,9 +72,9 @@ pub fn createTask(
     const result_address = result_alignment.forward(context_address + context.len);
     assert(result_address + result_len <= base + len);
     const task: *Task = @ptrCast(allocation.ptr);
-    const scheduler = &state.scheduler;
+    const here = scheduler.executorOfThread();
     task.* = .{
-        .executor = scheduler.executorOfThread() orelse &scheduler.executors[0],
+        .executor = here orelse &scheduler.executors[0],
         .kind = kind,
         .allocation_len = @intCast(allocation.len),
         .context_offset = @intCast(context_address - base),
@@ -91,6 +82,11 @@ pub fn createTask(
         .result_len = @intCast(result_len),
     };
     @memcpy(allocation[task.context_offset..][0..context.len], context);
+    const created_ns = if (here) |executor| executor.clock_coarse_ns else os.monotonicCoarseNs();
+    if (!tasks.add(task, created_ns)) {
+        state.gpa.free(allocation);
+        return error.ConcurrencyUnavailable;
+    }
     return task;
 }
 
@@ -124,8 +120,9 @@ pub fn destroyUnstarted(state: *State, task: *Task) void {
 pub fn destroyTask(state: *State, task: *Task) void {
     assert(task.stack == null);
     assert(task.timer_place == .none);
+    // First: no walker of the live tasks may find it once it is freed.
+    state.scheduler.tasks.remove(task);
     state.gpa.free(task.allocation());
-    _ = state.tasks_live.fetchSub(1, .monotonic);
 }
 
 /// Makes a new task runnable: see `Scheduler.start`.
