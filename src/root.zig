@@ -142,4 +142,5 @@ test {
     _ = @import("testing/server_test.zig");
     _ = @import("testing/sync_test.zig");
     _ = @import("testing/tidy_test.zig");
+    _ = @import("wait_reason.zig");
 }

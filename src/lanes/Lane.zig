@@ -82,6 +82,7 @@ const Lock = @import("../os/Mutex.zig");
 const os = @import("../os/linux.zig");
 const os_thread = @import("../os/thread.zig");
 const cpu_demand = @import("../contention/cpu_demand.zig");
+const wait_reason = @import("../wait_reason.zig");
 
 gpa: std.mem.Allocator,
 options: Options,
@@ -573,12 +574,16 @@ pub fn wait(lane: *Lane, io: Io, job: *Job, deadline_initial: ?Io.Clock.Timestam
         const code = job.completion.load(.acquire);
         if (code != pending) return outcome(code);
         const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
-        io.futexWaitTimeout(u32, &job.completion.raw, pending, timeout) catch |err| switch (err) {
+        // A task dump then says the caller waits for this lane, not for a futex.
+        wait_reason.label(.lane, @intFromPtr(lane));
+        const waited = io.futexWaitTimeout(u32, &job.completion.raw, pending, timeout);
+        wait_reason.unlabel();
+        waited catch |err| switch (err) {
             error.Canceled => {
                 if (lane.withdraw(job)) return error.Canceled;
                 lane.countCanceledAfterAcceptance();
                 // Accepted: the job borrows our memory, so wait for it, then re-arm.
-                const code_final = waitUncancelable(io, job);
+                const code_final = lane.waitUncancelable(io, job);
                 io.recancel();
                 return outcome(code_final);
             },
@@ -604,11 +609,13 @@ fn pollCompletion(job: *Job, spin_ns: u64) ?u32 {
     }
 }
 
-fn waitUncancelable(io: Io, job: *Job) u32 {
+fn waitUncancelable(lane: *Lane, io: Io, job: *Job) u32 {
     while (true) {
         const code = job.completion.load(.acquire);
         if (code != pending) return code;
+        wait_reason.label(.lane, @intFromPtr(lane));
         io.futexWaitUncancelable(u32, &job.completion.raw, pending);
+        wait_reason.unlabel();
     }
 }
 

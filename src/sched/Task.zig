@@ -42,6 +42,7 @@ const Executor = @import("Executor.zig");
 const Waiter = @import("Waiter.zig").Waiter;
 const futex = @import("futex.zig");
 const Timers = @import("Timers.zig");
+const WaitReason = @import("../wait_reason.zig").WaitReason;
 
 context: fiber_context.Context = undefined,
 /// The executor running the task or, while it is parked, the one that ran it last. Written by
@@ -101,6 +102,10 @@ timer_fired: atomic.Value(bool) = .init(false),
 /// The node this task occupies in a futex queue while it waits on one.
 futex_node: futex.Node = undefined,
 
+/// What the task waits for while `wait_state` says it waits (a `WaitReason`), written by the
+/// task itself in `prepareWait`, before `wait_state` publishes the wait; read by task dumps.
+/// Stale while the task runs or is ready: readers look at `wait_state` first.
+wait_reason: atomic.Value(u64) = .init(0),
 /// The task's slot in its scheduler's `LiveTasks` (id, name, age), set when it is added there.
 slot: u32 = 0,
 
@@ -132,9 +137,11 @@ pub fn resultBytes(task: *Task) []u8 {
     return task.allocation()[task.result_offset..][0..task.result_len];
 }
 
-/// Announces that the task is about to park. Must precede registering in any wait queue.
-pub fn prepareWait(task: *Task, cancelable: bool) void {
+/// Announces that the task is about to park, waiting for `reason`. Must precede registering in
+/// any wait queue.
+pub fn prepareWait(task: *Task, cancelable: bool, reason: WaitReason) void {
     assert(task.wait_state.load(.monotonic) == .running);
+    task.noteReason(reason);
     const can_cancel = cancelable and task.cancel_protection == .unblocked;
     // seq_cst pairs with `requestCancel`: either the requester sees `waiting_cancelable`
     // and wakes us, or we see its request here and wake ourselves.
@@ -148,11 +155,24 @@ pub fn prepareWait(task: *Task, cancelable: bool) void {
 /// after a release store on ARMv8) and then calls `recheckCancel`: the lock orders the store
 /// before that load, as the seq_cst store of `prepareWait` would, without a second locked
 /// instruction on the path of every fiber hand-off.
-pub fn announceWait(task: *Task, cancelable: bool) bool {
+pub fn announceWait(task: *Task, cancelable: bool, reason: WaitReason) bool {
     assert(task.wait_state.load(.monotonic) == .running);
+    task.noteReason(reason);
     const can_cancel = cancelable and task.cancel_protection == .unblocked;
     task.wait_state.store(if (can_cancel) .waiting_cancelable else .waiting, .release);
     return can_cancel;
+}
+
+/// Relaxed: the store of `wait_state` that follows (release or stronger) publishes it to a
+/// dump that reads that state with acquire.
+fn noteReason(task: *Task, reason: WaitReason) void {
+    assert(reason.kind != .none);
+    task.wait_reason.store(@bitCast(reason), .monotonic);
+}
+
+/// What the task waits for, as far as a reader on another thread can tell: see `wait_reason`.
+pub fn waitReason(task: *const Task) WaitReason {
+    return @bitCast(task.wait_reason.load(.monotonic));
 }
 
 /// The second half of `prepareWait`, after the caller's lock (see `announceWait`): either a

@@ -15,10 +15,13 @@ const Executor = @import("Executor.zig");
 const waiter_mod = @import("Waiter.zig");
 const Waiter = waiter_mod.Waiter;
 const ThreadWaiter = waiter_mod.ThreadWaiter;
+const wait_reason = @import("../wait_reason.zig");
+const WaitReason = wait_reason.WaitReason;
 
 pub const Node = struct {
     address: usize,
-    waiter: Waiter,
+    /// `Waiter.encode`d: one word, where the union took two (eight bytes of every `Task`).
+    waiter: usize,
     prev: ?*Node = null,
     next: ?*Node = null,
     linked: bool = false,
@@ -84,14 +87,16 @@ fn waitTask(
     deadline_ns: ?u64,
     cancelable: bool,
 ) Io.Cancelable!void {
+    // Taken first, so that no return path leaves it for another wait on this thread.
+    const reason = wait_reason.takeLabel() orelse WaitReason.at(.futex, @intFromPtr(ptr));
     if (cancelable) try task.checkCancel();
     const bucket = bucketOf(@intFromPtr(ptr));
     const node = &task.futex_node;
-    node.* = .{ .address = @intFromPtr(ptr), .waiter = .{ .task = task } };
+    node.* = .{ .address = @intFromPtr(ptr), .waiter = Waiter.encode(.{ .task = task }) };
 
     // Announced before the lock, whose swap orders it before the cancel check below: one
     // locked instruction per wait instead of two (they are most of a fiber hand-off's cost).
-    const can_cancel = task.announceWait(cancelable);
+    const can_cancel = task.announceWait(cancelable, reason);
     bucket.mutex.lock();
     atomic.step();
     if (@atomicLoad(u32, ptr, .acquire) != expected) {
@@ -138,14 +143,17 @@ fn waitTask(
             return;
         }
         // A stale wake: wait again.
-        task.prepareWait(cancelable);
+        task.prepareWait(cancelable, reason);
         bucket.mutex.unlock();
     }
 }
 
 fn waitThread(ptr: *const u32, expected: u32, deadline_ns: ?u64) void {
     var thread: ThreadWaiter = .{};
-    var node: Node = .{ .address = @intFromPtr(ptr), .waiter = .{ .thread = &thread } };
+    var node: Node = .{
+        .address = @intFromPtr(ptr),
+        .waiter = Waiter.encode(.{ .thread = &thread }),
+    };
     const bucket = bucketOf(@intFromPtr(ptr));
     bucket.mutex.lock();
     atomic.step();
@@ -183,13 +191,13 @@ pub fn wake(ptr: *const u32, waiters_max: u32) void {
         // what this loop read). Woken first, it sees `linked` true and waits for our lock.
         // A thread: unlink, then wake, the last touch: it returns as soon as it is woken,
         // and its node lives on its stack.
-        switch (node.waiter) {
+        const waiter = Waiter.decode(node.waiter);
+        switch (waiter) {
             .task => {
-                node.waiter.wake();
+                waiter.wake();
                 bucket.unlink(node);
             },
             .thread, .callback => {
-                const waiter = node.waiter;
                 bucket.unlink(node);
                 waiter.wake();
             },

@@ -25,6 +25,7 @@ const Completion = @import("../loop/Completion.zig");
 const nonblocking = @import("../loop/nonblocking.zig");
 const Executor = @import("Executor.zig");
 const Task = @import("Task.zig");
+const WaitReason = @import("../wait_reason.zig").WaitReason;
 
 pub const Error = error{
     /// The task's cancelation was requested and the operation stopped before completing.
@@ -92,9 +93,15 @@ fn performOnLoop(task: *Task, op: Completion.Op, deadline_ns: ?u64) Error!i32 {
     const home_before = task.home;
     assert(home_before == null or home_before == executor);
     task.home = executor;
-    task.prepareWait(true);
+    // For `waitid`, which has no descriptor, the process it waits for.
+    const fd_or_pid = switch (op) {
+        .waitid => |waitid| waitid.pid,
+        else => op.fd(),
+    };
+    const reason: WaitReason = .io(@intFromEnum(std.meta.activeTag(op)), fd_or_pid);
+    task.prepareWait(true, reason);
     executor.loop.submit(&pending.completion);
-    const interruption = wait(task, &pending);
+    const interruption = wait(task, &pending, reason);
     assert(task.executor == executor);
     task.home = home_before;
     Executor.stopTimer(task);
@@ -115,7 +122,7 @@ fn performOnLoop(task: *Task, op: Completion.Op, deadline_ns: ?u64) Error!i32 {
 
 /// Parks until the operation's callback ran; cancels the operation first when the timer fires
 /// or a cancel request arrives. Returns what interrupted it, if anything.
-fn wait(task: *Task, pending: *Pending) Interruption {
+fn wait(task: *Task, pending: *Pending, reason: WaitReason) Interruption {
     const executor = task.executor;
     var interruption: Interruption = .none;
     while (true) {
@@ -131,6 +138,6 @@ fn wait(task: *Task, pending: *Pending) Interruption {
             if (interruption != .none) executor.loop.cancel(&pending.completion);
         }
         // After a cancel the callback is near: wait for it uncancelably.
-        task.prepareWait(interruption == .none);
+        task.prepareWait(interruption == .none, reason);
     }
 }

@@ -10,6 +10,7 @@ const waiter_mod = @import("../sched/Waiter.zig");
 const Waiter = waiter_mod.Waiter;
 const ThreadWaiter = waiter_mod.ThreadWaiter;
 const Mutex = @import("../os/Mutex.zig");
+const WaitReason = @import("../wait_reason.zig").WaitReason;
 
 const State = @import("State.zig");
 
@@ -99,7 +100,8 @@ fn awaitFuture(state: *State, child: *Task, result: []u8, cancel_first: bool) vo
 /// (as std.Io.Threaded does); if the child does not acknowledge it, it is re-armed on us.
 fn awaitFromTask(me: *Task, child: *Task) void {
     var forwarded = false;
-    me.prepareWait(true);
+    const reason: WaitReason = .at(.await, @intFromPtr(child));
+    me.prepareWait(true, reason);
     const waiter = Waiter.encode(.{ .task = me });
     if (child.awaiter.cmpxchgStrong(0, waiter, .acq_rel, .acquire)) |previous| {
         assert(previous == Task.awaiter_finished);
@@ -114,7 +116,7 @@ fn awaitFromTask(me: *Task, child: *Task) void {
             forwarded = true;
             child.requestCancel();
         }
-        me.prepareWait(!forwarded);
+        me.prepareWait(!forwarded, reason);
         if (child.awaiter.load(.acquire) == Task.awaiter_finished) {
             me.abandonWait();
             break;
@@ -246,7 +248,8 @@ fn waitGroup(state: *State, group: *Io.Group, cancel_members: bool) Io.Cancelabl
     while (group_state.running > 0) {
         if (me) |task| {
             group_state.awaiter = .{ .task = task };
-            task.prepareWait(!cancel_members and !canceled_awaiter);
+            const reason: WaitReason = .at(.group, @intFromPtr(group_state));
+            task.prepareWait(!cancel_members and !canceled_awaiter, reason);
             group_state.mutex.unlock();
             task.park();
             group_state.mutex.lock();

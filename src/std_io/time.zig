@@ -5,6 +5,7 @@ const Io = std.Io;
 const linux = std.os.linux;
 const os = @import("../os/linux.zig");
 const Executor = @import("../sched/Executor.zig");
+const WaitReason = @import("../wait_reason.zig").WaitReason;
 
 /// Converts an `Io.Timeout` to a CLOCK_MONOTONIC deadline; null means no deadline.
 /// The clock is read only when there is a deadline: untimed futex waits (every contended
@@ -69,7 +70,8 @@ pub fn sleep(userdata: ?*anyopaque, timeout: Io.Timeout) Io.Cancelable!void {
     };
     try task.checkCancel();
     if (deadline <= os.monotonicNs()) return;
-    task.prepareWait(true);
+    const reason: WaitReason = .sleep(deadline);
+    task.prepareWait(true, reason);
     Executor.startTimer(task, deadline) catch {
         // No memory for the timer: sleep on the thread rather than fail the sleep.
         task.abandonWait();
@@ -86,6 +88,6 @@ pub fn sleep(userdata: ?*anyopaque, timeout: Io.Timeout) Io.Cancelable!void {
             Executor.stopTimer(task);
             return task.checkCancel();
         }
-        task.prepareWait(true); // a stale wake: keep sleeping
+        task.prepareWait(true, reason); // a stale wake: keep sleeping
     }
 }

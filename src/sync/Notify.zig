@@ -35,7 +35,7 @@ const WaitQueue = @import("WaitQueue.zig");
 
 state: atomic.Value(State) = .init(.empty),
 lock: WaitQueue.Lock = .{},
-waiters: WaitQueue = .empty,
+waiters: WaitQueue = .of(.notify),
 
 pub const init: Notify = .{};
 
@@ -117,7 +117,7 @@ pub fn waitUncancelable(notify: *Notify, io: Io) void {
     if (notify.tryWait()) return;
     var node: WaitQueue.Node = .{};
     if (!notify.enqueue(&node)) return;
-    const code = WaitQueue.waitUncancelable(&node, io);
+    const code = notify.waiters.waitUncancelable(&node, io);
     assert(code == notified);
 }
 

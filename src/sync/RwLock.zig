@@ -59,7 +59,7 @@ const WaitQueue = @import("WaitQueue.zig");
 
 state: atomic.Value(u32) = .init(0),
 lock_internal: WaitQueue.Lock = .{},
-waiters: WaitQueue = .empty,
+waiters: WaitQueue = .of(.rwlock),
 
 pub const init: RwLock = .{};
 
@@ -168,7 +168,7 @@ fn lockSlow(rw: *RwLock, io: Io, mode: Mode, deadline: ?Io.Clock.Timestamp) Lock
 fn lockSlowUncancelable(rw: *RwLock, io: Io, mode: Mode) void {
     var waiter: Waiter = .{ .mode = mode };
     if (!rw.enqueue(&waiter)) return;
-    assert(WaitQueue.waitUncancelable(&waiter.node, io) == handed);
+    assert(rw.waiters.waitUncancelable(&waiter.node, io) == handed);
     rw.assertHeld(mode);
 }
 

@@ -32,7 +32,7 @@ const WaitQueue = @import("WaitQueue.zig");
 
 state: atomic.Value(u32),
 lock: WaitQueue.Lock = .{},
-waiters: WaitQueue = .empty,
+waiters: WaitQueue = .of(.semaphore),
 
 /// Free permits at most.
 pub const permits_max = queued - 1;
@@ -78,7 +78,7 @@ pub fn acquireUncancelable(semaphore: *Semaphore, io: Io) void {
     if (semaphore.tryAcquire()) return;
     var node: WaitQueue.Node = .{};
     if (!semaphore.enqueue(&node)) return;
-    assert(WaitQueue.waitUncancelable(&node, io) == handed);
+    assert(semaphore.waiters.waitUncancelable(&node, io) == handed);
 }
 
 fn acquireDeadline(

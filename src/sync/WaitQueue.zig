@@ -66,14 +66,22 @@ const Io = std.Io;
 const atomic = @import("../os/atomic.zig");
 const config = @import("../config.zig");
 const Executor = @import("../sched/Executor.zig");
+const wait_reason = @import("../wait_reason.zig");
 /// The short internal lock of the primitives (never held across a park); see atomic.zig.
 pub const Lock = atomic.Lock;
 
 head: ?*Node = null,
 tail: ?*Node = null,
 len: u32 = 0,
+/// What a task dump says its waiters wait for (with the queue's address).
+kind: wait_reason.Kind = .sync,
 
 pub const empty: WaitQueue = .{};
+
+/// An empty queue whose waiters a task dump shows as waiting for `kind`.
+pub fn of(kind: wait_reason.Kind) WaitQueue {
+    return .{ .kind = kind };
+}
 
 /// The code of a node still waiting; every completion code differs from it.
 pub const pending: u32 = 0;
@@ -249,7 +257,10 @@ pub fn wait(
         const code = node.state.load(.acquire);
         if (code != pending) return code;
         const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
-        io.futexWaitTimeout(u32, &node.state.raw, pending, timeout) catch |err| switch (err) {
+        wait_reason.label(queue.kind, @intFromPtr(queue));
+        const waited = io.futexWaitTimeout(u32, &node.state.raw, pending, timeout);
+        wait_reason.unlabel();
+        waited catch |err| switch (err) {
             error.Canceled => return queue.withdraw(lock, io, node, error.Canceled),
         };
         if (deadline) |d| {
@@ -260,13 +271,16 @@ pub fn wait(
     }
 }
 
-/// Parks uncancelably and without a deadline until `node` is completed; returns its code.
-pub fn waitUncancelable(node: *Node, io: Io) u32 {
+/// Parks uncancelably and without a deadline until `node` (pushed on this queue) is
+/// completed; returns its code.
+pub fn waitUncancelable(queue: *const WaitQueue, node: *Node, io: Io) u32 {
     if (spinWhilePending(&node.state)) |code| return code;
     while (true) {
         const code = node.state.load(.acquire);
         if (code != pending) return code;
+        wait_reason.label(queue.kind, @intFromPtr(queue));
         io.futexWaitUncancelable(u32, &node.state.raw, pending);
+        wait_reason.unlabel();
     }
 }
 

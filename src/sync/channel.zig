@@ -52,8 +52,8 @@ pub fn Channel(comptime T: type) type {
         head: usize = 0,
         len: usize = 0,
         closed: bool = false,
-        senders: WaitQueue = .empty,
-        receivers: WaitQueue = .empty,
+        senders: WaitQueue = .of(.channel_send),
+        receivers: WaitQueue = .of(.channel_recv),
 
         /// The type of the values carried.
         pub const Item = T;

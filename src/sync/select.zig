@@ -65,6 +65,7 @@ const atomic = @import("../os/atomic.zig");
 const WaitQueue = @import("WaitQueue.zig");
 const Channel = @import("channel.zig").Channel;
 const Task = @import("../sched/Task.zig");
+const wait_reason = @import("../wait_reason.zig");
 const waiter_mod = @import("../sched/Waiter.zig");
 // A `.future` arm must know that the future is one of weft's tasks before it reads the task's
 // awaiter slot (weft.sync sits above std_io for this, and for Registry's caller check).
@@ -476,7 +477,10 @@ fn Runner(comptime Arms: type, comptime S: type) type {
                 const value = word.load(.acquire);
                 if (value != WaitQueue.pending) return value;
                 const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
-                io.futexWaitTimeout(u32, &word.raw, WaitQueue.pending, timeout) catch |err| {
+                wait_reason.label(.select, @intFromPtr(word));
+                const waited = io.futexWaitTimeout(u32, &word.raw, WaitQueue.pending, timeout);
+                wait_reason.unlabel();
+                waited catch |err| {
                     switch (err) {
                         error.Canceled => {},
                     }
