@@ -8,14 +8,16 @@
 //! the chain.
 //!
 //! A parked fiber may be resumed by its executor while another thread walks its stack, and its
-//! stack may even end and be reused: the walk then reads frames that change under it. So every
-//! record is copied with `os.readOwnMemory` (`process_vm_readv` on our own process), which
-//! reports an unmapped or guard page instead of faulting, and the chain must climb: each frame
-//! pointer above the last, 16-byte aligned (the three ABIs align every frame to 16), within
-//! `climb_bytes_max` of the first. A walk that raced with a resume yields a wrong trace, never
-//! a crash. Rejected: loading the records directly within the stack's bounds, which are safe to
-//! read (slabs stay mapped until the runtime ends) but are not known for the main task, whose
-//! stack is its thread's, and which a racing reader cannot read from `Task.stack` atomically.
+//! stack may even end and be reused: the walk then reads frames that change under it. So the
+//! stack is copied with `os.readOwnMemory` (`process_vm_readv` on our own process), which
+//! reports an unmapped or guard page instead of faulting, into the caller's window (a page
+//! holds most of a parked task's frames: one syscall per task or two), and the chain must
+//! climb: each frame pointer above the last, 16-byte aligned (the three ABIs align every frame
+//! to 16), within `climb_bytes_max` of the first. A walk that raced with a resume yields a
+//! wrong trace, never a crash. Rejected: loading the records directly within the stack's
+//! bounds, which are safe to read (slabs stay mapped until the runtime ends) but are not known
+//! for the main task, whose stack is its thread's, and which a racing reader cannot read from
+//! `Task.stack` atomically.
 //!
 //! Builds that omit frame pointers (ReleaseFast and ReleaseSmall, by Zig's default) have no
 //! chain to follow: `available` is false there, and the walk returns the first address alone.
@@ -66,8 +68,9 @@ pub const Trace = struct {
 /// The trace of a fiber parked by `context.switchTo`, from the registers saved in `saved`. Its
 /// first address is where the fiber will resume (inside the switch), then its callers. The
 /// registers are read with relaxed atomic loads: the fiber may be resumed meanwhile (see the
-/// top of the file), and is never written to.
-pub fn parked(saved: *const context.Context, out: []usize) Trace {
+/// top of the file), and is never written to. `window` holds the stack memory copied (see
+/// `walk`).
+pub fn parked(saved: *const context.Context, out: []usize, window: []align(16) u8) Trace {
     const registers = &saved.registers;
     const pc: usize, const fp: usize = switch (builtin.cpu.arch) {
         .x86_64 => .{
@@ -80,29 +83,30 @@ pub fn parked(saved: *const context.Context, out: []usize) Trace {
         },
         else => @compileError("weft fibers support x86_64, aarch64 and riscv64"),
     };
-    return walk(pc, fp, out);
+    return walk(pc, fp, out, window);
 }
 
 /// The trace from a program counter and a frame pointer (a signal's saved context, or a
 /// parked fiber's registers): `pc` first, then the return address of every frame record
-/// from `fp` outwards. Async-signal-safe: syscalls only, no lock, no allocation.
-pub fn walk(pc: usize, fp_first: usize, out: []usize) Trace {
+/// from `fp` outwards. The stack is copied into `window` (at least one record, 16 bytes; a
+/// page saves syscalls) from each record that lies outside the copy upwards. Async-signal-safe:
+/// syscalls only, no lock, no allocation.
+pub fn walk(pc: usize, fp_first: usize, out: []usize, window: []align(16) u8) Trace {
+    assert(window.len >= 16);
     if (out.len == 0) return .{ .addresses = out, .end = .truncated };
     out[0] = pc +| 1;
     if (!available) return .{ .addresses = out[0..1], .end = .unsupported };
+    var copy: Copy = .{ .window = window };
     var count: usize = 1;
     var fp = fp_first;
     const end: End = while (true) {
         if (fp == 0) break .complete;
         if (fp % 16 != 0 or fp -% fp_first > climb_bytes_max) break .garbled;
-        var record: [2]usize = undefined;
-        const bytes = std.mem.asBytes(&record);
         const record_address: usize = @bitCast(@as(isize, @bitCast(fp)) +% record_offset);
-        const copied = os.readOwnMemory(record_address, bytes) catch |err| switch (err) {
+        const record = copy.record(record_address) catch |err| switch (err) {
             error.Unsupported => break .unsupported,
-            error.Unexpected => break .unreadable,
+            error.Unreadable => break .unreadable,
         };
-        if (copied != bytes.len) break .unreadable;
         const caller_fp, const return_address = record;
         // The outermost record: `start`'s return address slot holds 0 (fiber/context.zig).
         if (return_address == 0) break .complete;
@@ -116,6 +120,30 @@ pub fn walk(pc: usize, fp_first: usize, out: []usize) Trace {
     assert(count <= out.len);
     return .{ .addresses = out[0..count], .end = end };
 }
+
+/// The stack memory a walk copied: `window[0..len]` holds what lies at `base`.
+const Copy = struct {
+    window: []align(16) u8,
+    base: usize = 0,
+    len: usize = 0,
+
+    /// The two words at `address` (16-byte aligned), copied anew from there when outside.
+    fn record(copy: *Copy, address: usize) error{ Unsupported, Unreadable }![2]usize {
+        assert(address % 16 == 0);
+        const inside = address >= copy.base and copy.len >= 16 and
+            address - copy.base <= copy.len - 16;
+        if (!inside) {
+            copy.base = address;
+            copy.len = os.readOwnMemory(address, copy.window) catch |err| return switch (err) {
+                error.Unsupported => error.Unsupported,
+                error.Unexpected => error.Unreadable,
+            };
+            if (copy.len < 16) return error.Unreadable;
+        }
+        const words: [*]const usize = @ptrCast(@alignCast(copy.window[address - copy.base ..].ptr));
+        return words[0..2].*;
+    }
+};
 
 fn parkHere(fiber: *Pair) callconv(.c) noreturn {
     markedFunction(fiber);
@@ -148,7 +176,8 @@ test "frames: a parked fiber's trace climbs from its switch to its start" {
     defer context.finish(stack_top);
     context.switchTo(&pair.main, &pair.fiber);
     var addresses: [32]usize = undefined;
-    const trace = parked(&pair.fiber, &addresses);
+    var window: [4096]u8 align(16) = undefined;
+    const trace = parked(&pair.fiber, &addresses, &window);
     if (trace.end == .unsupported) {
         return os.skipTest(@src(), "process_vm_readv is unavailable (qemu-user or seccomp)");
     }
@@ -160,16 +189,17 @@ test "frames: a parked fiber's trace climbs from its switch to its start" {
 
 test "frames: a garbage frame pointer ends the walk without a fault" {
     var addresses: [8]usize = undefined;
+    var window: [64]u8 align(16) = undefined;
     // Unmapped (the zero page), misaligned, and a chain that would not climb.
     for ([_]usize{ 4096, 4097, std.math.maxInt(usize) - 15 }) |fp| {
-        const trace = walk(0x1234, fp, &addresses);
+        const trace = walk(0x1234, fp, &addresses, &window);
         try std.testing.expectEqual(@as(usize, 0x1235), trace.addresses[0]);
         if (!available) continue;
         try std.testing.expect(trace.end != .complete);
     }
     var looping: [2]usize align(16) = .{ 0, 0x5678 };
     looping[0] = @intFromPtr(&looping); // a record pointing at itself
-    const trace = walk(0x1234, @intFromPtr(&looping), &addresses);
+    const trace = walk(0x1234, @intFromPtr(&looping), &addresses, &window);
     if (available and trace.end != .unsupported) {
         try std.testing.expectEqual(End.garbled, trace.end);
         try std.testing.expectEqual(@as(usize, 0x5678), trace.addresses[1]);

@@ -321,9 +321,11 @@ pub fn readOwnMemory(address: usize, buffer: []u8) ReadOwnMemoryError!usize {
     var remotes: [pieces_max]std.posix.iovec_const = undefined;
     var count: usize = 0;
     var offset: usize = 0;
-    while (offset < buffer.len and count < pieces_max) : (count += 1) {
+    // Not past the end of the address space (garbage addresses are what this is for).
+    const len = @min(buffer.len, (std.math.maxInt(usize) - address) +| 1);
+    while (offset < len and count < pieces_max) : (count += 1) {
         // Pieces end on 4 KiB boundaries of the remote range, so a fault loses one page.
-        const piece = @min(buffer.len - offset, piece_bytes - (address + offset) % piece_bytes);
+        const piece = @min(len - offset, piece_bytes - (address + offset) % piece_bytes);
         locals[count] = .{ .base = buffer[offset..].ptr, .len = piece };
         remotes[count] = .{ .base = @ptrFromInt(address + offset), .len = piece };
         offset += piece;
