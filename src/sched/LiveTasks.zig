@@ -1,5 +1,5 @@
 //! The live tasks of one runtime, each with an id, a name and its time of birth, in a table any
-//! thread can walk: what a task dump lists (src/TaskDump.zig), and how other observers (a stall
+//! thread can walk: what a task dump lists (src/task_dump.zig), and how other observers (a stall
 //! report) name a task.
 //!
 //! ## The table
@@ -73,7 +73,7 @@ pub const Entry = struct {
     id: u64,
     /// When the task was created, on the `os.monotonicCoarseNs` clock. As `id`.
     created_ns: u64,
-    /// The next free slot while this one is free. Under `lock`.
+    /// The next free slot while this one is free (stale while it is taken). Under `lock`.
     free_next: u32,
     /// Odd while the task rewrites its name; written by the task alone.
     name_seq: u32,
@@ -150,14 +150,15 @@ fn place(tasks: *LiveTasks, task: *Task, created_ns: u64) void {
     entry.task = task;
     entry.id = tasks.id_next;
     entry.created_ns = created_ns;
-    entry.free_next = slot_none;
-    // Through the sequence count: a reader of the previous task's name sees it change.
-    writeName(entry, @splat(0));
+    // No name: a NUL first byte ends it. One store, not a rewrite under the sequence count
+    // (the name's other writer, the task, does not exist yet): a reader outside the lock that
+    // raced with it may see the previous task's name once, never a torn one of this task's.
+    @atomicStore(u64, &entry.name_words[0], 0, .release);
     tasks.id_next += 1;
     task.slot = slot;
 }
 
-/// The one writer of `entry`'s name: its task, or `place` before the task exists.
+/// The one writer of `entry`'s name, its task.
 fn writeName(entry: *Entry, words: [name_words_len]u64) void {
     const seq = @atomicLoad(u32, &entry.name_seq, .monotonic);
     assert(seq % 2 == 0); // one writer at a time

@@ -35,6 +35,13 @@ pub const Waiter = union(enum) {
         };
     }
 
+    /// The task `word` encodes, or null for another kind of waiter: for a caller that
+    /// handles tasks apart (futex.zig's wake), without building the union first.
+    pub fn decodeTask(word: usize) ?*Task {
+        assert(word > sentinel_max);
+        return if (word & 3 == 0) @ptrFromInt(word) else null;
+    }
+
     pub fn decode(word: usize) Waiter {
         assert(word > sentinel_max);
         const address = word & ~@as(usize, 3);

@@ -191,16 +191,13 @@ pub fn wake(ptr: *const u32, waiters_max: u32) void {
         // what this loop read). Woken first, it sees `linked` true and waits for our lock.
         // A thread: unlink, then wake, the last touch: it returns as soon as it is woken,
         // and its node lives on its stack.
-        const waiter = Waiter.decode(node.waiter);
-        switch (waiter) {
-            .task => {
-                waiter.wake();
-                bucket.unlink(node);
-            },
-            .thread, .callback => {
-                bucket.unlink(node);
-                waiter.wake();
-            },
+        if (Waiter.decodeTask(node.waiter)) |task| {
+            task.wake();
+            bucket.unlink(node);
+        } else {
+            const waiter = Waiter.decode(node.waiter);
+            bucket.unlink(node);
+            waiter.wake();
         }
         woken += 1;
     }
