@@ -33,6 +33,7 @@ const coverage = @import("std_io/coverage.zig");
 const lookup = @import("net/lookup.zig");
 const CpuLane = @import("lanes/CpuLane.zig");
 const Metrics = @import("Metrics.zig");
+const task_dump = @import("task_dump.zig");
 
 /// Internal: the VTable's userdata (std_io/State.zig). Not part of the API.
 state: *State,
@@ -308,6 +309,20 @@ pub fn yield(io_any: Io) Io.Cancelable!void {
     // A request that arrived while the task waited in a queue is delivered now, as after any
     // other point where it parked.
     try running.checkCancel();
+}
+
+/// Writes every live task of the runtime to `w`, one line each: its id, state (`running` on
+/// an executor, `ready`, `new`, `done`, or what it waits for: `sleep`, `futex`, `io`, `await`,
+/// `lane`, `channel_recv`, ...), the executor, its age and its name (`setName`), then the stack
+/// trace of each parked task. docs/TASK_DUMP.md defines the format.
+///
+/// Safe from any thread at any time until `deinit` (a task, a plain thread). Stops nothing:
+/// tasks go on while the dump is written, so it is a close picture, not an instant one. It
+/// streams, in batches copied under the task table's lock and written after it is released,
+/// and allocates nothing per task: a million tasks cost no more memory than ten. A writer
+/// error ends the dump and is returned. Does not flush `w`.
+pub fn dumpTasks(rt: Runtime, w: *Io.Writer) Io.Writer.Error!void {
+    return task_dump.write(&rt.state.scheduler, w);
 }
 
 /// Names the running task, for task dumps (`dumpTasks`): `weft.Runtime.setName(io, "conn

@@ -129,7 +129,7 @@ pub const task_name_bytes_max = 32;
 pub const task_slots_max = 1 << 26;
 
 /// Tasks a dump copies while it holds the task table's lock, before it lets go to write them
-/// out (src/TaskDump.zig): spawns and ends wait for it meanwhile, each copy being a few loads
+/// out (src/task_dump.zig): spawns and ends wait for it meanwhile, each copy being a few loads
 /// and a stack walk of about a microsecond per page of stack.
 pub const task_dump_batch_max = 8;
 

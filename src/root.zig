@@ -58,6 +58,7 @@ test "weft: the public API is exactly the documented list" {
             "init",           "deinit",    "io",            "compute",
             "computeThreads", "metrics",   "metricsOf",     "backend",
             "executorCount",  "yield",     "setName",       "task_name_bytes_max",
+            "dumpTasks",
         });
         // Not `WaitQueue`, the building block of the primitives.
         expectPublic(sync, &.{
@@ -125,6 +126,7 @@ test {
     _ = @import("testing/InterleavingChecker.zig");
     _ = @import("testing/compat_test.zig");
     _ = @import("testing/cpu_test.zig");
+    _ = @import("testing/dump_test.zig");
     _ = @import("testing/fd_test.zig");
     _ = @import("testing/fs_test.zig");
     _ = @import("testing/http_test.zig");

@@ -1,6 +1,6 @@
 //! What a parked task waits for, in one word: the task writes it before it parks (the reason
 //! is an argument of `Task.prepareWait`) and a task dump reads it from any thread
-//! (src/TaskDump.zig). A kind and a 56-bit payload: an address, a deadline, or an I/O
+//! (src/task_dump.zig). A kind and a 56-bit payload: an address, a deadline, or an I/O
 //! operation and its descriptor.
 //!
 //! It sits at the bottom of the layers, importing nothing of weft's, because the code that

@@ -1,0 +1,293 @@
+//! The task dump: every live task of a runtime, with its state, what it waits for, its age and,
+//! for a parked fiber, its stack trace, written to any `std.Io.Writer` (`Runtime.dumpTasks`).
+//! docs/TASK_DUMP.md defines the format.
+//!
+//! ## Streaming, from any thread
+//!
+//! The dump walks the runtime's task table (sched/LiveTasks.zig) in batches of
+//! `config.task_dump_batch_max`: under the table's lock it copies each task's state and walks
+//! its stack (fiber/frames.zig, which cannot fault); then it lets go of the lock and writes the
+//! batch out. So no task is freed while it is read, the writer never runs under the lock (it
+//! may park, if it writes through weft), spawns wait at most one batch, and memory stays the
+//! batch's, on the caller's stack, however many tasks there are: nothing is allocated per task.
+//! A writer error ends the dump with that error; the lock is never held then.
+//!
+//! Nothing stops while the dump runs: a task may change between its line and the next, and
+//! one that runs while its stack is walked may show a wrong trace (never a crash). Tasks
+//! created during the dump may be missing from it.
+//!
+//! ## Stack traces
+//!
+//! Return addresses are named through `std.debug`'s own debug information (the first lookup
+//! loads it: a second or so for a large Debug binary), each at most once per process: a cache
+//! of `symbol_cache_len` names, so that a thousand tasks parked in one place cost one lookup.
+//! Builds without debug information (`std.options.allow_stack_tracing` false: stripped ones)
+//! print the bare addresses.
+const std = @import("std");
+const builtin = @import("builtin");
+const assert = std.debug.assert;
+const Io = std.Io;
+const config = @import("config.zig");
+const os = @import("os/linux.zig");
+const Mutex = @import("os/Mutex.zig");
+const frames = @import("fiber/frames.zig");
+const Completion = @import("loop/Completion.zig");
+const Executor = @import("sched/Executor.zig");
+const Scheduler = @import("sched/Scheduler.zig");
+const Task = @import("sched/Task.zig");
+const LiveTasks = @import("sched/LiveTasks.zig");
+const WaitReason = @import("wait_reason.zig").WaitReason;
+
+/// A task's state, as the dump names it. A waiting task's state is the kind of its wait
+/// (`WaitReason.Kind`: `sleep`, `futex`, `io`, ...), not `waiting`.
+const State = enum { running, ready, new, done, waiting };
+
+/// What the dump copies of one task under the table's lock.
+const Snapshot = struct {
+    id: u64,
+    created_ns: u64,
+    name_buffer: [LiveTasks.name_bytes_max]u8,
+    name: ?[]const u8,
+    state: State,
+    reason: WaitReason,
+    /// The awaited task's id, for an `await` whose task was found in the table.
+    awaited_id: ?u64,
+    executor: u32,
+    cancel_requested: bool,
+    addresses: [config.task_dump_frames_max]usize,
+    trace: ?frames.Trace,
+};
+
+/// What `write` keeps on the caller's stack, at most: the batch and its stack window.
+const batch_stack_bytes_max = 12 * 1024;
+
+comptime {
+    assert(@sizeOf(Batch) <= batch_stack_bytes_max);
+}
+
+const Batch = struct {
+    tasks: *LiveTasks,
+    snapshots: [config.task_dump_batch_max]Snapshot,
+    len: u32 = 0,
+    /// Where `frames.parked` copies stack memory, a page at a time.
+    window: [4096]u8 align(16),
+};
+
+/// Writes the dump of `scheduler`'s live tasks to `w` (without flushing it). Thread-safe: a
+/// task, a plain thread. Takes no lock that a task holds across a
+/// park, and lets go of the task table's lock before every write, so `w` may be weft I/O.
+/// Needs `batch_stack_bytes_max` of the caller's stack and what `std.debug` takes to look up
+/// names: call it from a task with the default stack size.
+pub fn write(scheduler: *Scheduler, w: *Io.Writer) Io.Writer.Error!void {
+    const tasks = &scheduler.tasks;
+    const now_ns = os.monotonicNs();
+    const now_coarse_ns = os.monotonicCoarseNs();
+    try w.print("weft task dump: live={d} executors={d} uptime_ms={d}\n", .{
+        tasks.live.load(.monotonic) + 1, // the main task too
+        scheduler.executors.len,
+        (now_ns -| scheduler.started_ns) / std.time.ns_per_ms,
+    });
+    var batch: Batch = .{ .tasks = tasks, .snapshots = undefined, .window = undefined };
+    var listed: u64 = 0;
+    var next: ?u32 = 0;
+    while (next) |slot| {
+        batch.len = 0;
+        next = tasks.visit(slot, config.task_dump_batch_max, &batch, snapshot);
+        for (batch.snapshots[0..batch.len]) |*item| {
+            try writeTask(w, item, now_ns, now_coarse_ns);
+        }
+        listed += batch.len;
+    }
+    try w.print("end of task dump: tasks={d}\n", .{listed});
+}
+
+/// Under the table's lock (see `LiveTasks.visit`): copies what the dump shows of `task`.
+fn snapshot(batch: *Batch, entry: *const LiveTasks.Entry, task: *Task) void {
+    assert(batch.len < batch.snapshots.len);
+    const item = &batch.snapshots[batch.len];
+    batch.len += 1;
+    item.id = entry.id;
+    item.created_ns = entry.created_ns;
+    item.name = LiveTasks.readName(entry, &item.name_buffer);
+    // Acquire: a waiting state comes with the reason the task stored before it.
+    const wait_state = task.wait_state.load(.acquire);
+    const on_cpu = task.on_cpu.load(.acquire);
+    const started = task.kind == .main or @atomicLoad(bool, &task.context_ready, .monotonic);
+    const finished = task.kind == .future and
+        task.awaiter.load(.acquire) == Task.awaiter_finished;
+    item.state = if (finished) .done else switch (wait_state) {
+        .waiting, .waiting_cancelable => .waiting,
+        .notified => .ready,
+        .running => if (on_cpu) .running else if (started) .ready else .new,
+    };
+    item.reason = if (item.state == .waiting) task.waitReason() else .none;
+    item.awaited_id = if (item.reason.kind == .await)
+        idOfLive(batch.tasks, item.reason.address())
+    else
+        null;
+    item.executor = @atomicLoad(*Executor, &task.executor, .monotonic).index;
+    item.cancel_requested = task.cancel_state.load(.monotonic) == .requested;
+    // A parked fiber's registers are saved in its context; a running one's are not.
+    const parked = started and (item.state == .waiting or item.state == .ready);
+    item.trace = if (parked)
+        frames.parked(&task.context, &item.addresses, &batch.window)
+    else
+        null;
+}
+
+/// Under the table's lock: the id of the task at `address`, if a live task is there. An
+/// awaited task lives while its awaiter waits (only the awaiter frees it), and under the lock
+/// nobody frees it meanwhile; the slot is checked all the same.
+fn idOfLive(tasks: *LiveTasks, address: usize) ?u64 {
+    if (address == 0 or address % Task.allocation_align != 0) return null;
+    const task: *const Task = @ptrFromInt(address);
+    const slot = task.slot;
+    if (slot >= tasks.entries.len) return null;
+    const entry = &tasks.entries[slot];
+    if (entry.task != task) return null;
+    return entry.id;
+}
+
+fn writeTask(w: *Io.Writer, item: *const Snapshot, now_ns: u64, now_coarse_ns: u64) !void {
+    try w.print("task {d} state=", .{item.id});
+    switch (item.state) {
+        .waiting => try writeReason(w, item, now_ns),
+        else => try w.writeAll(@tagName(item.state)),
+    }
+    try w.print(" executor={d} age_ms={d}", .{
+        item.executor,
+        (now_coarse_ns -| item.created_ns) / std.time.ns_per_ms,
+    });
+    if (item.cancel_requested) try w.writeAll(" cancel=requested");
+    if (item.name) |name| if (name.len > 0) {
+        try w.writeAll(" name=\"");
+        try writeEscaped(w, name);
+        try w.writeByte('"');
+    };
+    try w.writeByte('\n');
+    if (item.trace) |trace| try writeTrace(w, trace);
+}
+
+fn writeReason(w: *Io.Writer, item: *const Snapshot, now_ns: u64) !void {
+    const reason = item.reason;
+    if (reason.kind == .none) return w.writeAll("waiting");
+    try w.writeAll(@tagName(reason.kind));
+    switch (reason.kind) {
+        .none => unreachable, // above
+        .sleep => {
+            const deadline_ns: i128 = reason.deadlineNs();
+            const left_ns = deadline_ns - now_ns;
+            try w.print(" deadline_in_ms={d}", .{@divTrunc(left_ns, std.time.ns_per_ms)});
+        },
+        .io => {
+            const op: Completion.Op.Tag = std.enums.fromInt(Completion.Op.Tag, reason.ioOp()) orelse
+                return w.print(" op={d} fd={d}", .{ reason.ioOp(), reason.ioFd() });
+            const what = if (op == .waitid) "pid" else "fd";
+            try w.print(" op={t} {s}={d}", .{ op, what, reason.ioFd() });
+        },
+        .await => if (item.awaited_id) |id| {
+            try w.print(" task={d}", .{id});
+        } else {
+            try w.print(" future=0x{x}", .{reason.address()});
+        },
+        .futex => try w.print(" address=0x{x}", .{reason.address()}),
+        .group => try w.print(" group=0x{x}", .{reason.address()}),
+        .lane => try w.print(" lane=0x{x}", .{reason.address()}),
+        .channel_send,
+        .channel_recv,
+        .semaphore,
+        .notify,
+        .rwlock,
+        .sync,
+        .select,
+        => try w.print(" object=0x{x}", .{reason.address()}),
+    }
+}
+
+/// A name as the dump quotes it: `"` and `\` escaped, bytes outside printable ASCII as `\xNN`.
+fn writeEscaped(w: *Io.Writer, text: []const u8) !void {
+    for (text) |byte| switch (byte) {
+        '"', '\\' => {
+            try w.writeByte('\\');
+            try w.writeByte(byte);
+        },
+        ' ', '!', '#'...'[', ']'...'~' => try w.writeByte(byte),
+        else => try w.print("\\x{x:0>2}", .{byte}),
+    };
+}
+
+fn writeTrace(w: *Io.Writer, trace: frames.Trace) !void {
+    var text_buffer: [symbol_text_bytes_max]u8 = undefined;
+    for (trace.addresses) |address| {
+        // A return address: the call is the instruction before it.
+        const call = address -| 1;
+        const text = symbols.name(call, &text_buffer);
+        try w.print("    0x{x} in {s}\n", .{ call, if (text.len == 0) "???" else text });
+    }
+    switch (trace.end) {
+        .complete => {},
+        .truncated => try w.writeAll("    (more frames)\n"),
+        .garbled, .unreadable => try w.writeAll("    (trace cut: the stack changed while " ++
+            "it was read, or holds code without frame pointers)\n"),
+        .unsupported => try w.writeAll("    (no stack trace: " ++ unsupported_reason ++ ")\n"),
+    }
+}
+
+const unsupported_reason = if (frames.available)
+    "process_vm_readv is missing or forbidden"
+else
+    "this build omits frame pointers";
+
+// ---------------------------------------------------------------------------------------------
+// Names of return addresses.
+
+const symbol_cache_len = 256;
+const symbol_text_bytes_max = 256;
+
+/// Names looked up once per process, direct-mapped by address (a collision looks the name up
+/// again). Under `lock`, which also serialises the lookups themselves: `std.debug`'s debug
+/// information is one per process anyway.
+const SymbolCache = struct {
+    lock: Mutex = .{},
+    addresses: [symbol_cache_len]usize = @splat(0),
+    lens: [symbol_cache_len]u16 = @splat(0),
+    texts: [symbol_cache_len][symbol_text_bytes_max]u8 = undefined,
+    /// The memory of one lookup's names and file paths: no allocation per lookup.
+    scratch: [16 * 1024]u8 = undefined,
+
+    /// `function (file:line:column)` for `address`, in `buffer`; empty when unknown.
+    fn name(cache: *SymbolCache, address: usize, buffer: *[symbol_text_bytes_max]u8) []const u8 {
+        if (!std.options.allow_stack_tracing or std.debug.SelfInfo == void) return "";
+        const index = (address *% 0x9E3779B97F4A7C15) >> (64 - @ctz(@as(u64, symbol_cache_len)));
+        cache.lock.lock();
+        defer cache.lock.unlock();
+        if (cache.addresses[index] != address) {
+            cache.lens[index] = @intCast(cache.lookUp(address, &cache.texts[index]).len);
+            cache.addresses[index] = address;
+        }
+        const len = cache.lens[index];
+        @memcpy(buffer[0..len], cache.texts[index][0..len]);
+        return buffer[0..len];
+    }
+
+    /// Under `lock`.
+    fn lookUp(cache: *SymbolCache, address: usize, out: *[symbol_text_bytes_max]u8) []const u8 {
+        const debug_info = std.debug.getSelfDebugInfo() catch return "";
+        var fixed: std.heap.FixedBufferAllocator = .init(&cache.scratch);
+        const gpa = fixed.allocator();
+        var found: std.ArrayList(std.debug.Symbol) = .empty;
+        const io = std.Options.debug_io;
+        debug_info.getSymbols(io, gpa, gpa, address, false, &found) catch return "";
+        if (found.items.len == 0) return "";
+        const symbol = found.items[0];
+        var writer: Io.Writer = .fixed(out);
+        writer.writeAll(symbol.name orelse "???") catch return writer.buffered();
+        if (symbol.source_location) |location| {
+            const file = location.file_name;
+            writer.print(" ({s}:{d}:{d})", .{ file, location.line, location.column }) catch {};
+        }
+        return writer.buffered();
+    }
+};
+
+var symbols: SymbolCache = .{};
