@@ -68,6 +68,12 @@ pub const Options = struct {
     resolver: lookup.Config = .{},
     /// The CPU lane of `compute` (its threads start on the first call).
     cpu: CpuLane.Options = .{},
+    /// A signal (such as `.QUIT` or `.USR1`) that makes the runtime write a task dump
+    /// (`dumpTasks`) to stderr while the process goes on. Its handler only wakes a thread of
+    /// the runtime's own, which writes the dump (src/task_dump.zig, `Signal`): it takes no lock
+    /// and allocates nothing, so it is safe whatever the signal interrupts. The disposition
+    /// found at `init` is restored at `deinit`. Null (the default): no handler, no thread.
+    dump_signal: ?std.posix.SIG = null,
     /// The environment children inherit and `PATH` is searched in, as std.Io.Threaded's
     /// `InitOptions.environ` (for a `main(init: std.process.Init)`: `init.minimal.environ`).
     /// Null: the process's own, as `start.zig` recorded it for `std.debug` (empty in a program
@@ -138,6 +144,13 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     try executors[0].start(loop_choice);
     errdefer stopWorkers(scheduler);
     for (executors[1..]) |*executor| try startWorker(executor, loop_choice);
+    if (options.dump_signal) |signal| {
+        state.dump_signal = @as(task_dump.Signal, undefined);
+        state.dump_signal.?.start(scheduler, signal) catch |err| {
+            state.dump_signal = null;
+            return err;
+        };
+    }
     return .{ .state = state };
 }
 
@@ -214,6 +227,11 @@ pub fn deinit(rt: Runtime) void {
     const gpa = state.gpa;
     const scheduler = &state.scheduler;
     assert(Executor.currentTask() == &scheduler.main_task);
+    // Before anything it reads goes.
+    if (state.dump_signal) |*dump_signal| {
+        dump_signal.stop();
+        state.dump_signal = null;
+    }
     // The lanes first: their shutdown parks the main task, which needs the executors.
     state.blocking.deinit(state.io());
     state.cpu.deinit(state.io());

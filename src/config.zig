@@ -133,6 +133,12 @@ pub const task_slots_max = 1 << 26;
 /// and a stack walk of about a microsecond per page of stack.
 pub const task_dump_batch_max = 8;
 
+/// Stack of the thread that writes a dump when `Runtime.Options.dump_signal` arrives
+/// (src/task_dump.zig): the dump's batch (12 KiB at most) and `std.debug`'s lookups of names
+/// and lines in the debug information, which std runs in 128 KiB (its figure for a signal
+/// stack).
+pub const task_dump_thread_stack_size_bytes = 256 * 1024;
+
 /// Return addresses kept per task in a dump: a parked weft task is usually 10-25 frames deep,
 /// from its function down to the switch.
 pub const task_dump_frames_max = 48;

@@ -1,5 +1,6 @@
 //! The task dump: every live task of a runtime, with its state, what it waits for, its age and,
-//! for a parked fiber, its stack trace, written to any `std.Io.Writer` (`Runtime.dumpTasks`).
+//! for a parked fiber, its stack trace, written to any `std.Io.Writer` (`Runtime.dumpTasks`),
+//! or to stderr when a signal asks for it (`Signal`, `Runtime.Options.dump_signal`).
 //! docs/TASK_DUMP.md defines the format.
 //!
 //! ## Streaming, from any thread
@@ -27,8 +28,10 @@ const std = @import("std");
 const builtin = @import("builtin");
 const assert = std.debug.assert;
 const Io = std.Io;
+const linux = std.os.linux;
 const config = @import("config.zig");
 const os = @import("os/linux.zig");
+const os_thread = @import("os/thread.zig");
 const Mutex = @import("os/Mutex.zig");
 const frames = @import("fiber/frames.zig");
 const Completion = @import("loop/Completion.zig");
@@ -74,7 +77,7 @@ const Batch = struct {
 };
 
 /// Writes the dump of `scheduler`'s live tasks to `w` (without flushing it). Thread-safe: a
-/// task, a plain thread. Takes no lock that a task holds across a
+/// task, a plain thread, the dump signal's thread. Takes no lock that a task holds across a
 /// park, and lets go of the task table's lock before every write, so `w` may be weft I/O.
 /// Needs `batch_stack_bytes_max` of the caller's stack and what `std.debug` takes to look up
 /// names: call it from a task with the default stack size.
@@ -291,3 +294,176 @@ const SymbolCache = struct {
 };
 
 var symbols: SymbolCache = .{};
+
+// ---------------------------------------------------------------------------------------------
+// The dump signal.
+
+/// `Runtime.Options.dump_signal`: a signal that makes the runtime write a dump to stderr while
+/// the process goes on.
+///
+/// The handler does one thing: it adds one to an eventfd (a `write(2)`, async-signal-safe)
+/// that a thread of the runtime's own waits on; that thread writes the dump. The handler takes
+/// no lock and allocates nothing, so it cannot deadlock with the code it interrupted, whatever
+/// that code holds (an executor in the task table's lock, an allocator's lock). Rejected:
+/// dumping in the handler (the dump takes the table's lock, formats, and loads debug
+/// information), and a task that waits for the signal on an executor (a stalled or hung
+/// executor, the very case a dump is for, would never run it).
+///
+/// The thread writes straight to fd 2 with `write(2)`, without the stderr lock of the `Io`:
+/// a task that holds that lock may be the one that hangs. The dump can interleave with other
+/// output then.
+pub const Signal = struct {
+    scheduler: *Scheduler,
+    signal: linux.SIG,
+    /// The eventfd the handler signals (blocking reads, for the thread).
+    fd: os.fd_t,
+    thread: std.Thread,
+    stopping: std.atomic.Value(bool) = .init(false),
+    /// This runtime's place in `targets`.
+    target: u32,
+
+    pub const StartError = error{
+        /// `targets_max` runtimes of this process want a dump signal already.
+        SystemResources,
+    } || os.EventFdError;
+
+    /// Installs the handler (the first runtime to ask for `signal` does; the previous
+    /// disposition is kept for the last to stop) and starts the thread. `signal` must be one
+    /// that can be caught (not KILL or STOP).
+    pub fn start(dump: *Signal, scheduler: *Scheduler, signal: linux.SIG) StartError!void {
+        assert(signal != .KILL and signal != .STOP);
+        const fd = try eventFdBlocking();
+        errdefer os.closeFd(fd);
+        dump.* = .{
+            .scheduler = scheduler,
+            .signal = signal,
+            .fd = fd,
+            .thread = undefined,
+            .target = undefined,
+        };
+        dump.target = try addTarget(signal, fd);
+        errdefer removeTarget(dump.target);
+        dump.thread = os_thread.spawn(
+            "dump",
+            "config.task_dump_thread_stack_size_bytes",
+            config.task_dump_thread_stack_size_bytes,
+            null,
+            run,
+            .{dump},
+        ) catch return error.SystemResources;
+    }
+
+    /// Stops the thread, and removes the handler with the last runtime that wanted it.
+    pub fn stop(dump: *Signal) void {
+        removeTarget(dump.target);
+        dump.stopping.store(true, .release);
+        os.eventFdSignal(dump.fd);
+        dump.thread.join();
+        os.closeFd(dump.fd);
+        dump.* = undefined;
+    }
+
+    fn run(dump: *Signal) void {
+        while (true) {
+            var count: u64 = 0;
+            const rc = linux.read(dump.fd, std.mem.asBytes(&count), @sizeOf(u64));
+            switch (os.errno(rc)) {
+                .SUCCESS => {},
+                .INTR, .AGAIN => continue,
+                // Our own blocking eventfd, open until `stop` has joined this thread.
+                .BADF, .FAULT, .INVAL => unreachable,
+                else => return, // no way to learn of a signal any more
+            }
+            if (dump.stopping.load(.acquire)) return;
+            var buffer: [4096]u8 = undefined;
+            var stderr = std.Io.File.stderr().writerStreaming(std.Options.debug_io, &buffer);
+            const out = &stderr.interface;
+            write(dump.scheduler, out) catch continue; // stderr is gone: nothing to tell
+            out.flush() catch continue;
+        }
+    }
+};
+
+fn eventFdBlocking() os.EventFdError!os.fd_t {
+    const rc = linux.eventfd(0, linux.EFD.CLOEXEC);
+    return switch (os.errno(rc)) {
+        .SUCCESS => @intCast(rc),
+        .MFILE => error.ProcessFdQuotaExceeded,
+        .NFILE => error.SystemFdQuotaExceeded,
+        .NOMEM, .NODEV => error.SystemResources,
+        else => |e| os.unexpectedErrno(e),
+    };
+}
+
+/// Runtimes of one process that may have a dump signal at once.
+const targets_max = 16;
+
+/// The eventfds the handler signals, per runtime: `signal` and `fd` (-1 when free), and how
+/// many handlers are between reading `fd` and writing to it (`stop` waits for none before it
+/// closes the descriptor, which might otherwise be reused and written to).
+const Target = struct {
+    signal: std.atomic.Value(u32) = .init(0),
+    fd: std.atomic.Value(i32) = .init(-1),
+    handlers: std.atomic.Value(u32) = .init(0),
+};
+
+var targets: [targets_max]Target = @splat(.{});
+/// Guards installing and removing targets and handlers (never taken by the handler).
+var targets_lock: Mutex = .{};
+/// Per signal number: runtimes that want it, and the disposition found before the first.
+var signal_users: [65]u32 = @splat(0);
+var signal_previous: [65]linux.Sigaction = undefined;
+
+fn addTarget(signal: linux.SIG, fd: os.fd_t) error{SystemResources}!u32 {
+    targets_lock.lock();
+    defer targets_lock.unlock();
+    const number = @intFromEnum(signal);
+    assert(number > 0 and number < signal_users.len);
+    const index = for (&targets, 0..) |*target, index| {
+        if (target.fd.load(.monotonic) == -1) break index;
+    } else return error.SystemResources;
+    targets[index].signal.store(number, .monotonic);
+    // Release: a handler that sees the descriptor sees the signal number too.
+    targets[index].fd.store(fd, .release);
+    signal_users[number] += 1;
+    if (signal_users[number] == 1) {
+        const action: linux.Sigaction = .{
+            .handler = .{ .handler = &handle },
+            .mask = linux.sigemptyset(),
+            .flags = linux.SA.RESTART,
+        };
+        assert(linux.sigaction(signal, &action, &signal_previous[number]) == 0);
+    }
+    return @intCast(index);
+}
+
+fn removeTarget(index: u32) void {
+    targets_lock.lock();
+    defer targets_lock.unlock();
+    const target = &targets[index];
+    const number = target.signal.load(.monotonic);
+    assert(target.fd.load(.monotonic) != -1);
+    target.fd.store(-1, .seq_cst);
+    // A handler that read the descriptor before the store above finishes its write first.
+    while (target.handlers.load(.seq_cst) > 0) os.yieldThread();
+    signal_users[number] -= 1;
+    if (signal_users[number] == 0) {
+        const signal: linux.SIG = @enumFromInt(number);
+        assert(linux.sigaction(signal, &signal_previous[number], null) == 0);
+    }
+}
+
+/// The handler: wakes the dump thread of every runtime that wants this signal. Atomics and
+/// `write(2)` only (async-signal-safe).
+fn handle(signal: linux.SIG) callconv(.c) void {
+    const number = @intFromEnum(signal);
+    for (&targets) |*target| {
+        if (target.signal.load(.monotonic) != number) continue;
+        // Seq_cst with `removeTarget`'s store and load: either it sees us counted and waits,
+        // or we see the descriptor gone.
+        _ = target.handlers.fetchAdd(1, .seq_cst);
+        const fd = target.fd.load(.seq_cst);
+        if (fd != -1 and target.signal.load(.monotonic) == number) os.eventFdSignal(fd);
+        _ = target.handlers.fetchSub(1, .seq_cst);
+    }
+}

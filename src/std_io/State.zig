@@ -19,6 +19,7 @@ const os = @import("../os/linux.zig");
 const ProcessState = @import("ProcessState.zig");
 const vtable_mod = @import("vtable.zig");
 const task_io = @import("task.zig");
+const task_dump = @import("../task_dump.zig");
 
 gpa: std.mem.Allocator,
 /// `Runtime.Options.resolver`: where `netLookup` finds the hosts file, resolv.conf and name
@@ -32,6 +33,9 @@ process: ProcessState,
 hooks: Executor.Hooks = .{ .run = &runTask },
 /// The lane `Runtime.compute` runs on; started on its first call.
 cpu: CpuLane,
+/// The thread that dumps the tasks when `Runtime.Options.dump_signal` arrives, if one was asked
+/// for (`Runtime.init` starts it, `deinit` stops it first).
+dump_signal: ?task_dump.Signal = null,
 
 pub fn io(state: *State) Io {
     return .{ .userdata = state, .vtable = &vtable_mod.vtable };

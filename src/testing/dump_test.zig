@@ -1,7 +1,8 @@
-//! The task dump (`Runtime.dumpTasks`, `Runtime.setName`): each test
+//! The task dump (`Runtime.dumpTasks`, `Runtime.setName`, `Options.dump_signal`): each test
 //! parks tasks in known places and parses the dump (docs/TASK_DUMP.md's format).
 const std = @import("std");
 const Io = std.Io;
+const linux = std.os.linux;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const Lane = @import("../lanes/Lane.zig");
@@ -340,6 +341,61 @@ test "dump: the stack trace of a parked task names the function it parks in" {
     try testing.expect(std.mem.indexOf(u8, line.trace, "in parkedInThisFunction (") != null);
     // The walk reached the fiber's start, where the chain ends.
     try testing.expect(std.mem.indexOf(u8, line.trace, "trace cut") == null);
+}
+
+test "dump: the dump signal writes a dump to stderr, and the process goes on" {
+    const signal: linux.SIG = .USR2;
+    var before: linux.Sigaction = undefined;
+    try testing.expectEqual(@as(usize, 0), linux.sigaction(signal, null, &before));
+    {
+        var rt = try Runtime.init(testing.allocator, .{ .dump_signal = signal });
+        defer rt.deinit();
+        const io = rt.io();
+        var named = try io.concurrent(sleepWithName, .{ io, "waiting for the signal" });
+        defer named.cancel(io) catch {};
+        try parked.waitParked(io, &named, .cancelable);
+
+        // stderr goes to a memory file while the signal's dump is written.
+        const memory_fd: i32 = @intCast(linux.memfd_create("dump", linux.MFD.CLOEXEC));
+        try testing.expect(memory_fd >= 0);
+        defer os.closeFd(memory_fd);
+        const saved_stderr: i32 = @intCast(linux.dup(2));
+        try testing.expect(saved_stderr >= 0);
+        defer os.closeFd(saved_stderr);
+        _ = linux.dup3(memory_fd, 2, 0);
+        const text = dumpFromSignal(io, signal, memory_fd);
+        _ = linux.dup3(saved_stderr, 2, 0);
+        const dump = try text;
+        defer testing.allocator.free(dump);
+        const line = try Parser.find(dump, "waiting for the signal");
+        try testing.expectEqualStrings("sleep", line.state);
+
+        // The process, and the runtime, go on.
+        var after = io.async(sleepWithName, .{ io, "after" });
+        after.cancel(io) catch {};
+    }
+    var restored: linux.Sigaction = undefined;
+    try testing.expectEqual(@as(usize, 0), linux.sigaction(signal, null, &restored));
+    try testing.expectEqual(before.handler.handler, restored.handler.handler);
+}
+
+/// Sends `signal` to this process and returns what reaches `memory_fd` once the dump's end
+/// line is there (at most 10 s).
+fn dumpFromSignal(io: Io, signal: linux.SIG, memory_fd: i32) ![]u8 {
+    _ = linux.kill(linux.getpid(), signal);
+    const start_ns = os.monotonicNs();
+    var text: std.ArrayList(u8) = .empty;
+    errdefer text.deinit(testing.allocator);
+    while (os.monotonicNs() - start_ns < 10 * std.time.ns_per_s) {
+        try io.sleep(.fromMilliseconds(5), .awake);
+        const size = linux.lseek(memory_fd, 0, linux.SEEK.END);
+        try text.resize(testing.allocator, size);
+        _ = linux.pread(memory_fd, text.items.ptr, text.items.len, 0);
+        if (std.mem.indexOf(u8, text.items, "end of task dump: tasks=") != null) {
+            return text.toOwnedSlice(testing.allocator);
+        }
+    }
+    return error.NoDumpWithin10s;
 }
 
 fn spawnAndEnd(io: Io, stop: *std.atomic.Value(bool)) Io.Cancelable!void {
