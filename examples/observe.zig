@@ -1,8 +1,11 @@
-//! Seeing inside weft: a runtime's metrics, as a table and in the Prometheus format.
+//! Seeing inside weft: a runtime's metrics, as a table and in the Prometheus format, and a
+//! dump of its tasks.
 //!
 //! A thousand tasks sleep, exchange values over a channel and compute a little; then the
 //! program prints `rt.metrics()` as the table `writeText` makes and the first lines of
-//! `writePrometheus`. docs/METRICS.md defines every figure.
+//! `writePrometheus`. docs/METRICS.md defines every figure. Last, two named tasks park (one
+//! sleeps, one waits on a channel) and the program prints `rt.dumpTasks`: each task's state,
+//! what it waits for and its stack trace (docs/TASK_DUMP.md).
 //!
 //! Usage: ./zigw build examples && zig-out/bin/example-observe
 const std = @import("std");
@@ -10,8 +13,23 @@ const Io = std.Io;
 const weft = @import("weft");
 
 fn worker(io: Io, channel: *weft.sync.Channel(u64), id: u64) Io.Cancelable!void {
+    var name: [24]u8 = undefined;
+    weft.Runtime.setName(io, std.fmt.bufPrint(&name, "worker {d}", .{id}) catch "worker");
     try io.sleep(.fromMilliseconds(@intCast(id % 20)), .awake);
     channel.send(io, id * id) catch |err| switch (err) {
+        error.Canceled => return error.Canceled,
+        error.Closed => unreachable, // main closes nothing
+    };
+}
+
+fn napper(io: Io) Io.Cancelable!void {
+    weft.Runtime.setName(io, "napper");
+    try io.sleep(.fromSeconds(60), .awake);
+}
+
+fn listener(io: Io, channel: *weft.sync.Channel(u64)) Io.Cancelable!void {
+    weft.Runtime.setName(io, "listener");
+    _ = channel.recv(io) catch |err| switch (err) {
         error.Canceled => return error.Canceled,
         error.Closed => unreachable, // main closes nothing
     };
@@ -44,5 +62,16 @@ pub fn main(init: std.process.Init) !void {
     const text = prometheus.buffered();
     if (std.mem.lastIndexOfScalar(u8, text, '\n')) |end| try out.writeAll(text[0 .. end + 1]);
     try out.writeAll("...\n");
+
+    // Two tasks parked on purpose, then the dump: `napper` sleeps, `listener` waits for a value
+    // that never comes, and the main task, which writes the dump, runs.
+    var quiet: weft.sync.Channel(u64) = .init(&buffer);
+    var parked: Io.Group = .init;
+    defer parked.cancel(io);
+    try parked.concurrent(io, napper, .{io});
+    try parked.concurrent(io, listener, .{ io, &quiet });
+    try io.sleep(.fromMilliseconds(20), .awake); // time for them to park
+    try out.writeAll("\nTask dump:\n");
+    try rt.dumpTasks(out);
     try out.flush();
 }
