@@ -11,6 +11,7 @@ const assert = std.debug.assert;
 const Io = std.Io;
 const Executor = @import("../sched/Executor.zig");
 const Scheduler = @import("../sched/Scheduler.zig");
+const Watchdog = @import("../sched/Watchdog.zig");
 const Task = @import("../sched/Task.zig");
 const Blocking = @import("../fs/Blocking.zig");
 const lookup = @import("../net/lookup.zig");
@@ -37,6 +38,8 @@ tasks_live_peak: std.atomic.Value(usize) = .init(0),
 hooks: Executor.Hooks = .{ .run = &runTask },
 /// The lane `Runtime.compute` runs on; started on its first call.
 cpu: CpuLane,
+/// The stall detector and schedule trace, when either is on (`Runtime.init` starts it).
+watchdog: ?Watchdog = null,
 
 pub fn io(state: *State) Io {
     return .{ .userdata = state, .vtable = &vtable_mod.vtable };
