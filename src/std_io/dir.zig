@@ -4,7 +4,7 @@
 //! (`fs/nowait.zig`). Opening otherwise, creating, stat, deleting, renaming and linking are
 //! loop operations (io_uring's
 //! openat, statx, unlinkat, renameat, mkdirat, symlinkat, linkat), or calls on the blocking
-//! lane where the loop cannot run them (`fs/Blocking.zig`); reading a directory
+//! lane where the loop cannot run them (`fs/BlockingLane.zig`); reading a directory
 //! (`getdents64`), reading a link and `faccessat` have no asynchronous form and always run on
 //! the lane. Every entry with `Canceled` in its error set is a cancelation point.
 //!

@@ -1,6 +1,6 @@
 //! std.Io file entries, and the file operations of `operate`.
 //!
-//! Reads, writes, stat, sync and truncation are loop operations (`fs/Blocking.zig` picks the
+//! Reads, writes, stat, sync and truncation are loop operations (`fs/BlockingLane.zig` picks the
 //! loop or the blocking lane); a positional read first tries to take cached data at once
 //! (`fs/nowait.zig`): cancelation points that cancel the kernel operation, so a read
 //! blocked on a pipe ends at once when its task is canceled. A `read` or `write` on a pipe,
@@ -23,7 +23,7 @@ const errnoBug = Threaded.errnoBug;
 const os = @import("../os/linux.zig");
 const State = @import("State.zig");
 const Executor = @import("../sched/Executor.zig");
-const Blocking = @import("../fs/Blocking.zig");
+const BlockingLane = @import("../fs/BlockingLane.zig");
 const nowait = @import("../fs/nowait.zig");
 const Op = @import("../loop/Completion.zig").Op;
 const iovecs_mod = @import("iovecs.zig");
@@ -41,7 +41,7 @@ pub fn stateOf(userdata: ?*anyopaque) *State {
 }
 
 /// The runtime's blocking side and its Io.
-pub fn blockingOf(userdata: ?*anyopaque) struct { *Blocking, Io } {
+pub fn blockingOf(userdata: ?*anyopaque) struct { *BlockingLane, Io } {
     const state = stateOf(userdata);
     return .{ &state.blocking, state.io() };
 }
