@@ -77,6 +77,7 @@ test {
     _ = @import("contention/cpu_demand.zig");
     _ = @import("fiber/context.zig");
     _ = @import("fiber/stack.zig");
+    _ = @import("fs/errno.zig");
     _ = @import("fs/syscall.zig");
     _ = @import("intrusive.zig");
     _ = @import("lanes/CpuLane.zig");
@@ -104,7 +105,6 @@ test {
     _ = @import("sched/overflow.zig");
     _ = @import("server/http/Body.zig");
     _ = @import("server/http/head.zig");
-    _ = @import("std_io/fs_errno.zig");
     _ = @import("std_io/iovecs.zig");
     _ = @import("sync/Barrier.zig");
     _ = @import("sync/Notify.zig");

@@ -9,7 +9,7 @@
 //! the lane. Every entry with `Canceled` in its error set is a cancelation point.
 //!
 //! Errors are mapped from errno exactly as std.Io.Threaded maps them on Linux (its `errnoBug`
-//! included); the maps several entries share are in `fs_errno.zig`. Paths are copied into a
+//! included); the maps several entries share are in `fs/errno.zig`. Paths are copied into a
 //! NUL-terminated buffer on the caller's stack, which outlives the operation (the loop and the
 //! lane borrow it).
 const std = @import("std");
@@ -24,7 +24,7 @@ const errnoBug = Threaded.errnoBug;
 const pathToPosix = Threaded.pathToPosix;
 const os = @import("../os/linux.zig");
 const file_io = @import("file.zig");
-const fs_errno = @import("fs_errno.zig");
+const fs_errno = @import("../fs/errno.zig");
 const Op = @import("../loop/Completion.zig").Op;
 const Executor = @import("../sched/Executor.zig");
 const nowait = @import("../fs/nowait.zig");

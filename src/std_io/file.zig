@@ -11,7 +11,7 @@
 //!
 //! Errors are mapped from errno exactly as std.Io.Threaded maps them, including its
 //! `errnoBug` (a panic in Debug builds) for errno values that only a caller's bug can cause;
-//! the maps several entries share are in `fs_errno.zig`.
+//! the maps several entries share are in `fs/errno.zig`.
 const std = @import("std");
 const Io = std.Io;
 const File = Io.File;
@@ -30,7 +30,7 @@ const iovecs_mod = @import("iovecs.zig");
 const Iovecs = iovecs_mod.Iovecs;
 const ReadIovecs = iovecs_mod.ReadIovecs;
 const time = @import("time.zig");
-const fs_errno = @import("fs_errno.zig");
+const fs_errno = @import("../fs/errno.zig");
 
 /// First and last pause between two attempts of a contended `fileLock` (see `fileLock`).
 const lock_retry_ns_min = 50 * std.time.ns_per_us;

@@ -34,7 +34,7 @@ const Op = @import("../loop/Completion.zig").Op;
 const file_io = @import("file.zig");
 
 const dir_io = @import("dir.zig");
-const fs_errno = @import("fs_errno.zig");
+const fs_errno = @import("../fs/errno.zig");
 const ProcessState = @import("ProcessState.zig");
 const Task = @import("../sched/Task.zig");
 

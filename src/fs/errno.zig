@@ -1,9 +1,9 @@
 //! errno → std.Io's file and directory error sets, for the errno values that more than one
-//! file or directory entry (`file.zig`, `dir.zig`, `process.zig`) maps alike. Each mapping is
-//! std.Io.Threaded's on Linux, its `errnoBug` (a panic in Debug builds, for errno values only
-//! a caller's bug can cause) included.
+//! file, directory or process operation maps alike. Each mapping is std.Io.Threaded's on
+//! Linux, its `errnoBug` (a panic in Debug builds, for errno values only a caller's bug can
+//! cause) included.
 //!
-//! An entry switches first on the errno values it maps its own way, then hands the rest to
+//! An operation switches first on the errno values it maps its own way, then hands the rest to
 //! the narrowest helper here whose mapping it shares, so that one errno is named once per
 //! meaning. The helpers nest the same way: `pathError` (what resolving any path can say) under
 //! the `openat` and link, rename and unlink maps. (Rejected: one table for every call, which
@@ -225,7 +225,7 @@ pub fn renameError(e: os.E) RenameError {
     };
 }
 
-test "fs_errno: each map keeps its own meaning of a shared errno" {
+test "fs errno: each map keeps its own meaning of a shared errno" {
     const expectEqual = std.testing.expectEqual;
     // The same errno, named differently where Threaded does.
     try expectEqual(error.FileNotFound, pathError(.NOENT));
