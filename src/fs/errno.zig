@@ -9,11 +9,18 @@
 //! the `openat` and link, rename and unlink maps. (Rejected: one table for every call, which
 //! would give calls errors Threaded does not give them, or that their error sets lack.)
 const std = @import("std");
+const assert = std.debug.assert;
 const Io = std.Io;
 const Dir = Io.Dir;
 const File = Io.File;
 const errnoBug = Io.Threaded.errnoBug;
 const os = @import("../os/linux.zig");
+
+/// The errno of a failed loop operation or lane call, whose result is `-errno`.
+pub fn errnoOf(result: i32) os.E {
+    assert(result < 0);
+    return @enumFromInt(-result);
+}
 
 /// The errors of resolving a path, which every call taking one may report.
 pub const PathError = error{

@@ -24,13 +24,14 @@ const errnoBug = Threaded.errnoBug;
 const pathToPosix = Threaded.pathToPosix;
 const os = @import("../os/linux.zig");
 const file_io = @import("file.zig");
+const fs_file = @import("../fs/file.zig");
 const fs_errno = @import("../fs/errno.zig");
 const Op = @import("../loop/Completion.zig").Op;
 const Executor = @import("../sched/Executor.zig");
 const nowait = @import("../fs/nowait.zig");
 
 const blockingOf = file_io.blockingOf;
-const errnoOf = file_io.errnoOf;
+const errnoOf = fs_errno.errnoOf;
 const openError = fs_errno.openError;
 const pathError = fs_errno.pathError;
 const unlinkError = fs_errno.unlinkError;
@@ -635,8 +636,8 @@ fn direntKind(dirent_type: u8) File.Kind {
 /// The path of the directory, as `fileRealPath` finds it.
 pub fn dirRealPath(userdata: ?*anyopaque, dir: Dir, out_buffer: []u8) Dir.RealPathError!usize {
     _ = userdata;
-    try file_io.checkCancel();
-    return file_io.realPath(dir.handle, out_buffer);
+    try fs_file.checkCancel();
+    return fs_file.realPathOfFd(dir.handle, out_buffer);
 }
 
 /// Opens `sub_path` as a path-only descriptor (never blocks on a FIFO or device), then reads
@@ -665,7 +666,7 @@ pub fn dirRealPathFile(
         else => |e| e,
     };
     defer os.closeFd(result);
-    return file_io.realPath(result, out_buffer);
+    return fs_file.realPathOfFd(result, out_buffer);
 }
 
 /// `utimensat` on the blocking lane.
@@ -677,7 +678,7 @@ pub fn dirSetTimestamps(
 ) Dir.SetTimestampsError!void {
     var path_buffer: PathBuffer = undefined;
     const path = try pathToPosix(sub_path, &path_buffer);
-    var times = file_io.timestamps(options.access_timestamp, options.modify_timestamp);
+    var times = fs_file.timestamps(options.access_timestamp, options.modify_timestamp);
     const flags: u32 = if (options.follow_symlinks) 0 else linux.AT.SYMLINK_NOFOLLOW;
     const blocking, const io = blockingOf(userdata);
     const args = .{ dir.handle, path.ptr, times.pointer(), flags };

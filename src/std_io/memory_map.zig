@@ -25,6 +25,7 @@ const Threaded = Io.Threaded;
 const errnoBug = os.errnoBug;
 const os = @import("../os/linux.zig");
 const file_io = @import("file.zig");
+const fs_file = @import("../fs/file.zig");
 
 const log = std.log.scoped(.weft);
 const page_align = std.heap.page_size_min;
@@ -83,7 +84,7 @@ fn mapFile(userdata: ?*anyopaque, file: File, options: MemoryMap.CreateOptions) 
     const flags: linux.MAP = .{ .TYPE = .SHARED_VALIDATE, .POPULATE = options.populate };
     const args = .{ file.handle, options.len, prot, flags, offset };
     if (!options.populate) {
-        try file_io.checkCancel();
+        try fs_file.checkCancel();
         return mmap(args[0], args[1], args[2], args[3], args[4]);
     }
     const blocking, const io = file_io.blockingOf(userdata);
@@ -142,7 +143,7 @@ pub fn fileMemoryMapSetLength(
             mm.memory.len = new_len;
             return;
         }
-        try file_io.checkCancel();
+        try fs_file.checkCancel();
         const flags: linux.MREMAP = .{ .MAYMOVE = true };
         while (true) {
             const rc = linux.mremap(old_memory.ptr, old_memory.len, new_len, flags, null);
