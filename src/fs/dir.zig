@@ -13,10 +13,12 @@
 //! always run on the lane. Every operation with `Canceled` in its error set is a cancelation
 //! point.
 //!
-//! Errors are mapped from errno exactly as std.Io.Threaded maps them on Linux (its `errnoBug`
-//! included); the maps several operations share are in `errno.zig`. Paths are copied into a
-//! NUL-terminated buffer on the caller's stack, which outlives the operation (the loop and the
-//! lane borrow it).
+//! Errors are mapped from errno exactly as std.Io.Threaded maps them on Linux, under weft's
+//! errno policy (`os/linux.zig`): an errno only a bug can cause goes to `errnoBug` (a panic in
+//! Debug builds, where Threaded panics too), one a correct program may meet without a name in
+//! the error set to `unexpectedErrno`. The maps several operations share are in `errno.zig`.
+//! Paths are copied into a NUL-terminated buffer on the caller's stack, which outlives the
+//! operation (the loop and the lane borrow it).
 const std = @import("std");
 const Io = std.Io;
 const Dir = Io.Dir;
@@ -25,7 +27,7 @@ const linux = std.os.linux;
 const posix = std.posix;
 const assert = std.debug.assert;
 const Threaded = Io.Threaded;
-const errnoBug = Threaded.errnoBug;
+const errnoBug = os.errnoBug;
 const pathToPosix = Threaded.pathToPosix;
 const os = @import("../os/linux.zig");
 const Op = @import("../loop/Completion.zig").Op;
@@ -169,6 +171,7 @@ pub fn openDir(
     const result = try open(blocking, io, op_open);
     if (result >= 0) return .{ .handle = result };
     return switch (errnoOf(result)) {
+        // A bad path pointer; a directory used after close; BUSY only with O_EXCL, not passed.
         .FAULT, .BADF, .BUSY => |e| errnoBug(e),
         else => |e| fs_errno.openAnyError(e),
     };
@@ -232,7 +235,7 @@ pub fn access(
         .IO => error.InputOutput,
         .NOMEM => error.SystemResources,
         .ILSEQ => error.BadPathName,
-        .INVAL, .FAULT => |e| errnoBug(e),
+        .INVAL, .FAULT => |e| errnoBug(e), // bad mode or flags; a bad path pointer
         else => |e| os.unexpectedErrno(e),
     };
 }
@@ -258,7 +261,7 @@ pub fn createDir(
         .NOTCONN => error.FileNotFound,
         .NOSPC => error.NoSpaceLeft,
         .ROFS => error.ReadOnlyFileSystem,
-        .BADF, .FAULT => |e| errnoBug(e),
+        .BADF, .FAULT => |e| errnoBug(e), // a directory used after close; a bad path pointer
         else => |e| pathError(e),
     };
 }
@@ -367,6 +370,8 @@ pub fn deleteDir(
     return switch (errnoOf(result)) {
         .PERM => error.PermissionDenied,
         .NOTEMPTY => error.DirNotEmpty,
+        // ISDIR only without AT_REMOVEDIR; EXIST is POSIX's other spelling of NOTEMPTY, which
+        // Linux does not use; a last component `.`; a bad path; used after close.
         .ISDIR, .EXIST, .INVAL, .FAULT, .BADF => |e| errnoBug(e),
         else => |e| unlinkError(e),
     };
@@ -475,7 +480,7 @@ pub fn symLink(
         .IO => error.FileSystem,
         .NOSPC => error.NoSpaceLeft,
         .ROFS => error.ReadOnlyFileSystem,
-        .FAULT, .INVAL => |e| errnoBug(e),
+        .FAULT, .INVAL => |e| errnoBug(e), // a bad path pointer; bad arguments
         else => |e| pathError(e),
     };
 }
@@ -616,7 +621,7 @@ fn refill(blocking: *BlockingLane, io: Io, reader: *Dir.Reader) Dir.Reader.Error
             reader.state = .finished;
             return false;
         },
-        .INVAL => error.Unexpected, // a buffer too small, or /proc/<pid>/net
+        .INVAL => |e| os.unexpectedErrno(e), // a buffer too small, or /proc/<pid>/net
         .ACCES => error.AccessDenied,
         .BADF, .FAULT, .NOTDIR => |e| errnoBug(e), // not opened with `.iterate = true`
         else => |e| os.unexpectedErrno(e),
@@ -742,7 +747,7 @@ pub fn setFilePermissions(
         .OPNOTSUPP, .NOSYS => error.OperationUnsupported,
         .PERM => error.PermissionDenied,
         .ROFS => error.ReadOnlyFileSystem,
-        .BADF, .FAULT, .INVAL => |e| errnoBug(e),
+        .BADF, .FAULT, .INVAL => |e| errnoBug(e), // used after close; a bad path; bad flags
         else => |e| os.unexpectedErrno(e),
     };
 }

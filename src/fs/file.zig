@@ -13,9 +13,10 @@
 //! non-blocking flock, the tty ioctl) are direct syscalls; `fchmod` and `fchown`, which may
 //! wait for the file system, run on the blocking lane.
 //!
-//! Errors are mapped from errno exactly as std.Io.Threaded maps them, including its
-//! `errnoBug` (a panic in Debug builds) for errno values that only a caller's bug can cause;
-//! the maps several operations share are in `errno.zig`.
+//! Errors are mapped from errno exactly as std.Io.Threaded maps them, under weft's errno
+//! policy (`os/linux.zig`): an errno only a bug can cause goes to `errnoBug` (a panic in Debug
+//! builds, where Threaded panics too), one a correct program may meet without a name in the
+//! error set to `unexpectedErrno`. The maps several operations share are in `errno.zig`.
 const std = @import("std");
 const Io = std.Io;
 const File = Io.File;
@@ -23,7 +24,7 @@ const linux = std.os.linux;
 const posix = std.posix;
 const assert = std.debug.assert;
 const Threaded = Io.Threaded;
-const errnoBug = Threaded.errnoBug;
+const errnoBug = os.errnoBug;
 const os = @import("../os/linux.zig");
 const Executor = @import("../sched/Executor.zig");
 const Op = @import("../loop/Completion.zig").Op;
@@ -227,6 +228,8 @@ pub fn sync(blocking: *BlockingLane, io: Io, file: File) File.SyncError!void {
         .IO => error.InputOutput,
         .NOSPC => error.NoSpaceLeft,
         .DQUOT => error.DiskQuota,
+        // Used after close; a special file (a pipe, a socket) that cannot be synced, which
+        // some file systems report as ROFS.
         .BADF, .INVAL, .ROFS => |e| errnoBug(e),
         else => |e| os.unexpectedErrno(e),
     };
@@ -342,7 +345,7 @@ fn flockNonblocking(fd: posix.fd_t, operation: i32) File.LockError!bool {
         .AGAIN => return false,
         .NOLCK => return error.SystemResources,
         .OPNOTSUPP => return error.FileLocksUnsupported,
-        .BADF, .INVAL => |e| return errnoBug(e),
+        .BADF, .INVAL => |e| return errnoBug(e), // used after close; a bad operation
         else => |e| return os.unexpectedErrno(e),
     };
 }
@@ -353,18 +356,23 @@ fn flockBlocking(fd: posix.fd_t, operation: i32) File.LockError!void {
         .INTR => continue,
         .NOLCK => return error.SystemResources,
         .OPNOTSUPP => return error.FileLocksUnsupported,
+        // Used after close; a bad operation; AGAIN only answers LOCK_NB, not passed here.
         .BADF, .INVAL, .AGAIN => |e| return errnoBug(e),
         else => |e| return os.unexpectedErrno(e),
     };
 }
 
 /// Releases the lock. Never fails: unlocking cannot block, and a failure is the caller's bug
-/// (asserted in Debug builds, as std.Io.Threaded does).
+/// (a panic in Debug builds, ignored in release ones, as on std.Io.Threaded).
 pub fn unlock(file: File) void {
     while (true) switch (os.errno(linux.flock(file.handle, posix.LOCK.UN))) {
         .SUCCESS => return,
         .INTR => continue,
-        else => return assert(@import("builtin").mode != .Debug),
+        // Used after close, or bad arguments: releasing a lock has no error to report.
+        else => |e| {
+            errnoBug(e) catch {};
+            return;
+        },
     };
 }
 
@@ -407,7 +415,7 @@ pub fn realPathOfFd(fd: posix.fd_t, out_buffer: []u8) File.RealPathError!usize {
             .NOENT => return error.FileNotFound,
             .NOMEM => return error.SystemResources,
             .NOTDIR => return error.NotDir,
-            .FAULT, .ILSEQ => |e| return errnoBug(e),
+            .FAULT, .ILSEQ => |e| return errnoBug(e), // weft's own buffers and procfs path
             else => |e| return os.unexpectedErrno(e),
         }
     }

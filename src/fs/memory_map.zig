@@ -126,15 +126,15 @@ fn mmap(fd: i32, len: usize, prot: linux.PROT, flags: linux.MAP, offset: i64) Ma
     }
 }
 
-/// Unmaps (or frees the fallback's memory). Never fails: a failed `munmap` is logged in Debug.
+/// Unmaps (or frees the fallback's memory). Never fails: a failed `munmap` is logged in Debug
+/// builds, as std.Io.Threaded logs it (not `errnoBug`'s panic, which Threaded does not make).
 pub fn destroy(gpa: std.mem.Allocator, mm: *MemoryMap) void {
     const memory = mm.memory;
     if (mm.section) |_| {
         if (memory.len == 0) return;
         switch (os.errno(linux.munmap(memory.ptr, memory.len))) {
             .SUCCESS => {},
-            else => |e| if (@import("builtin").mode == .Debug)
-                log.err("failed to unmap {d} bytes at {*}: {t}", .{ memory.len, memory.ptr, e }),
+            else => |e| os.unexpectedErrno(e) catch {},
         }
     } else {
         gpa.rawFree(memory, pageAlignment(), @returnAddress());
@@ -167,7 +167,7 @@ pub fn setLength(
                 .INTR => continue,
                 .AGAIN => return error.LockedMemoryLimitExceeded,
                 .NOMEM => return error.OutOfMemory,
-                .INVAL, .FAULT => |e| return errnoBug(e),
+                .INVAL, .FAULT => |e| return errnoBug(e), // a range or flags of weft's own
                 else => |e| return os.unexpectedErrno(e),
             }
         }
