@@ -67,7 +67,7 @@ pub fn openAnyError(e: os.E) OpenAnyError {
     };
 }
 
-/// The `openat` errors of a file opened or created (`dirOpenFile`, `dirCreateFile`).
+/// The `openat` errors of a file opened or created (`dir.openFile`, `dir.createFile`).
 pub fn openError(e: os.E) File.OpenError {
     return switch (e) {
         .FBIG, .OVERFLOW => error.FileTooBig,
