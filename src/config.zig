@@ -147,6 +147,10 @@ pub const task_dump_frames_max = 48;
 /// the search loop, timer expiry and I/O completion callbacks, never a task.
 pub const executor_thread_stack_size_bytes = 256 * 1024;
 
+/// Stack of the watchdog's thread (sched/Watchdog.zig; virtual, committed when touched): it
+/// symbolizes stalling stacks, and std.debug's first load of the debug information is deep.
+pub const watchdog_thread_stack_size_bytes = 2 * 1024 * 1024;
+
 /// Alternate signal stack an executor maps for its thread when the thread has none (std gives
 /// every thread it starts one of `std.options.signal_stack_size`, 256 KiB by default). weft's
 /// stack overflow handler runs there, then the handler it hands the fault to: std's, which
@@ -249,13 +253,13 @@ pub const lane_caller_spin_ns_default = 2 * std.time.ns_per_us;
 /// from std (DNS, TLS, file system) and user code run there, so it is generous.
 pub const lane_stack_size_bytes_default = 1024 * 1024;
 
-/// Threads of the runtime's blocking lane (`fs/Blocking.zig`), which runs the file system
+/// Threads of the runtime's blocking lane (`fs/BlockingLane.zig`), which runs the file system
 /// calls the loop cannot run asynchronously. Each blocked call holds one; a few cover a
 /// program's occasional stat or readdir, and more would mostly queue on the same disk.
 pub const blocking_lane_threads = 4;
 
 /// Calls accepted by the blocking lane and not yet taken by a worker; callers past it wait in
-/// line (they are never refused, see `fs/Blocking.zig`).
+/// line (they are never refused, see `fs/BlockingLane.zig`).
 pub const blocking_lane_queue_limit = 256;
 
 /// Addresses one host name lookup reports at most; more (a long hosts file, a large reply)

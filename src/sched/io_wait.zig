@@ -3,7 +3,7 @@
 //!
 //! Protocol (the completion lives on the task's stack, so the task must not return before its
 //! callback ran):
-//! 1. `prepareWait(cancelable)`, start the deadline timer, submit; park.
+//! 1. `prepareWait(cancelable, reason)`, start the deadline timer, submit; park.
 //! 2. Resumed: the callback ran (done) → the result. Else the timer fired or a cancel request
 //!    is pending → `loop.cancel` the operation and keep waiting, uncancelably, for its
 //!    callback. Else a stale wake: wait again.

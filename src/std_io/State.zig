@@ -11,8 +11,9 @@ const assert = std.debug.assert;
 const Io = std.Io;
 const Executor = @import("../sched/Executor.zig");
 const Scheduler = @import("../sched/Scheduler.zig");
+const Watchdog = @import("../sched/Watchdog.zig");
 const Task = @import("../sched/Task.zig");
-const Blocking = @import("../fs/Blocking.zig");
+const BlockingLane = @import("../fs/BlockingLane.zig");
 const lookup = @import("../net/lookup.zig");
 const CpuLane = @import("../lanes/CpuLane.zig");
 const os = @import("../os/linux.zig");
@@ -27,12 +28,14 @@ gpa: std.mem.Allocator,
 resolver: lookup.Config,
 scheduler: Scheduler,
 /// Runs the file system calls the loop cannot (its threads start on first use).
-blocking: Blocking,
+blocking: BlockingLane,
 /// The environment, the stderr lock, `/dev/null`, the SIGPIPE handler.
 process: ProcessState,
 hooks: Executor.Hooks = .{ .run = &runTask },
 /// The lane `Runtime.compute` runs on; started on its first call.
 cpu: CpuLane,
+/// The stall detector and schedule trace, when either is on (`Runtime.init` starts it).
+watchdog: ?Watchdog = null,
 /// The thread that dumps the tasks when `Runtime.Options.dump_signal` arrives, if one was asked
 /// for (`Runtime.init` starts it, `deinit` stops it first).
 dump_signal: ?task_dump.Signal = null,

@@ -161,9 +161,9 @@ test "Metrics: writePrometheus parses: HELP and TYPE first, no duplicate series,
     defer allocating.deinit();
     try metrics.writePrometheus(&allocating.writer);
     const summary = try checkExposition(testing.allocator, allocating.written());
-    // 7 runtime series, and 16 per executor.
-    try testing.expectEqual(@as(usize, 7 + 16 * 2), summary.samples);
-    try testing.expectEqual(@as(usize, 7 + 16), summary.families);
+    // 8 runtime series, and 16 per executor.
+    try testing.expectEqual(@as(usize, 8 + 16 * 2), summary.samples);
+    try testing.expectEqual(@as(usize, 8 + 16), summary.families);
     if (Metrics.enabled) {
         const spawned = "weft_tasks_spawned_total 10\n";
         try testing.expect(std.mem.indexOf(u8, allocating.written(), spawned) != null);
