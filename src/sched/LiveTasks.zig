@@ -223,6 +223,35 @@ pub fn readName(entry: *const Entry, buffer: *[name_bytes_max]u8) ?[]const u8 {
     return null;
 }
 
+/// The id and name of the task at `address`, or null when no live task is there: for an
+/// observer holding a task pointer that may be stale, such as the stall detector's sample of
+/// `Executor.current` (a task that just ended may still be there). The task's slot is read with
+/// `os.readOwnMemory`, which cannot fault on memory freed meanwhile, and the lock then confirms
+/// that the slot holds that task. Thread-safe; not async-signal-safe (it takes the lock).
+pub fn describe(
+    tasks: *LiveTasks,
+    address: usize,
+    name_buffer: *[name_bytes_max]u8,
+) ?Description {
+    if (address == 0 or address % Task.allocation_align != 0) return null;
+    var slot: u32 = undefined;
+    const slot_bytes = std.mem.asBytes(&slot);
+    const copied = os.readOwnMemory(address + @offsetOf(Task, "slot"), slot_bytes) catch 0;
+    if (copied != slot_bytes.len) return null;
+    tasks.lock.lock();
+    defer tasks.lock.unlock();
+    if (slot >= tasks.slots_used) return null;
+    const entry = &tasks.entries[slot];
+    if (entry.task == null or @intFromPtr(entry.task.?) != address) return null;
+    return .{ .id = entry.id, .name = readName(entry, name_buffer) orelse "" };
+}
+
+pub const Description = struct {
+    id: u64,
+    /// Empty when the task has no name.
+    name: []const u8,
+};
+
 /// Calls `visitor(context, entry, task)` for the live tasks in slots `first..`, at most
 /// `batch_max` of them, holding the lock: `visitor` must be short and must not park, block or
 /// take another lock (a spawn on any executor waits meanwhile). Returns the slot to start the

@@ -44,6 +44,7 @@ const os_thread = @import("../os/thread.zig");
 const Executor = @import("Executor.zig");
 const Scheduler = @import("Scheduler.zig");
 const Task = @import("Task.zig");
+const LiveTasks = @import("LiveTasks.zig");
 
 const log = std.log.scoped(.weft);
 
@@ -112,6 +113,8 @@ const Seen = struct {
     /// Set once the run that began at `since_ns` was reported as a stall.
     reported: bool = false,
     task_address: usize = 0,
+    /// The task's id (sched/LiveTasks.zig), 0 when it could not be told.
+    task_id: u64 = 0,
 };
 
 /// What the signal handler and the watchdog share, per executor.
@@ -243,11 +246,21 @@ fn reportStall(
     var stack_writer: std.Io.Writer = .fixed(&stack_buffer);
     const task = sampleStack(executor, seen.activity, &stack_writer);
     seen.task_address = if (task) |t| @intFromPtr(t) else 0;
-    writer.print("stall: task 0x{x} has run on executor {d} for {d} ms without going back " ++
+    // Its id and name, if it still lives: the sample may be of a task that just ended.
+    var name_buffer: [LiveTasks.name_bytes_max]u8 = undefined;
+    const tasks = &watchdog.scheduler.tasks;
+    const described = tasks.describe(seen.task_address, &name_buffer);
+    seen.task_id = if (described) |d| d.id else 0;
+    writer.print("stall: task 0x{x}", .{seen.task_address}) catch {};
+    if (described) |d| {
+        writer.print(" (id {d}", .{d.id}) catch {};
+        if (d.name.len > 0) writer.print(", \"{s}\"", .{d.name}) catch {};
+        writer.writeByte(')') catch {};
+    }
+    writer.print(" has run on executor {d} for {d} ms without going back " ++
         "to the scheduler (threshold {d} ms); every other task of that executor waits " ++
         "meanwhile. Move long computations to rt.compute (weft.CpuLane) and blocking calls to " ++
         "a weft.Lane. Its stack now:\n{s}", .{
-        seen.task_address,
         executor.index,
         (now_ns -| seen.since_ns) / std.time.ns_per_ms,
         threshold_ns / std.time.ns_per_ms,
@@ -260,8 +273,13 @@ fn reportEnd(watchdog: *Watchdog, executor_index: u32, seen: Seen, end_ns: u64) 
     var report_buffer: [256]u8 = undefined;
     const report = std.fmt.bufPrint(
         &report_buffer,
-        "stall ended: task 0x{x} ran on executor {d} for {d} ms in all",
-        .{ seen.task_address, executor_index, (end_ns -| seen.since_ns) / std.time.ns_per_ms },
+        "stall ended: task 0x{x} (id {d}) ran on executor {d} for {d} ms in all",
+        .{
+            seen.task_address,
+            seen.task_id,
+            executor_index,
+            (end_ns -| seen.since_ns) / std.time.ns_per_ms,
+        },
     ) catch unreachable; // the buffer fits the longest numbers
     watchdog.publish(report);
 }

@@ -69,7 +69,8 @@ test "stall: 200 ms computed on the main task is reported once, with its stack, 
     try testing.expectEqual(@as(u32, 2), watchdog.keptReport(0, &report.buffer)[1]);
 }
 
-fn computeInTask(duration_ns: u64) void {
+fn computeInTask(io: Io, duration_ns: u64) void {
+    Runtime.setName(io, "computing inline");
     computeInlineForStallTest(duration_ns);
 }
 
@@ -79,11 +80,13 @@ test "stall: a task computing on a worker executor is reported with its stack" {
     defer rt.deinit();
     const io = rt.io();
     const watchdog = &rt.state.watchdog.?;
-    var future = try io.concurrent(computeInTask, .{200 * std.time.ns_per_ms});
+    var future = try io.concurrent(computeInTask, .{ io, 200 * std.time.ns_per_ms });
     future.await(io);
     var report: Report = .{};
     try awaitReport(io, watchdog, 0, &report);
     try testing.expect(std.mem.indexOf(u8, report.text, "stall: task 0x") != null);
+    // Its id (the main task is 1, this one the next) and the name it gave itself.
+    try testing.expect(std.mem.indexOf(u8, report.text, "(id 2, \"computing inline\")") != null);
     if (stacks_taken) {
         try testing.expect(std.mem.indexOf(u8, report.text, "computeInlineForStallTest") != null);
         try testing.expect(std.mem.indexOf(u8, report.text, "computeInTask") != null);
