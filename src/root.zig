@@ -91,6 +91,7 @@ test {
     _ = @import("net/interface.zig");
     _ = @import("net/lookup.zig");
     _ = @import("os/Counter.zig");
+    _ = @import("os/Histogram.zig");
     _ = @import("os/Mutex.zig");
     _ = @import("os/SpinLock.zig");
     _ = @import("os/atomic.zig");
