@@ -81,6 +81,7 @@ test {
     _ = @import("intrusive.zig");
     _ = @import("lanes/CpuLane.zig");
     _ = @import("lanes/Lane.zig");
+    _ = @import("lanes/named.zig");
     _ = @import("loop/Completion.zig");
     _ = @import("loop/Loop.zig");
     _ = @import("loop/nonblocking.zig");
