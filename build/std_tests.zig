@@ -1,7 +1,8 @@
 //! `./zigw build test-std`: the standard library's own tests that use `std.testing.io`, run
 //! with weft as that Io.
 //!
-//! How (see /work/shared/STDIO.md §4.3, approach 1):
+//! How (std's own test files run unchanged; rejected: copies of them with `testing.io`
+//! replaced, which would drift from the std they test):
 //!
 //! 1. `build/std_lib_patch.zig` writes a copy of the Zig lib directory into the cache: `std/`
 //!    copied, everything else symlinked, and `std.testing.io` patched to be
@@ -27,8 +28,9 @@ pub const TestIo = enum { weft, threaded };
 
 /// Test-name filters: a test runs when its fully qualified name contains one of them. Each
 /// filter also prunes analysis, which matters: the `ziglang` wheel ships many std test files
-/// empty and without their test data, so an unfiltered std test build does not compile
-/// (STDIO.md §4.1). Unnamed `test {}` blocks (about 60) are compiled whatever the filters.
+/// empty and without their test data (`Io/test.zig`, `fs/test.zig`, `std/tz/*.tzif`, ...), so
+/// an unfiltered std test build does not compile. Unnamed `test {}` blocks (about 60) are
+/// compiled whatever the filters.
 ///
 /// Kept: the filters whose tests reach `std.testing.io` and pass on std.Io.Threaded and on weft
 /// (both loop backends), with what they exercise through it (WEFT_STD_TEST_VERBOSE=1 prints

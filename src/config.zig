@@ -223,13 +223,13 @@ pub const lane_caller_spin_ns_default = 2 * std.time.ns_per_us;
 /// from std (DNS, TLS, file system) and user code run there, so it is generous.
 pub const lane_stack_size_bytes_default = 1024 * 1024;
 
-/// Threads of the runtime's blocking lane (`fs/Blocking.zig`), which runs the file system
+/// Threads of the runtime's blocking lane (`fs/BlockingLane.zig`), which runs the file system
 /// calls the loop cannot run asynchronously. Each blocked call holds one; a few cover a
 /// program's occasional stat or readdir, and more would mostly queue on the same disk.
 pub const blocking_lane_threads = 4;
 
 /// Calls accepted by the blocking lane and not yet taken by a worker; callers past it wait in
-/// line (they are never refused, see `fs/Blocking.zig`).
+/// line (they are never refused, see `fs/BlockingLane.zig`).
 pub const blocking_lane_queue_limit = 256;
 
 /// Bytes of a lane's name (`Lane.Options.name`), the longest kept: a longer name is cut (at a

@@ -19,7 +19,7 @@ const Lock = @import("../os/Mutex.zig");
 const Lane = @import("Lane.zig");
 const Sharded = @import("Sharded.zig");
 
-/// The names of each runtime's own lanes: its blocking lane (fs/Blocking.zig) and the CPU
+/// The names of each runtime's own lanes: its blocking lane (fs/BlockingLane.zig) and the CPU
 /// lane of `Runtime.compute`. Reserved: no listed lane may take them.
 pub const blocking_name = "blocking";
 pub const cpu_name = "cpu";

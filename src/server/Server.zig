@@ -41,7 +41,7 @@ const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
 const socket = @import("../net/socket.zig");
 const Runtime = @import("../Runtime.zig");
-pub const Worker = @import("Worker.zig");
+const Worker = @import("Worker.zig");
 pub const http = @import("http.zig");
 const supervisor = @import("supervisor.zig");
 
@@ -230,7 +230,7 @@ pub fn run(server: *Server, handler: Handler) RunError!Report {
     return switch (server.options.shape) {
         .single => server.runSingle(handler),
         .threaded => server.runThreaded(handler),
-        .forked => supervisor.run(server, handler),
+        .forked => supervisor.run(server, handler, serveOn),
     };
 }
 
@@ -244,7 +244,7 @@ fn runSingle(server: *Server, handler: Handler) RunError!Report {
 /// Runs worker `index` on a new runtime on the calling thread, over its own listener or the
 /// shared one, until `stop` or, when `stop_fd` (an eventfd) is not null, until it is
 /// signalled (`Worker.run`).
-pub fn serveOn(
+fn serveOn(
     server: *Server,
     index: u32,
     handler: Handler,
@@ -331,7 +331,7 @@ fn threadMain(server: *Server, index: u32, handler: Handler, result: *ThreadResu
 }
 
 /// SIGINT and SIGTERM handlers that call `stop` on one server, and the previous handlers.
-pub const Signals = struct {
+const Signals = struct {
     installed: bool = false,
     previous: [2]linux.Sigaction = undefined,
 

@@ -63,8 +63,17 @@ const Slot = struct {
     backoff_ns: u64 = config.server_restart_backoff_ns_min,
 };
 
+/// How a worker process serves: `Server.serveOn`, which is not public (users have `run`), so
+/// `Server.run` hands it over.
+pub const Serve = *const fn (
+    server: *Server,
+    index: u32,
+    handler: Server.Handler,
+    stop_fd: ?linux.fd_t,
+) Server.RunError!Worker.Report;
+
 /// Forks the workers and supervises them; returns when they have all exited after a stop.
-pub fn run(server: *Server, handler: Server.Handler) Server.RunError!Server.Report {
+pub fn run(server: *Server, handler: Server.Handler, serve: Serve) Server.RunError!Server.Report {
     const workers = server.options.shape.workers();
     assert(server.listener_count == 1);
     assert(workers >= 1);
@@ -82,7 +91,7 @@ pub fn run(server: *Server, handler: Server.Handler) Server.RunError!Server.Repo
     var report: Server.Report = .{};
     var start_failed = false;
     for (slots[0..workers], 0..) |*slot, i| {
-        start(server, slot, @intCast(i), handler, &mask_before, reports) catch {
+        start(server, slot, @intCast(i), handler, serve, &mask_before, reports) catch {
             start_failed = true; // the ones started are stopped, then run fails
             break;
         };
@@ -111,7 +120,7 @@ pub fn run(server: *Server, handler: Server.Handler) Server.RunError!Server.Repo
             }
             continue;
         }
-        restartDue(server, slots[0..workers], handler, &mask_before, reports, &report);
+        restartDue(server, slots[0..workers], handler, serve, &mask_before, reports, &report);
     }
     for (slots[0..workers]) |slot| assert(slot.pid == 0);
     if (start_failed) return error.WorkerStartFailed;
@@ -205,6 +214,7 @@ fn restartDue(
     server: *Server,
     slots: []Slot,
     handler: Server.Handler,
+    serve: Serve,
     mask_before: *const linux.sigset_t,
     reports: []Worker.Report,
     report: *Server.Report,
@@ -212,7 +222,7 @@ fn restartDue(
     const now_ns = os.monotonicNs();
     for (slots, 0..) |*slot, i| {
         if (slot.pid != 0 or slot.restart_at_ns > now_ns) continue;
-        start(server, slot, @intCast(i), handler, mask_before, reports) catch {
+        start(server, slot, @intCast(i), handler, serve, mask_before, reports) catch {
             const delay_ns = scheduleRestart(slot, now_ns, 0, report);
             log.err("worker {d}: fork failed; retrying in {d} ms", .{
                 i, delay_ns / std.time.ns_per_ms,
@@ -317,6 +327,7 @@ fn start(
     slot: *Slot,
     index: u32,
     handler: Server.Handler,
+    serve: Serve,
     mask_before: *const linux.sigset_t,
     reports: []Worker.Report,
 ) error{WorkerStartFailed}!void {
@@ -324,7 +335,7 @@ fn start(
     const supervisor_pid = linux.getpid();
     const rc = linux.fork();
     if (os.errno(rc) != .SUCCESS) return error.WorkerStartFailed;
-    if (rc == 0) workerMain(server, index, handler, mask_before, supervisor_pid, reports);
+    if (rc == 0) workerMain(server, index, handler, serve, mask_before, supervisor_pid, reports);
     slot.pid = @intCast(rc);
     slot.started_ns = os.monotonicNs();
     log.info("worker {d} started: pid {d}", .{ index, slot.pid });
@@ -345,6 +356,7 @@ fn workerMain(
     server: *Server,
     index: u32,
     handler: Server.Handler,
+    serve: Serve,
     mask_before: *const linux.sigset_t,
     supervisor_pid: linux.pid_t,
     reports: []Worker.Report,
@@ -374,7 +386,7 @@ fn workerMain(
     // thread keeps the id of the supervisor thread it was forked from once that one logged
     // anything. A thread started here has a fresh cache: a panic names the worker's thread.
     const thread = std.Thread.spawn(.{}, serveWorker, .{
-        server, index, handler, stop_fd, &reports[index],
+        server, index, handler, serve, stop_fd, &reports[index],
     }) catch |err| {
         log.err("worker {d}: no thread: {t}", .{ index, err });
         linux.exit_group(1);
@@ -389,13 +401,14 @@ fn serveWorker(
     server: *Server,
     index: u32,
     handler: Server.Handler,
+    serve: Serve,
     stop_fd: linux.fd_t,
     report: *Worker.Report,
 ) void {
     log.info("worker {d} (pid {d}) serves on thread {d}", .{
         index, linux.getpid(), linux.gettid(),
     });
-    report.* = server.serveOn(0, handler, stop_fd) catch |err| {
+    report.* = serve(server, 0, handler, stop_fd) catch |err| {
         log.err("worker {d}: {t}", .{ index, err });
         linux.exit_group(1);
     };

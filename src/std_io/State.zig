@@ -12,7 +12,7 @@ const Io = std.Io;
 const Executor = @import("../sched/Executor.zig");
 const Scheduler = @import("../sched/Scheduler.zig");
 const Task = @import("../sched/Task.zig");
-const Blocking = @import("../fs/Blocking.zig");
+const BlockingLane = @import("../fs/BlockingLane.zig");
 const lookup = @import("../net/lookup.zig");
 const CpuLane = @import("../lanes/CpuLane.zig");
 const Metrics = @import("../Metrics.zig");
@@ -29,7 +29,7 @@ tasks_max: usize,
 resolver: lookup.Config,
 scheduler: Scheduler,
 /// Runs the file system calls the loop cannot (its threads start on first use).
-blocking: Blocking,
+blocking: BlockingLane,
 /// The environment, the stderr lock, `/dev/null`, the SIGPIPE handler.
 process: ProcessState,
 tasks_live: std.atomic.Value(usize) = .init(0),

@@ -1,93 +1,37 @@
-//! std.Io file entries, and the file operations of `operate`.
-//!
-//! Reads, writes, stat, sync and truncation are loop operations (`fs/Blocking.zig` picks the
-//! loop or the blocking lane); a positional read first tries to take cached data at once
-//! (`fs/nowait.zig`): cancelation points that cancel the kernel operation, so a read
-//! blocked on a pipe ends at once when its task is canceled. A `read` or `write` on a pipe,
-//! terminal or socket waits for readiness on either backend, even on a descriptor opened
-//! `O_NONBLOCK` (std.Io.Threaded reports `error.WouldBlock` there). Calls that cannot block
-//! (seek, non-blocking flock, the tty ioctl, close) are direct syscalls; `fchmod` and `fchown`,
-//! which may wait for the file system, run on the blocking lane.
-//!
-//! Errors are mapped from errno exactly as std.Io.Threaded maps them, including its
-//! `errnoBug` (a panic in Debug builds) for errno values that only a caller's bug can cause;
-//! the maps several entries share are in `fs_errno.zig`.
+//! std.Io file entries, and the file operations of `operate`: each takes the runtime's state
+//! from `userdata` and std's buffer lists apart (`iovecs.zig`), and calls the operation in
+//! `fs/file.zig`, which makes the syscalls and maps their errno (where each runs, loop, lane
+//! or direct, is said there). What is left here is std's own protocol: a write of a file's
+//! bytes (`fileWriteFileStreaming`) and the ANSI escape entries.
 const std = @import("std");
 const Io = std.Io;
 const File = Io.File;
-const linux = std.os.linux;
-const posix = std.posix;
-const assert = std.debug.assert;
-const Threaded = Io.Threaded;
-const errnoBug = Threaded.errnoBug;
 const os = @import("../os/linux.zig");
 const State = @import("State.zig");
-const Executor = @import("../sched/Executor.zig");
-const Blocking = @import("../fs/Blocking.zig");
-const nowait = @import("../fs/nowait.zig");
-const Op = @import("../loop/Completion.zig").Op;
+const BlockingLane = @import("../fs/BlockingLane.zig");
+const fs_file = @import("../fs/file.zig");
 const iovecs_mod = @import("iovecs.zig");
 const Iovecs = iovecs_mod.Iovecs;
 const ReadIovecs = iovecs_mod.ReadIovecs;
-const time = @import("time.zig");
-const fs_errno = @import("fs_errno.zig");
-
-/// First and last pause between two attempts of a contended `fileLock` (see `fileLock`).
-const lock_retry_ns_min = 50 * std.time.ns_per_us;
-const lock_retry_ns_max = 20 * std.time.ns_per_ms;
 
 pub fn stateOf(userdata: ?*anyopaque) *State {
     return @ptrCast(@alignCast(userdata.?));
 }
 
-/// The runtime's blocking side and its Io.
-pub fn blockingOf(userdata: ?*anyopaque) struct { *Blocking, Io } {
+/// The runtime's blocking lane and its Io.
+pub fn blockingOf(userdata: ?*anyopaque) struct { *BlockingLane, Io } {
     const state = stateOf(userdata);
     return .{ &state.blocking, state.io() };
 }
 
-pub fn checkCancel() Io.Cancelable!void {
-    if (Executor.currentTask()) |task| try task.checkCancel();
-}
-
-pub fn errnoOf(result: i32) os.E {
-    assert(result < 0);
-    return @enumFromInt(-result);
-}
-
 pub fn fileStat(userdata: ?*anyopaque, file: File) File.StatError!File.Stat {
-    var statx: linux.Statx = undefined;
-    const result = try statFd(userdata, file.handle, Threaded.linux_statx_request, &statx);
-    if (result >= 0) return Threaded.statFromLinux(&statx);
-    return fs_errno.statFdError(errnoOf(result));
+    const blocking, const io = blockingOf(userdata);
+    return fs_file.stat(blocking, io, file);
 }
 
 pub fn fileLength(userdata: ?*anyopaque, file: File) File.LengthError!u64 {
-    var statx: linux.Statx = undefined;
-    const result = try statFd(userdata, file.handle, .{ .SIZE = true }, &statx);
-    if (result >= 0) {
-        if (!statx.mask.SIZE) return error.Unexpected;
-        return statx.size;
-    }
-    return fs_errno.statFdError(errnoOf(result));
-}
-
-/// `statx` of an open descriptor (`AT_EMPTY_PATH`).
-fn statFd(
-    userdata: ?*anyopaque,
-    fd: posix.fd_t,
-    mask: linux.STATX,
-    statx: *linux.Statx,
-) Io.Cancelable!i32 {
     const blocking, const io = blockingOf(userdata);
-    statx.* = std.mem.zeroes(linux.Statx);
-    return blocking.perform(io, .{ .statx = .{
-        .fd = fd,
-        .path = "",
-        .flags = linux.AT.EMPTY_PATH,
-        .mask = mask,
-        .buffer = statx,
-    } });
+    return fs_file.length(blocking, io, file);
 }
 
 /// Closes each file. Never fails and is not a cancelation point (close is not retried on
@@ -107,43 +51,8 @@ pub fn fileReadPositional(
 ) File.ReadPositionalError!usize {
     const iovecs: ReadIovecs = .init(data);
     if (iovecs.count == 0) return 0;
-    try checkCancel();
-    // On a task, data the kernel has cached is read right here (see `fs/nowait.zig`); a thread
-    // weft does not run makes the blocking call below anyway.
-    if (Executor.currentTask() != null) {
-        if (nowait.read(file.handle, iovecs.slice(), offset)) |result| {
-            return readPositionalResult(result);
-        }
-    }
-    if (!seekable(file.handle)) return error.Unseekable;
     const blocking, const io = blockingOf(userdata);
-    const op_read: Op.Read = .{ .fd = file.handle, .iovecs = iovecs.slice(), .offset = offset };
-    return readPositionalResult(try blocking.perform(io, .{ .read = op_read }));
-}
-
-/// A positional read's result (a count or `-errno`) as `fileReadPositional` reports it.
-fn readPositionalResult(result: i32) File.ReadPositionalError!usize {
-    if (result >= 0) return @intCast(result);
-    return switch (errnoOf(result)) {
-        .NXIO, .SPIPE, .OVERFLOW => error.Unseekable,
-        .NOTCONN, .CONNRESET => |e| errnoBug(e), // not a socket
-        else => |e| fs_errno.readError(e),
-    };
-}
-
-/// Whether a positional read or write on `fd` makes sense, as `pread`/`pwrite` would judge:
-/// false for a pipe, FIFO, socket or terminal (`ESPIPE`). Asked before every positional
-/// operation because io_uring does not ask: it reads a pipe "at" any offset as a stream, and
-/// std's `File.Reader` relies on `error.Unseekable` to leave positional mode (a positional
-/// `seekBy` on a pipe would otherwise skip nothing). On epoll the question also keeps a
-/// positional read of an empty pipe from waiting for data it must refuse. One `lseek`, which
-/// never waits; any other failure is left for the operation itself to report.
-fn seekable(fd: posix.fd_t) bool {
-    while (true) switch (os.errno(linux.lseek(fd, 0, linux.SEEK.CUR))) {
-        .SPIPE => return false,
-        .INTR => continue,
-        else => return true,
-    };
+    return fs_file.readPositional(blocking, io, file, iovecs.slice(), offset);
 }
 
 /// Writes `header`, `data` and the splat (std's `Writer.drain` layout) at `offset`, as far as
@@ -159,17 +68,8 @@ pub fn fileWritePositional(
     var splat_buffer: [iovecs_mod.splat_buffer_bytes]u8 = undefined;
     const iovecs: Iovecs = .drain(header, data, splat, &splat_buffer);
     if (iovecs.count == 0) return 0;
-    try checkCancel();
-    if (!seekable(file.handle)) return error.Unseekable;
     const blocking, const io = blockingOf(userdata);
-    const op_write: Op.Write = .{ .fd = file.handle, .iovecs = iovecs.slice(), .offset = offset };
-    const result = try blocking.perform(io, .{ .write = op_write });
-    if (result >= 0) return @intCast(result);
-    return switch (errnoOf(result)) {
-        .TXTBSY => error.FileBusy,
-        .NXIO, .SPIPE, .OVERFLOW => error.Unseekable,
-        else => |e| fs_errno.writeError(e),
-    };
+    return fs_file.writePositional(blocking, io, file, iovecs.slice(), offset);
 }
 
 /// The `file_read_streaming` operation: reads at the file position; `error.EndOfStream` at
@@ -181,15 +81,7 @@ pub fn readStreaming(
     const iovecs: ReadIovecs = .init(o.data);
     if (iovecs.count == 0) return 0;
     const blocking, const io = blockingOf(userdata);
-    const op_read: Op.Read = .{ .fd = o.file.handle, .iovecs = iovecs.slice(), .offset = null };
-    const result = try blocking.perform(io, .{ .read = op_read });
-    if (result > 0) return @intCast(result);
-    if (result == 0) return error.EndOfStream;
-    return switch (errnoOf(result)) {
-        .NOTCONN => error.SocketUnconnected,
-        .CONNRESET => error.ConnectionResetByPeer,
-        else => |e| fs_errno.readError(e),
-    };
+    return fs_file.readStreaming(blocking, io, o.file, iovecs.slice());
 }
 
 /// The `file_write_streaming` operation: writes at the file position. Cancelation point.
@@ -201,10 +93,7 @@ pub fn writeStreaming(
     const iovecs: Iovecs = .drain(o.header, o.data, o.splat, &splat_buffer);
     if (iovecs.count == 0) return 0;
     const blocking, const io = blockingOf(userdata);
-    const op_write: Op.Write = .{ .fd = o.file.handle, .iovecs = iovecs.slice(), .offset = null };
-    const result = try blocking.perform(io, .{ .write = op_write });
-    if (result >= 0) return @intCast(result);
-    return fs_errno.writeError(errnoOf(result));
+    return fs_file.writeStreaming(blocking, io, o.file, iovecs.slice());
 }
 
 /// Writes what `file_reader` holds buffered (after `header`) at the file position; reports
@@ -257,90 +146,45 @@ fn bufferedToWrite(
     return error.Unimplemented;
 }
 
-/// The `device_io_control` operation: `ioctl` on the blocking lane (what a device does in an
-/// ioctl is up to its driver, and may take long). Returns the result or `-errno`.
+/// The `device_io_control` operation: `ioctl` on the blocking lane. Returns the result or
+/// `-errno`.
 pub fn deviceIoControl(
     userdata: ?*anyopaque,
     o: Io.Operation.DeviceIoControl,
 ) Io.Cancelable!Io.Operation.DeviceIoControl.Result {
     const blocking, const io = blockingOf(userdata);
-    const fd: usize = @bitCast(@as(isize, o.file.handle));
-    const Job = struct {
-        fn run(handle: usize, code: u32, arg: usize) usize {
-            return linux.syscall3(.ioctl, handle, code, arg);
-        }
-    };
-    return blocking.syscall(io, Job.run, .{ fd, @bitCast(o.code), @intFromPtr(o.arg) });
+    return fs_file.deviceIoControl(blocking, io, o);
 }
 
 pub fn fileSeekBy(userdata: ?*anyopaque, file: File, offset: i64) File.SeekError!void {
     _ = userdata;
-    return seek(file.handle, offset, linux.SEEK.CUR);
+    return fs_file.seekBy(file, offset);
 }
 
 pub fn fileSeekTo(userdata: ?*anyopaque, file: File, offset: u64) File.SeekError!void {
     _ = userdata;
-    return seek(file.handle, @bitCast(offset), linux.SEEK.SET);
-}
-
-/// `lseek` moves a number in the open file description: it never waits for a device.
-fn seek(fd: posix.fd_t, offset: i64, whence: usize) File.SeekError!void {
-    try checkCancel();
-    while (true) switch (os.errno(linux.lseek(fd, offset, whence))) {
-        .SUCCESS => return,
-        .INTR => continue,
-        .INVAL, .OVERFLOW, .SPIPE, .NXIO => return error.Unseekable,
-        .BADF => |e| return errnoBug(e), // descriptor used after close
-        else => |e| return os.unexpectedErrno(e),
-    };
+    return fs_file.seekTo(file, offset);
 }
 
 pub fn fileSync(userdata: ?*anyopaque, file: File) File.SyncError!void {
     const blocking, const io = blockingOf(userdata);
-    const op_sync: Op = .{ .fsync = .{ .fd = file.handle, .datasync = false } };
-    const result = try blocking.perform(io, op_sync);
-    if (result >= 0) return;
-    return switch (errnoOf(result)) {
-        .IO => error.InputOutput,
-        .NOSPC => error.NoSpaceLeft,
-        .DQUOT => error.DiskQuota,
-        .BADF, .INVAL, .ROFS => |e| errnoBug(e),
-        else => |e| os.unexpectedErrno(e),
-    };
+    return fs_file.sync(blocking, io, file);
 }
 
-/// `ftruncate`: a loop operation on Linux 6.9+ io_uring, else on the blocking lane.
 pub fn fileSetLength(userdata: ?*anyopaque, file: File, length: u64) File.SetLengthError!void {
-    const signed_length: i64 = @bitCast(length);
-    if (signed_length < 0) return error.FileTooBig; // an EINVAL that would be ambiguous
     const blocking, const io = blockingOf(userdata);
-    const op_truncate: Op.Ftruncate = .{ .fd = file.handle, .length = length };
-    const result = try blocking.perform(io, .{ .ftruncate = op_truncate });
-    if (result >= 0) return;
-    return switch (errnoOf(result)) {
-        .FBIG => error.FileTooBig,
-        .IO => error.InputOutput,
-        .PERM => error.PermissionDenied,
-        .TXTBSY => error.FileBusy,
-        .INVAL => error.NonResizable, // /dev/null, for one
-        .BADF => |e| errnoBug(e), // not open for writing
-        else => |e| os.unexpectedErrno(e),
-    };
+    return fs_file.setLength(blocking, io, file, length);
 }
 
-/// `fchmod` on the blocking lane.
 pub fn fileSetPermissions(
     userdata: ?*anyopaque,
     file: File,
     permissions: File.Permissions,
 ) File.SetPermissionsError!void {
     const blocking, const io = blockingOf(userdata);
-    const result = try blocking.syscall(io, linux.fchmod, .{ file.handle, permissions.toMode() });
-    if (result >= 0) return;
-    return fs_errno.ownerOrModeError(errnoOf(result));
+    return fs_file.setPermissions(blocking, io, file, permissions);
 }
 
-/// `fchown` on the blocking lane; a null owner or group is left as it is.
 pub fn fileSetOwner(
     userdata: ?*anyopaque,
     file: File,
@@ -348,25 +192,12 @@ pub fn fileSetOwner(
     group: ?File.Gid,
 ) File.SetOwnerError!void {
     const blocking, const io = blockingOf(userdata);
-    const uid = owner orelse ~@as(linux.uid_t, 0);
-    const gid = group orelse ~@as(linux.gid_t, 0);
-    const result = try blocking.syscall(io, linux.fchown, .{ file.handle, uid, gid });
-    if (result >= 0) return;
-    return fs_errno.ownerOrModeError(errnoOf(result));
+    return fs_file.setOwner(blocking, io, file, owner, group);
 }
 
-/// Whether the descriptor is a terminal (the `TIOCGWINSZ` ioctl, which never waits).
 pub fn fileIsTty(userdata: ?*anyopaque, file: File) Io.Cancelable!bool {
     _ = userdata;
-    try checkCancel();
-    var size: posix.winsize = undefined;
-    const fd: usize = @bitCast(@as(isize, file.handle));
-    const request = linux.T.IOCGWINSZ;
-    while (true) switch (os.errno(linux.syscall3(.ioctl, fd, request, @intFromPtr(&size)))) {
-        .SUCCESS => return true,
-        .INTR => continue,
-        else => return false,
-    };
+    return fs_file.isTty(file);
 }
 
 /// On Linux a terminal understands ANSI escape codes: the same as `fileIsTty`.
@@ -382,154 +213,35 @@ pub fn fileEnableAnsiEscapeCodes(
     if (!try fileIsTty(userdata, file)) return error.NotTerminalDevice;
 }
 
-/// Takes a `flock` lock, waiting while another holder has it. Cancelation point while
-/// waiting.
-///
-/// flock has no asynchronous form and no readiness to wait for, so a contended lock is
-/// retried with `LOCK_NB` after a pause that doubles from 50 us to 20 ms. (Rejected: a
-/// blocking flock on the blocking lane, which would hold one of its few threads for as long as
-/// another process keeps the lock, could not be canceled, and with a few such waiters would
-/// stall every file call of the runtime.) The price is up to one pause of latency after the
-/// lock is released, and no FIFO order among waiters, which flock does not promise either.
 pub fn fileLock(userdata: ?*anyopaque, file: File, lock: File.Lock) File.LockError!void {
-    const io = stateOf(userdata).io();
-    const operation: i32 = switch (lock) {
-        .none => posix.LOCK.UN,
-        .shared => posix.LOCK.SH,
-        .exclusive => posix.LOCK.EX,
-    };
-    var pause_ns: u64 = lock_retry_ns_min;
-    // Bounded by the other holders: each round either takes the lock or sleeps (a
-    // cancelation point) while somebody else holds it.
-    while (true) {
-        if (try flockNonblocking(file.handle, operation)) return;
-        if (Executor.currentTask() == null) {
-            // A thread weft does not run may simply block, as on std.Io.Threaded.
-            return flockBlocking(file.handle, operation);
-        }
-        try io.sleep(.fromNanoseconds(@intCast(pause_ns)), .awake);
-        pause_ns = @min(pause_ns * 2, lock_retry_ns_max);
-    }
-}
-
-/// One `flock(operation | LOCK_NB)`: true if done, false if another holder has the lock.
-fn flockNonblocking(fd: posix.fd_t, operation: i32) File.LockError!bool {
-    try checkCancel();
-    while (true) switch (os.errno(linux.flock(fd, operation | posix.LOCK.NB))) {
-        .SUCCESS => return true,
-        .INTR => continue,
-        .AGAIN => return false,
-        .NOLCK => return error.SystemResources,
-        .OPNOTSUPP => return error.FileLocksUnsupported,
-        .BADF, .INVAL => |e| return errnoBug(e),
-        else => |e| return os.unexpectedErrno(e),
-    };
-}
-
-fn flockBlocking(fd: posix.fd_t, operation: i32) File.LockError!void {
-    while (true) switch (os.errno(linux.flock(fd, operation))) {
-        .SUCCESS => return,
-        .INTR => continue,
-        .NOLCK => return error.SystemResources,
-        .OPNOTSUPP => return error.FileLocksUnsupported,
-        .BADF, .INVAL, .AGAIN => |e| return errnoBug(e),
-        else => |e| return os.unexpectedErrno(e),
-    };
+    return fs_file.lock(stateOf(userdata).io(), file, lock);
 }
 
 pub fn fileTryLock(userdata: ?*anyopaque, file: File, lock: File.Lock) File.LockError!bool {
     _ = userdata;
-    const operation: i32 = switch (lock) {
-        .none => posix.LOCK.UN,
-        .shared => posix.LOCK.SH,
-        .exclusive => posix.LOCK.EX,
-    };
-    return flockNonblocking(file.handle, operation);
+    return fs_file.tryLock(file, lock);
 }
 
-/// Releases the lock. Never fails: unlocking cannot block, and a failure is the caller's bug
-/// (asserted in Debug builds, as std.Io.Threaded does).
 pub fn fileUnlock(userdata: ?*anyopaque, file: File) void {
     _ = userdata;
-    while (true) switch (os.errno(linux.flock(file.handle, posix.LOCK.UN))) {
-        .SUCCESS => return,
-        .INTR => continue,
-        else => return assert(@import("builtin").mode != .Debug),
-    };
+    fs_file.unlock(file);
 }
 
-/// Turns an exclusive lock into a shared one without releasing it.
 pub fn fileDowngradeLock(userdata: ?*anyopaque, file: File) File.DowngradeLockError!void {
     _ = userdata;
-    try checkCancel();
-    const operation = posix.LOCK.SH | posix.LOCK.NB;
-    while (true) switch (os.errno(linux.flock(file.handle, operation))) {
-        .SUCCESS => return,
-        .INTR => continue,
-        // The file was not locked exclusively, or bad arguments: the caller's bug.
-        .AGAIN, .BADF, .INVAL, .NOLCK, .OPNOTSUPP => |e| return errnoBug(e),
-        else => |e| return os.unexpectedErrno(e),
-    };
+    return fs_file.downgradeLock(file);
 }
 
-/// The path of an open file, read from `/proc/self/fd/<fd>` (procfs builds it from the
-/// kernel's dentry cache: the call never waits for a device, so it runs directly).
 pub fn fileRealPath(userdata: ?*anyopaque, file: File, out_buffer: []u8) File.RealPathError!usize {
     _ = userdata;
-    try checkCancel();
-    return realPath(file.handle, out_buffer);
+    return fs_file.realPath(file, out_buffer);
 }
 
-pub fn realPath(fd: posix.fd_t, out_buffer: []u8) File.RealPathError!usize {
-    var proc_buffer: ["/proc/self/fd/-2147483648\x00".len]u8 = undefined;
-    const proc_path = std.fmt.bufPrintZ(&proc_buffer, "/proc/self/fd/{d}", .{fd}) catch
-        unreachable; // sized for any descriptor
-    const cwd = linux.AT.FDCWD;
-    while (true) {
-        const rc = linux.readlinkat(cwd, proc_path, out_buffer.ptr, out_buffer.len);
-        switch (os.errno(rc)) {
-            .SUCCESS => return rc,
-            .INTR => continue,
-            .ACCES => return error.AccessDenied,
-            .IO => return error.FileSystem,
-            .LOOP => return error.SymLinkLoop,
-            .NAMETOOLONG => return error.NameTooLong,
-            .NOENT => return error.FileNotFound,
-            .NOMEM => return error.SystemResources,
-            .NOTDIR => return error.NotDir,
-            .FAULT, .ILSEQ => |e| return errnoBug(e),
-            else => |e| return os.unexpectedErrno(e),
-        }
-    }
-}
-
-/// `futimens` on the blocking lane.
 pub fn fileSetTimestamps(
     userdata: ?*anyopaque,
     file: File,
     options: File.SetTimestampsOptions,
 ) File.SetTimestampsError!void {
-    var times = timestamps(options.access_timestamp, options.modify_timestamp);
     const blocking, const io = blockingOf(userdata);
-    const args = .{ file.handle, null, times.pointer(), 0 };
-    const result = try blocking.syscall(io, linux.utimensat, args);
-    if (result >= 0) return;
-    return fs_errno.timestampsError(errnoOf(result));
-}
-
-/// The two `utimensat` times; no array at all when both are "now", as the kernel prefers.
-pub const Timestamps = struct {
-    times: [2]linux.timespec,
-    both_now: bool,
-
-    pub fn pointer(t: *const Timestamps) ?*const [2]linux.timespec {
-        return if (t.both_now) null else &t.times;
-    }
-};
-
-pub fn timestamps(access: File.SetTimestamp, modify: File.SetTimestamp) Timestamps {
-    return .{
-        .times = .{ Threaded.setTimestampToPosix(access), Threaded.setTimestampToPosix(modify) },
-        .both_now = access == .now and modify == .now,
-    };
+    return fs_file.setTimestamps(blocking, io, file, options);
 }

@@ -32,16 +32,17 @@ const Executor = @import("../sched/Executor.zig");
 const syscall = @import("../fs/syscall.zig");
 const Op = @import("../loop/Completion.zig").Op;
 const file_io = @import("file.zig");
+const fs_file = @import("../fs/file.zig");
 
 const dir_io = @import("dir.zig");
-const fs_errno = @import("fs_errno.zig");
+const fs_errno = @import("../fs/errno.zig");
 const ProcessState = @import("ProcessState.zig");
 const Task = @import("../sched/Task.zig");
 
 const blockingOf = file_io.blockingOf;
 const Dir = Io.Dir;
 const File = Io.File;
-const errnoOf = file_io.errnoOf;
+const errnoOf = fs_errno.errnoOf;
 
 /// Waits for the child to exit, reaps it and closes its pipes (even when the wait fails or is
 /// canceled, as std.Io.Threaded does). Cancelation point.
@@ -177,7 +178,7 @@ fn processOf(userdata: ?*anyopaque) *ProcessState {
 /// `getcwd`: the kernel copies a path it already holds. Cancelation point.
 pub fn processCurrentPath(userdata: ?*anyopaque, buffer: []u8) process.CurrentPathError!usize {
     _ = userdata;
-    try file_io.checkCancel();
+    try fs_file.checkCancel();
     return switch (os.errno(linux.getcwd(buffer.ptr, buffer.len))) {
         .SUCCESS => std.mem.findScalar(u8, buffer, 0).?,
         .NOENT => error.CurrentDirUnlinked,
@@ -190,7 +191,7 @@ pub fn processCurrentPath(userdata: ?*anyopaque, buffer: []u8) process.CurrentPa
 /// `fchdir` (no path to resolve). Cancelation point.
 pub fn processSetCurrentDir(userdata: ?*anyopaque, dir: Dir) process.SetCurrentDirError!void {
     _ = userdata;
-    try file_io.checkCancel();
+    try fs_file.checkCancel();
     return fchdir(dir.handle);
 }
 
@@ -242,7 +243,7 @@ pub fn processExecutablePath(
     out_buffer: []u8,
 ) process.ExecutablePathError!usize {
     _ = userdata;
-    try file_io.checkCancel();
+    try fs_file.checkCancel();
     const cwd = linux.AT.FDCWD;
     while (true) {
         const rc = linux.readlinkat(cwd, "/proc/self/exe", out_buffer.ptr, out_buffer.len);

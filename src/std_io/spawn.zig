@@ -36,6 +36,7 @@ const Threaded = Io.Threaded;
 const os = @import("../os/linux.zig");
 const os_spawn = @import("../os/spawn.zig");
 const file_io = @import("file.zig");
+const fs_file = @import("../fs/file.zig");
 const process_io = @import("process.zig");
 const coverage = @import("coverage.zig");
 
@@ -75,7 +76,7 @@ fn replace(
     program: os_spawn.Program,
 ) process.ReplaceError {
     assert(options.argv.len > 0); // a program to run
-    try file_io.checkCancel();
+    try fs_file.checkCancel();
     const state = file_io.stateOf(userdata);
     var arena_state: std.heap.ArenaAllocator = .init(state.gpa);
     defer arena_state.deinit();
@@ -142,7 +143,7 @@ fn spawn(
     program: os_spawn.Program,
 ) process.SpawnError!Child {
     assert(options.argv.len > 0); // a program to run
-    try file_io.checkCancel();
+    try fs_file.checkCancel();
     const state = file_io.stateOf(userdata);
     var pipes: Pipes = .{};
     errdefer pipes.close();

@@ -1,19 +1,27 @@
 //! errno → std.Io's file and directory error sets, for the errno values that more than one
-//! file or directory entry (`file.zig`, `dir.zig`, `process.zig`) maps alike. Each mapping is
-//! std.Io.Threaded's on Linux, its `errnoBug` (a panic in Debug builds, for errno values only
-//! a caller's bug can cause) included.
+//! file, directory or process operation maps alike. Each mapping is std.Io.Threaded's on
+//! Linux, under weft's errno policy (`os/linux.zig`): an errno only a bug can cause goes to
+//! `errnoBug` (a panic in Debug builds, where Threaded panics too), one a correct program may
+//! meet without a name in the error set to `unexpectedErrno`.
 //!
-//! An entry switches first on the errno values it maps its own way, then hands the rest to
+//! An operation switches first on the errno values it maps its own way, then hands the rest to
 //! the narrowest helper here whose mapping it shares, so that one errno is named once per
 //! meaning. The helpers nest the same way: `pathError` (what resolving any path can say) under
 //! the `openat` and link, rename and unlink maps. (Rejected: one table for every call, which
 //! would give calls errors Threaded does not give them, or that their error sets lack.)
 const std = @import("std");
+const assert = std.debug.assert;
 const Io = std.Io;
 const Dir = Io.Dir;
 const File = Io.File;
-const errnoBug = Io.Threaded.errnoBug;
+const errnoBug = os.errnoBug;
 const os = @import("../os/linux.zig");
+
+/// The errno of a failed loop operation or lane call, whose result is `-errno`.
+pub fn errnoOf(result: i32) os.E {
+    assert(result < 0);
+    return @enumFromInt(-result);
+}
 
 /// The errors of resolving a path, which every call taking one may report.
 pub const PathError = error{
@@ -59,7 +67,7 @@ pub fn openAnyError(e: os.E) OpenAnyError {
     };
 }
 
-/// The `openat` errors of a file opened or created (`dirOpenFile`, `dirCreateFile`).
+/// The `openat` errors of a file opened or created (`dir.openFile`, `dir.createFile`).
 pub fn openError(e: os.E) File.OpenError {
     return switch (e) {
         .FBIG, .OVERFLOW => error.FileTooBig,
@@ -72,7 +80,7 @@ pub fn openError(e: os.E) File.OpenError {
         .AGAIN => error.WouldBlock,
         .TXTBSY => error.FileBusy,
         .ROFS => error.ReadOnlyFileSystem,
-        .FAULT, .BADF => errnoBug(e),
+        .FAULT, .BADF => errnoBug(e), // a bad path pointer; a directory used after close
         else => openAnyError(e),
     };
 }
@@ -81,6 +89,8 @@ pub fn openError(e: os.E) File.OpenError {
 pub fn statFdError(e: os.E) error{ SystemResources, Unexpected } {
     return switch (e) {
         .NOMEM => error.SystemResources,
+        // An empty path on an open descriptor resolves nothing: only a descriptor used after
+        // close, or weft's own buffer or flags, could fail.
         .ACCES, .BADF, .FAULT, .INVAL, .LOOP, .NAMETOOLONG, .NOENT, .NOTDIR => errnoBug(e),
         else => os.unexpectedErrno(e),
     };
@@ -129,7 +139,8 @@ pub fn writeError(e: os.E) error{
         .PERM => error.PermissionDenied,
         .PIPE => error.BrokenPipe,
         .BUSY => error.DeviceBusy,
-        .INVAL, .FAULT, .DESTADDRREQ, .CONNRESET => errnoBug(e),
+        .INVAL, .FAULT => errnoBug(e), // a bad buffer
+        .DESTADDRREQ, .CONNRESET => errnoBug(e), // not a socket
         else => os.unexpectedErrno(e),
     };
 }
@@ -144,7 +155,7 @@ pub fn ownerOrModeError(e: os.E) (File.SetOwnerError || File.SetPermissionsError
         .NOMEM => error.SystemResources,
         .PERM => error.PermissionDenied,
         .ROFS => error.ReadOnlyFileSystem,
-        .BADF, .FAULT, .INVAL => errnoBug(e),
+        .BADF, .FAULT, .INVAL => errnoBug(e), // used after close; a bad path; bad flags
         else => os.unexpectedErrno(e),
     };
 }
@@ -155,7 +166,7 @@ pub fn timestampsError(e: os.E) File.SetTimestampsError {
         .ACCES => error.AccessDenied,
         .PERM => error.PermissionDenied,
         .ROFS => error.ReadOnlyFileSystem,
-        .BADF, .FAULT, .INVAL => errnoBug(e),
+        .BADF, .FAULT, .INVAL => errnoBug(e), // used after close; a bad path; bad times or flags
         else => os.unexpectedErrno(e),
     };
 }
@@ -165,7 +176,7 @@ pub fn readLinkError(e: os.E) Dir.ReadLinkError {
     return switch (e) {
         .INVAL => error.NotLink,
         .IO => error.FileSystem,
-        .FAULT => errnoBug(e),
+        .FAULT => errnoBug(e), // a bad path or buffer
         else => pathError(e),
     };
 }
@@ -181,7 +192,7 @@ pub fn linkError(e: os.E) File.HardLinkError {
         .PERM => error.PermissionDenied,
         .ROFS => error.ReadOnlyFileSystem,
         .XDEV => error.CrossDevice,
-        .FAULT, .INVAL => errnoBug(e),
+        .FAULT, .INVAL => errnoBug(e), // a bad path; bad flags
         else => pathError(e),
     };
 }
@@ -220,12 +231,12 @@ pub fn renameError(e: os.E) RenameError {
         .NOSPC => error.NoSpaceLeft,
         .ROFS => error.ReadOnlyFileSystem,
         .XDEV => error.CrossDevice,
-        .FAULT, .INVAL => errnoBug(e),
+        .FAULT, .INVAL => errnoBug(e), // a bad path; bad flags, or a directory moved into itself
         else => pathError(e),
     };
 }
 
-test "fs_errno: each map keeps its own meaning of a shared errno" {
+test "fs errno: each map keeps its own meaning of a shared errno" {
     const expectEqual = std.testing.expectEqual;
     // The same errno, named differently where Threaded does.
     try expectEqual(error.FileNotFound, pathError(.NOENT));

@@ -1,7 +1,9 @@
-//! Where a file, directory or process call runs: on the executor's loop when the loop can run
-//! it asynchronously, else on the runtime's *blocking lane*, a `weft.Lane` of a few OS threads
-//! owned by the runtime and started on first use (a program that never touches a file never
-//! pays for its threads).
+//! The runtime's *blocking lane*: a `weft.Lane` of a few OS threads, owned by the runtime and
+//! started on first use (a program that never touches a file never pays for its threads), for
+//! the file, directory and process calls the executor's loop cannot run asynchronously: on
+//! the epoll backend all but the reads and writes of pollable descriptors, on io_uring those
+//! the kernel's ring lacks, and on both the calls Linux has no asynchronous form of. `perform`
+//! decides where a call runs: on the loop when the loop can run it, else on the lane.
 //!
 //! ```
 //! const result = try state.blocking.perform(io, .{ .fsync = .{ .fd = fd, .datasync = false } });
@@ -33,7 +35,7 @@
 //!
 //! Thread-safety: every method may be called from any thread; `deinit` once, after every call
 //! returned.
-const Blocking = @This();
+const BlockingLane = @This();
 
 const std = @import("std");
 const Io = std.Io;
@@ -56,12 +58,12 @@ lane: std.atomic.Value(?*Lane) = .init(null),
 /// Set when starting the lane failed: later calls do not retry at every call.
 unavailable: std.atomic.Value(bool) = .init(false),
 
-pub fn init(gpa: std.mem.Allocator) Blocking {
+pub fn init(gpa: std.mem.Allocator) BlockingLane {
     return .{ .gpa = gpa };
 }
 
 /// Stops the lane (running what it accepted) and joins its threads.
-pub fn deinit(blocking: *Blocking, io: Io) void {
+pub fn deinit(blocking: *BlockingLane, io: Io) void {
     if (blocking.lane.load(.acquire)) |lane| lane.deinit(io);
     blocking.* = undefined;
 }
@@ -69,7 +71,7 @@ pub fn deinit(blocking: *Blocking, io: Io) void {
 /// Performs `op` (a file system, process or readiness operation, never a socket operation)
 /// and returns its result: non-negative on success, `-errno` on failure. Cancelation point.
 /// The paths and buffers `op` points at must stay valid until it returns, as they do.
-pub fn perform(blocking: *Blocking, io: Io, op: Completion.Op) Io.Cancelable!i32 {
+pub fn perform(blocking: *BlockingLane, io: Io, op: Completion.Op) Io.Cancelable!i32 {
     assert(!op.triesFirst()); // sockets have their own path
     const task = Executor.currentTask() orelse return syscall_mod.run(op);
     // The loop is read now, not kept: after a park the task may run on another executor.
@@ -86,7 +88,7 @@ pub fn perform(blocking: *Blocking, io: Io, op: Completion.Op) Io.Cancelable!i32
 /// Runs `function(args...)` on the blocking lane and returns its result. Cancelation point
 /// until the lane accepts the call (see the file doc).
 pub fn call(
-    blocking: *Blocking,
+    blocking: *BlockingLane,
     io: Io,
     comptime function: anytype,
     args: std.meta.ArgsTuple(@TypeOf(function)),
@@ -109,7 +111,7 @@ pub fn call(
 /// Runs the raw syscall `function(args...)` (a `std.os.linux` wrapper returning `usize`) on the
 /// blocking lane, retrying it when interrupted. Returns its result, or `-errno`.
 pub fn syscall(
-    blocking: *Blocking,
+    blocking: *BlockingLane,
     io: Io,
     comptime function: anytype,
     args: std.meta.ArgsTuple(@TypeOf(function)),
@@ -132,12 +134,12 @@ pub fn Result(comptime function: anytype) type {
 }
 
 /// The lane if it started (for `weft.Metrics`).
-pub fn started(blocking: *const Blocking) ?*Lane {
+pub fn started(blocking: *const BlockingLane) ?*Lane {
     return blocking.lane.load(.acquire);
 }
 
 /// The lane, started on first use; null if its threads could not be started.
-fn get(blocking: *Blocking) ?*Lane {
+fn get(blocking: *BlockingLane) ?*Lane {
     if (blocking.lane.load(.acquire)) |lane| return lane;
     if (blocking.unavailable.load(.monotonic)) return null;
     blocking.lock.lock();
