@@ -67,8 +67,18 @@
 //! `Report`. Every caller is resumed exactly once on every path: by the worker that ran its
 //! job, by `shutdown` that failed it, or by itself when it withdrew.
 //!
-//! Thread-safety: `run`, `runTimeout` and `stats` may be called from any fiber or OS thread at
-//! once; `shutdown` once; `deinit` once, after every `run` returned.
+//! ## Metrics
+//!
+//! A lane given `Options.name` is listed for `weft.Metrics` (`named.zig`) and *metered*: each
+//! job's wait from its call to its start and its run go into two log2 histograms. The clock is
+//! read outside the lock (when the call begins, before and after the job runs) and the
+//! histograms are written in `jobDone`, under the lock the worker takes there anyway, so
+//! their writes are one at a time without a locked instruction. Refusals are counted by error
+//! where each is decided, under the lock too. An unnamed lane, which nobody reports, reads no
+//! clock; the runtime's own lanes are metered under their names (`initOwned`).
+//!
+//! Thread-safety: `run`, `runTimeout`, `stats` and `figures` may be called from any fiber or
+//! OS thread at once; `shutdown` once; `deinit` once, after every `run` returned.
 const Lane = @This();
 
 /// N lanes of one queue each, picked round-robin or by key, spilling to a shard with room.
