@@ -27,7 +27,8 @@ pub fn build(b: *std.Build) void {
     // On by default: `weft.Metrics` counts with plain stores on the executors' own counters.
     // Off, every counter compiles to nothing: how the counting's cost is measured.
     const metrics = b.option(bool, "metrics", "Count what the runtime does for " ++
-        "weft.Metrics (default true; false compiles the counters out)") orelse true;
+        "weft.Metrics (default true; false compiles the counters and the stall detector " ++
+        "out)") orelse true;
     weft_options.addOption(bool, "metrics", metrics);
 
     const weft = b.addModule("weft", .{

@@ -43,6 +43,10 @@ tasks_live: u64,
 tasks_live_peak: u64,
 /// Tasks started since `Runtime.init`, from executors and from other threads.
 tasks_spawned: u64,
+/// Tasks found holding an executor past `Runtime.Options.stall_threshold_ns` (each reported
+/// once through `std.log`); zero with the stall detector off. Counted with `-Dmetrics=false`
+/// too: it is the watchdog's, not on any hot path.
+stalls: u64 = 0,
 /// Fiber stacks mapped (in use, free for reuse, or never handed out yet), and in use.
 stacks_mapped: u64,
 stacks_in_use: u64,
@@ -227,13 +231,14 @@ pub fn writeText(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Error!vo
 
 fn writeExecutorsText(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Error!void {
     try writer.print(
-        "weft: up {d:.3} s, tasks {d} live (peak {d}), {d} spawned, stacks {d} mapped " ++
-            "({d} KiB each), {d} in use{s}\n",
+        "weft: up {d:.3} s, tasks {d} live (peak {d}), {d} spawned, {d} stalls, stacks {d} " ++
+            "mapped ({d} KiB each), {d} in use{s}\n",
         .{
             @as(f64, @floatFromInt(metrics.uptime_ns)) / std.time.ns_per_s,
             metrics.tasks_live,
             metrics.tasks_live_peak,
             metrics.tasks_spawned,
+            metrics.stalls,
             metrics.stacks_mapped,
             metrics.stack_size_bytes / 1024,
             metrics.stacks_in_use,
@@ -375,6 +380,7 @@ pub fn writePrometheus(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Er
         metrics.tasks_live,
         metrics.tasks_live_peak,
         metrics.tasks_spawned,
+        metrics.stalls,
         metrics.stacks_mapped * stack_bytes,
         metrics.stacks_in_use * stack_bytes,
         metrics.executor_count,
@@ -520,6 +526,10 @@ const runtime_series = [_]Series{
     .{ .name = "weft_tasks_live", .help = "Tasks alive now.", .kind = .gauge },
     .{ .name = "weft_tasks_live_peak", .help = "The most tasks alive at once.", .kind = .gauge },
     .{ .name = "weft_tasks_spawned_total", .help = "Tasks started." },
+    .{
+        .name = "weft_stalls_total",
+        .help = "Tasks found holding an executor past the stall threshold.",
+    },
     .{
         .name = "weft_stacks_mapped_bytes",
         .help = "Address space of the fiber stacks mapped.",

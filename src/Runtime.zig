@@ -23,6 +23,7 @@ const os = @import("os/linux.zig");
 const os_thread = @import("os/thread.zig");
 const Executor = @import("sched/Executor.zig");
 const Scheduler = @import("sched/Scheduler.zig");
+const Watchdog = @import("sched/Watchdog.zig");
 const ThreadWaiter = @import("sched/Waiter.zig").ThreadWaiter;
 const Loop = @import("loop/Loop.zig");
 const stack_mod = @import("fiber/stack.zig");
@@ -71,6 +72,12 @@ pub const Options = struct {
     /// Null: the process's own, as `start.zig` recorded it for `std.debug` (empty in a program
     /// without a Zig `main`).
     environ: ?std.process.Environ = null,
+    /// The stall detector: a task that runs this long on an executor without going back to
+    /// the scheduler (a computation that belongs on `compute` or a `Lane`) is reported through
+    /// `std.log` (scope `.weft`, warn) with its stack, and counted in `Metrics.stalls`. Null:
+    /// off, and no watchdog thread unless `WEFT_TRACE` asks for one. At least 1 ms. Off in a
+    /// build with `-Dmetrics=false`, which compiles out what it watches.
+    stall_threshold_ns: ?u64 = 50 * std.time.ns_per_ms,
 };
 
 /// `Options.executors` at most.
@@ -80,8 +87,8 @@ pub const stack_size_bytes_min = config.stack_size_bytes_min;
 
 pub const InitError = error{
     /// `Options` asked for something weft does not do (no executor or more than
-    /// `executors_max`, a stack below `stack_size_bytes_min`, `WEFT_BACKEND` or
-    /// `WEFT_EXECUTORS` naming nothing valid).
+    /// `executors_max`, a stack below `stack_size_bytes_min`, a stall threshold below 1 ms,
+    /// `WEFT_BACKEND`, `WEFT_EXECUTORS` or `WEFT_TRACE` naming nothing valid).
     InvalidOptions,
     /// An executor thread could not be started.
     SystemResources,
@@ -92,6 +99,10 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     if (options.stack_size_bytes % std.heap.page_size_min != 0) return error.InvalidOptions;
     const executors_count = try chooseExecutors(options);
     const loop_choice = try chooseBackend(options);
+    const trace_interval_ns = try chooseTrace();
+    if (options.stall_threshold_ns) |ns| {
+        if (ns < Watchdog.stall_threshold_ns_min) return error.InvalidOptions;
+    }
     const state = try gpa.create(State);
     errdefer gpa.destroy(state);
     const executors = try gpa.alloc(Executor, executors_count);
@@ -131,6 +142,15 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     try executors[0].start(loop_choice);
     errdefer stopWorkers(scheduler);
     for (executors[1..]) |*executor| try startWorker(executor, loop_choice);
+    // Built with `-Dmetrics=false` the executors publish no activity to watch.
+    const stall_threshold_ns = if (Metrics.enabled) options.stall_threshold_ns else null;
+    if (stall_threshold_ns != null or trace_interval_ns != null) {
+        state.watchdog = .init(scheduler, .{
+            .stall_threshold_ns = stall_threshold_ns,
+            .trace_interval_ns = trace_interval_ns,
+        });
+        try state.watchdog.?.start();
+    }
     return .{ .state = state };
 }
 
@@ -191,6 +211,13 @@ fn chooseExecutors(options: Options) error{InvalidOptions}!usize {
     return count;
 }
 
+/// `WEFT_TRACE=sched:MS`: the schedule trace's interval (1 ms to an hour), or null.
+fn chooseTrace() error{InvalidOptions}!?u64 {
+    var buffer: [32]u8 = undefined;
+    const value = os.getEnv("WEFT_TRACE", &buffer) orelse return null;
+    return Watchdog.parseTrace(value);
+}
+
 fn chooseBackend(options: Options) error{InvalidOptions}!Loop.Choice {
     if (options.backend != .auto) return options.backend;
     var buffer: [16]u8 = undefined;
@@ -207,6 +234,7 @@ pub fn deinit(rt: Runtime) void {
     const gpa = state.gpa;
     const scheduler = &state.scheduler;
     assert(Executor.currentTask() == &scheduler.main_task);
+    if (state.watchdog) |*watchdog| watchdog.stop();
     // The lanes first: their shutdown parks the main task, which needs the executors.
     state.blocking.deinit(state.io());
     state.cpu.deinit(state.io());
@@ -253,13 +281,15 @@ pub fn computeThreads(rt: Runtime) u32 {
 /// lane's lock, and those of the named lanes' list and of the server, for an instant).
 pub fn metrics(rt: Runtime) Metrics {
     const state = rt.state;
-    return .collect(&state.scheduler, .{
+    var snapshot: Metrics = .collect(&state.scheduler, .{
         .tasks_live = state.tasks_live.load(.monotonic),
         .tasks_live_peak = state.tasks_live_peak.load(.monotonic),
         .blocking = if (state.blocking.started()) |lane| lane.figures() else .{},
         .cpu = state.cpu.figures(),
         .server = state.readServer(),
     });
+    if (state.watchdog) |*watchdog| snapshot.stalls = watchdog.stalls.load(.monotonic);
+    return snapshot;
 }
 
 /// `metrics()` of the runtime behind `io`, or null when `io` is not a weft runtime's (such as

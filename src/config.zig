@@ -121,6 +121,10 @@ pub const handoff_spins_max = 64;
 /// the search loop, timer expiry and I/O completion callbacks, never a task.
 pub const executor_thread_stack_size_bytes = 256 * 1024;
 
+/// Stack of the watchdog's thread (sched/Watchdog.zig; virtual, committed when touched): it
+/// symbolizes stalling stacks, and std.debug's first load of the debug information is deep.
+pub const watchdog_thread_stack_size_bytes = 2 * 1024 * 1024;
+
 /// Alternate signal stack an executor maps for its thread when the thread has none (std gives
 /// every thread it starts one of `std.options.signal_stack_size`, 256 KiB by default). weft's
 /// stack overflow handler runs there, then the handler it hands the fault to: std's, which

@@ -111,6 +111,7 @@ test {
     _ = @import("sched/Scheduler.zig");
     _ = @import("sched/Task.zig");
     _ = @import("sched/Timers.zig");
+    _ = @import("sched/Watchdog.zig");
     _ = @import("sched/futex.zig");
     _ = @import("sched/overflow.zig");
     _ = @import("server/http/Body.zig");
@@ -148,6 +149,7 @@ test {
     _ = @import("testing/scheduler_test.zig");
     _ = @import("testing/select_test.zig");
     _ = @import("testing/server_test.zig");
+    _ = @import("testing/stall_test.zig");
     _ = @import("testing/sync_test.zig");
     _ = @import("testing/tidy_test.zig");
 }

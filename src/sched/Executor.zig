@@ -60,6 +60,7 @@ const RunQueue = @import("RunQueue.zig").RunQueue(Task, config.run_queue_len);
 
 const TaskQueue = @import("../intrusive.zig").Queue(Task);
 const Counter = @import("../os/Counter.zig");
+const Watchdog = @import("Watchdog.zig");
 const log = std.log.scoped(.weft);
 
 scheduler: *Scheduler,
@@ -131,6 +132,18 @@ started: bool = false,
 steal_buffer: [RunQueue.len_max / 2]*Task = undefined,
 /// For `weft.Metrics`; the loop counts its operations (`Loop.Counters`).
 counters: Counters = .{},
+/// For the stall detector (sched/Watchdog.zig): odd while a task runs, and changed each time
+/// the running code goes back to the scheduler. Written by this executor's thread only; not
+/// at all with `-Dmetrics=false`, which turns the stall detector off with the counters.
+activity: std.atomic.Value(u64) = .init(0),
+/// The `activity` the watchdog found stalled, until it saw the stall end: the executor then
+/// stamps `stall_end_ns` when it goes back to the scheduler (one load per dispatch otherwise).
+stalled_activity: std.atomic.Value(u64) = .init(activity_none),
+stall_end_ns: std.atomic.Value(u64) = .init(0),
+/// The id of this executor's thread, for the watchdog's sampling signal; set by `start`.
+tid: std.atomic.Value(i32) = .init(0),
+/// Where this executor's thread leaves its registers when the watchdog samples its stack.
+stall_sample: Watchdog.Sample = .{},
 
 /// What an executor counts (os/Counter.zig): written by its own thread unless marked shared.
 pub const Counters = struct {
@@ -222,7 +235,9 @@ pub fn start(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
         const main_task = &executor.scheduler.main_task;
         main_task.on_cpu.store(true, .monotonic);
         executor.current = main_task;
+        executor.activity.store(1, .monotonic); // the main task runs
     }
+    executor.tid.store(os.currentTid(), .monotonic);
     current_executor = executor;
 }
 
@@ -421,6 +436,7 @@ fn takeInjectedBound(executor: *Executor) ?*Task {
 
 /// Looks at every queue of this executor, without blocking; see the order at the top.
 fn findReady(executor: *Executor) ?*Task {
+    executor.noteDispatch();
     if (executor.scheduler.isRetired(executor)) return executor.findReadyRetired();
     executor.dispatches +%= 1;
     if (executor.dispatches % config.dispatches_per_poll == 0) {
@@ -643,6 +659,31 @@ fn enter(executor: *Executor, task: *Task) void {
     task.executor = executor;
     executor.current = task;
     executor.counters.resumed.increment();
+    // Changed and odd, whatever it was: each run is a new one to the watchdog.
+    if (Counter.enabled) {
+        executor.activity.store((executor.activity.load(.monotonic) +% 2) | 1, .monotonic);
+    }
+}
+
+/// The running code went back to the scheduler: whatever runs now, it is not one long run.
+/// A plain store (this thread is the only writer); the watchdog reads it.
+fn noteDispatch(executor: *Executor) void {
+    if (!Counter.enabled) return;
+    const activity = executor.activity.load(.monotonic);
+    executor.activity.store(activity +% 2, .monotonic);
+    if (executor.stalled_activity.load(.monotonic) == activity) {
+        @branchHint(.cold);
+        executor.stall_end_ns.store(os.monotonicNs(), .monotonic);
+    }
+}
+
+/// `stalled_activity` when no stall is known: even, so never a running task's `activity`.
+pub const activity_none: u64 = std.math.maxInt(u64) - 1;
+
+/// No task runs: the idle context searches, sleeps or polls.
+fn noteIdle(executor: *Executor) void {
+    if (!Counter.enabled) return;
+    executor.activity.store(executor.activity.load(.monotonic) & ~@as(u64, 1), .monotonic);
 }
 
 /// The first code after a switch, on whatever thread resumed us.
@@ -740,6 +781,7 @@ fn idleLoop(executor: *Executor) void {
     while (true) {
         executor.landed();
         assert(executor.current == null);
+        executor.noteIdle();
         const task = executor.handoff orelse executor.nextRunnable() orelse
             executor.searchOrSleep() orelse return;
         executor.handoff = null;

@@ -11,6 +11,7 @@ const assert = std.debug.assert;
 const Io = std.Io;
 const Executor = @import("../sched/Executor.zig");
 const Scheduler = @import("../sched/Scheduler.zig");
+const Watchdog = @import("../sched/Watchdog.zig");
 const Task = @import("../sched/Task.zig");
 const BlockingLane = @import("../fs/BlockingLane.zig");
 const lookup = @import("../net/lookup.zig");
@@ -38,6 +39,8 @@ tasks_live_peak: std.atomic.Value(usize) = .init(0),
 hooks: Executor.Hooks = .{ .run = &runTask },
 /// The lane `Runtime.compute` runs on; started on its first call.
 cpu: CpuLane,
+/// The stall detector and schedule trace, when either is on (`Runtime.init` starts it).
+watchdog: ?Watchdog = null,
 /// Guards `server`: a snapshot holds it while it reads the worker, so that the worker cannot
 /// end (and free what is read) meanwhile.
 server_lock: Lock = .{},

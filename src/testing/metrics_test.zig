@@ -191,11 +191,11 @@ test "Metrics: writePrometheus parses: HELP and TYPE first, no duplicate series,
     try metrics.writePrometheus(&allocating.writer);
     const text = allocating.written();
     const summary = try checkExposition(testing.allocator, text);
-    // 7 runtime families, 16 per executor, 7 per lane (3 lanes); samples: per lane 4 gauges
+    // 8 runtime families, 16 per executor, 7 per lane (3 lanes); samples: per lane 4 gauges
     // and counters, 5 refusals and 2 histograms of 37 bounds, +Inf, _sum and _count.
     const per_lane = 4 + Lane.rejection_errors.len + 2 * (Histogram.bounded_buckets + 3);
-    try testing.expectEqual(@as(usize, 7 + 16 * 2 + per_lane * 3), summary.samples);
-    try testing.expectEqual(@as(usize, 7 + 16 + 7), summary.families);
+    try testing.expectEqual(@as(usize, 8 + 16 * 2 + per_lane * 3), summary.samples);
+    try testing.expectEqual(@as(usize, 8 + 16 + 7), summary.families);
     const completed = "weft_lane_jobs_completed_total{lane=\"say \\\"hi\\\" \\\\o/\"} 1\n";
     try testing.expect(std.mem.indexOf(u8, text, completed) != null);
     if (Metrics.enabled) {

@@ -1,0 +1,508 @@
+//! The runtime's watchdog: one thread that looks at every executor a few times per stall
+//! threshold. It reports a task that holds an executor too long (the stall detector) and
+//! prints the schedule trace (`WEFT_TRACE=sched:MS`). `Runtime.init` starts it only when
+//! either is on; with both off there is no thread.
+//!
+//! ## Stalls
+//!
+//! A task that computes on an executor instead of on `rt.compute` or a `Lane` holds every
+//! other task of that executor: their I/O completions and timers wait until it gives the
+//! executor back. Each executor publishes `activity`, a word odd while a task runs and changed
+//! whenever the running code goes back to the scheduler (`Executor.noteDispatch`): two relaxed
+//! stores per switch, no clock read on the switch path. The watchdog remembers when it first
+//! saw each value; an odd value unchanged for `stall_threshold_ns` is a stall. Durations are
+//! therefore measured by the watchdog, to within one look (`look_ns`): a stall is reported no
+//! later than a quarter of the threshold after it crossed it.
+//!
+//! Each stall is reported once through `std.log` (scope `.weft`, level warn) when found, with
+//! the stack of the stalling code, and once more when it ends, with its length (the executor
+//! stamps the end once told a stall runs: `Executor.stalled_activity`). The stack is taken
+//! while the code still runs: the watchdog sends the executor's thread `SIGURG` (what Go's
+//! preemption uses: ignored by default, so a stray one harms nothing), whose handler follows
+//! the frame pointers from the interrupted registers, reading each word with
+//! `process_vm_readv` (an unreadable address is an error, not a fault), and records the return
+//! addresses; the watchdog looks up their symbols on its own thread. The handler takes no
+//! lock and never waits. (Rejected: freezing the thread in the handler while the watchdog
+//! unwinds its stack with std's DWARF unwinder. It gives deeper traces through frame-pointer-
+//! less code such as the vDSO, but the unwinder takes std.debug's lock, which the frozen
+//! thread may hold, in a panic or in the testing allocator's stack capture: a deadlock, seen
+//! in the overflow tests' children.) A SIGURG weft did not ask for goes to the handler the
+//! program had, if any. Not under ThreadSanitizer, which defers signals to points of its own
+//! choosing: the report comes without a stack there; nor in ReleaseFast and ReleaseSmall, which
+//! keep no frame pointers.
+const Watchdog = @This();
+
+const std = @import("std");
+const builtin = @import("builtin");
+const linux = std.os.linux;
+const assert = std.debug.assert;
+const config = @import("../config.zig");
+const os = @import("../os/linux.zig");
+const Mutex = @import("../os/Mutex.zig");
+const Counter = @import("../os/Counter.zig");
+const os_thread = @import("../os/thread.zig");
+const Executor = @import("Executor.zig");
+const Scheduler = @import("Scheduler.zig");
+const Task = @import("Task.zig");
+
+const log = std.log.scoped(.weft);
+
+pub const Options = struct {
+    /// Report a task that runs this long on an executor without going back to the scheduler;
+    /// null: no stall detector.
+    stall_threshold_ns: ?u64,
+    /// Print the schedule trace this often; null: no trace.
+    trace_interval_ns: ?u64,
+    /// Where the trace writes the lanes' queue depths (the lanes live above the scheduler).
+    trace_lanes: ?LanesHook = null,
+};
+
+/// Writes the lanes' part of a trace line, such as ` lanes: blocking=0 cpu=3`.
+pub const LanesHook = struct {
+    context: *anyopaque,
+    write: *const fn (context: *anyopaque, writer: *std.Io.Writer) std.Io.Writer.Error!void,
+};
+
+/// The value of `WEFT_TRACE`: `sched:MS`, the schedule trace's interval in milliseconds (1 ms
+/// to an hour); empty means no trace. Anything else is refused.
+pub fn parseTrace(value: []const u8) error{InvalidOptions}!?u64 {
+    const prefix = "sched:";
+    if (value.len == 0) return null;
+    if (!std.mem.startsWith(u8, value, prefix)) return error.InvalidOptions;
+    const ms = std.fmt.parseInt(u32, value[prefix.len..], 10) catch return error.InvalidOptions;
+    if (ms < 1 or ms > std.time.ms_per_hour) return error.InvalidOptions;
+    return @as(u64, ms) * std.time.ns_per_ms;
+}
+
+test "Watchdog: WEFT_TRACE values" {
+    try std.testing.expectEqual(@as(?u64, 250 * std.time.ns_per_ms), try parseTrace("sched:250"));
+    try std.testing.expectEqual(@as(?u64, null), try parseTrace(""));
+    const bad_values = [_][]const u8{
+        "sched:", "sched:0", "sched:-5", "sched:x", "gc:10", "sched:3600001",
+    };
+    for (bad_values) |bad| try std.testing.expectError(error.InvalidOptions, parseTrace(bad));
+}
+
+/// A stall threshold below this is refused: the watchdog would wake too often to be free.
+pub const stall_threshold_ns_min = std.time.ns_per_ms;
+/// A trace interval below this is refused, for the same reason.
+pub const trace_interval_ns_min = std.time.ns_per_ms;
+
+scheduler: *Scheduler,
+options: Options,
+thread: ?std.Thread = null,
+/// Nonzero once `stop` was called; the thread sleeps on it between looks.
+stopping: std.atomic.Value(u32) = .init(0),
+/// What the watchdog last saw of each executor (its thread only).
+seen: [config.executors_max]Seen = @splat(.{}),
+/// Stalls found since `Runtime.init`; written by the watchdog's thread only. Not a `Counter`:
+/// off every hot path, it counts with `-Dmetrics=false` too.
+stalls: std.atomic.Value(u64) = .init(0),
+/// The trace's previous figures, for its deltas (the watchdog's thread only).
+trace_last: [config.executors_max]TraceFigures = @splat(.{}),
+trace_last_ns: u64 = 0,
+/// Test builds keep the first reports for the tests (`keptReport`).
+reports_lock: Mutex = .{},
+kept_reports: if (builtin.is_test) [kept_reports_max]KeptReport else void = undefined,
+reports: u32 = 0,
+
+const Seen = struct {
+    activity: u64 = 0,
+    since_ns: u64 = 0,
+    /// Set once the run that began at `since_ns` was reported as a stall.
+    reported: bool = false,
+    task_address: usize = 0,
+};
+
+/// What the signal handler and the watchdog share, per executor.
+pub const Sample = struct {
+    /// `idle` -> `requested` (watchdog) -> `taken` (handler) -> `idle` (watchdog).
+    state: std.atomic.Value(u32) = .init(idle),
+    /// The interrupted program counter, then the return addresses of the frames above it.
+    addresses: [frames_max]usize = undefined,
+    addresses_len: usize = 0,
+    task: ?*Task = null,
+    /// `Executor.activity` when the handler ran: still the stall's, or it ended meanwhile.
+    activity: u64 = 0,
+
+    const idle = 0;
+    const requested = 1;
+    const taken = 2;
+};
+
+/// Frames kept of a stalling stack.
+const frames_max = 32;
+/// How long the watchdog waits for a thread to take its sampling signal.
+const sample_wait_ns = 100 * std.time.ns_per_ms;
+
+pub fn init(scheduler: *Scheduler, options: Options) Watchdog {
+    assert(options.stall_threshold_ns != null or options.trace_interval_ns != null);
+    if (options.stall_threshold_ns) |ns| assert(ns >= stall_threshold_ns_min);
+    if (options.trace_interval_ns) |ns| assert(ns >= trace_interval_ns_min);
+    return .{ .scheduler = scheduler, .options = options };
+}
+
+/// Starts the thread. The watchdog must not move until `stop`.
+pub fn start(watchdog: *Watchdog) error{SystemResources}!void {
+    assert(watchdog.thread == null);
+    if (watchdog.options.stall_threshold_ns != null) installHandler();
+    const now_ns = os.monotonicNs();
+    watchdog.trace_last_ns = now_ns;
+    for (watchdog.seen[0..watchdog.scheduler.executors.len]) |*seen| seen.since_ns = now_ns;
+    watchdog.thread = os_thread.spawn(
+        "watchdog",
+        "config.watchdog_thread_stack_size_bytes (a bug, please report it)",
+        config.watchdog_thread_stack_size_bytes,
+        null,
+        run,
+        .{watchdog},
+    ) catch return error.SystemResources;
+}
+
+/// Stops the thread and waits for it. A stall still going on is reported as ended.
+pub fn stop(watchdog: *Watchdog) void {
+    const thread = watchdog.thread orelse return;
+    watchdog.stopping.store(1, .release);
+    os.futexWake(&watchdog.stopping, 1);
+    thread.join();
+    watchdog.thread = null;
+}
+
+/// How often the thread looks: four times per threshold, and at every trace interval.
+fn lookNs(options: Options) u64 {
+    var ns: u64 = std.math.maxInt(u64);
+    if (options.stall_threshold_ns) |threshold_ns| ns = @min(ns, threshold_ns / 4);
+    if (options.trace_interval_ns) |interval_ns| ns = @min(ns, interval_ns);
+    return ns;
+}
+
+fn run(watchdog: *Watchdog) void {
+    const look_ns = lookNs(watchdog.options);
+    while (watchdog.stopping.load(.acquire) == 0) {
+        os.futexWait(&watchdog.stopping, 0, look_ns);
+        const now_ns = os.monotonicNs();
+        if (watchdog.options.stall_threshold_ns) |threshold_ns| {
+            for (watchdog.scheduler.executors, 0..) |*executor, index| {
+                watchdog.look(executor, &watchdog.seen[index], threshold_ns, now_ns);
+            }
+        }
+        if (watchdog.options.trace_interval_ns) |interval_ns| {
+            if (now_ns -| watchdog.trace_last_ns >= interval_ns) watchdog.writeTrace(now_ns);
+        }
+    }
+}
+
+fn look(
+    watchdog: *Watchdog,
+    executor: *Executor,
+    seen: *Seen,
+    threshold_ns: u64,
+    now_ns: u64,
+) void {
+    const activity = executor.activity.load(.monotonic);
+    if (activity != seen.activity) {
+        if (seen.reported) {
+            // The executor stamped the end when it went back to the scheduler; the watchdog
+            // may have been busy symbolizing meanwhile.
+            const end_ns = executor.stall_end_ns.load(.monotonic);
+            watchdog.reportEnd(executor.index, seen.*, if (end_ns != 0) end_ns else now_ns);
+        }
+        executor.stalled_activity.store(Executor.activity_none, .monotonic);
+        seen.* = .{ .activity = activity, .since_ns = now_ns };
+        return;
+    }
+    const running = activity & 1 == 1;
+    if (!running) return;
+    if (seen.reported) {
+        // Still stalled: the tasks queued on its ring may run elsewhere. An idle executor is
+        // woken to steal them, which the push that queued them may have skipped (it does
+        // while the CPUs look contended, and a stall is not something it foresaw).
+        if (executor.ring.len() > 0) watchdog.scheduler.notifyWork();
+        return;
+    }
+    if (now_ns -| seen.since_ns < threshold_ns) return;
+    seen.reported = true;
+    _ = watchdog.stalls.fetchAdd(1, .monotonic);
+    executor.stall_end_ns.store(0, .monotonic);
+    executor.stalled_activity.store(activity, .monotonic);
+    if (executor.ring.len() > 0) watchdog.scheduler.notifyWork();
+    watchdog.reportStall(executor, seen, now_ns, threshold_ns);
+}
+
+fn reportStall(
+    watchdog: *Watchdog,
+    executor: *Executor,
+    seen: *Seen,
+    now_ns: u64,
+    threshold_ns: u64,
+) void {
+    var report_buffer: [report_bytes_max]u8 = undefined;
+    var writer: std.Io.Writer = .fixed(&report_buffer);
+    // The stack first (it names the task), the words before it.
+    var stack_buffer: [report_bytes_max / 2]u8 = undefined;
+    var stack_writer: std.Io.Writer = .fixed(&stack_buffer);
+    const task = sampleStack(executor, seen.activity, &stack_writer);
+    seen.task_address = if (task) |t| @intFromPtr(t) else 0;
+    writer.print("stall: task 0x{x} has run on executor {d} for {d} ms without going back " ++
+        "to the scheduler (threshold {d} ms); every other task of that executor waits " ++
+        "meanwhile. Move long computations to rt.compute (weft.CpuLane) and blocking calls to " ++
+        "a weft.Lane. Its stack now:\n{s}", .{
+        seen.task_address,
+        executor.index,
+        (now_ns -| seen.since_ns) / std.time.ns_per_ms,
+        threshold_ns / std.time.ns_per_ms,
+        stack_writer.buffered(),
+    }) catch {}; // a report too long for the buffer is cut
+    watchdog.publish(writer.buffered());
+}
+
+fn reportEnd(watchdog: *Watchdog, executor_index: u32, seen: Seen, end_ns: u64) void {
+    var report_buffer: [256]u8 = undefined;
+    const report = std.fmt.bufPrint(
+        &report_buffer,
+        "stall ended: task 0x{x} ran on executor {d} for {d} ms in all",
+        .{ seen.task_address, executor_index, (end_ns -| seen.since_ns) / std.time.ns_per_ms },
+    ) catch unreachable; // the buffer fits the longest numbers
+    watchdog.publish(report);
+}
+
+/// Room for one report, stack included.
+const report_bytes_max = 16 * 1024;
+
+/// Logs a report. Test builds keep the first `kept_reports_max` too, for the tests to read.
+fn publish(watchdog: *Watchdog, report: []const u8) void {
+    log.warn("{s}", .{report});
+    if (!builtin.is_test) return;
+    watchdog.reports_lock.lock();
+    defer watchdog.reports_lock.unlock();
+    if (watchdog.reports < kept_reports_max) {
+        const kept = &watchdog.kept_reports[watchdog.reports];
+        @memcpy(kept.bytes[0..report.len], report);
+        kept.len = report.len;
+    }
+    watchdog.reports += 1;
+}
+
+const kept_reports_max = 4;
+
+const KeptReport = struct { bytes: [report_bytes_max]u8, len: usize };
+
+/// For tests: how many reports were published so far, and a copy of report `index` (from 0,
+/// below `kept_reports_max`) into `buffer` if there was one.
+pub fn keptReport(
+    watchdog: *Watchdog,
+    index: u32,
+    buffer: *[report_bytes_max]u8,
+) struct { []u8, u32 } {
+    comptime assert(builtin.is_test);
+    assert(index < kept_reports_max);
+    watchdog.reports_lock.lock();
+    defer watchdog.reports_lock.unlock();
+    if (index >= watchdog.reports) return .{ buffer[0..0], watchdog.reports };
+    const kept = &watchdog.kept_reports[index];
+    @memcpy(buffer[0..kept.len], kept.bytes[0..kept.len]);
+    return .{ buffer[0..kept.len], watchdog.reports };
+}
+
+/// Has `executor`'s thread record the stack of the code it runs, and writes it with its
+/// symbols to `writer`. Returns the task it was running.
+fn sampleStack(executor: *Executor, activity: u64, writer: *std.Io.Writer) ?*Task {
+    if (builtin.sanitize_thread or !std.options.allow_stack_tracing) {
+        writer.writeAll("(no stack: not taken in this build)\n") catch {};
+        return null;
+    }
+    const sample = &executor.stall_sample;
+    if (takeSample(executor)) |reason| {
+        writer.print("(no stack: {s})\n", .{reason}) catch {};
+        return null;
+    }
+    if (sample.activity != activity) {
+        writer.writeAll("(no stack: the stall ended before it was taken)\n") catch {};
+        return null;
+    }
+    const stack: std.debug.StackTrace = .{
+        .return_addresses = sample.addresses[0..sample.addresses_len],
+        .skipped = if (sample.addresses_len == frames_max) .unknown else .none,
+    };
+    const terminal: std.Io.Terminal = .{ .writer = writer, .mode = .no_color };
+    std.debug.writeStackTrace(&stack, terminal) catch {};
+    return sample.task;
+}
+
+/// Signals `executor`'s thread and waits until its handler recorded a sample. Null on
+/// success, else why no sample was taken.
+fn takeSample(executor: *Executor) ?[]const u8 {
+    const sample = &executor.stall_sample;
+    assert(sample.state.load(.monotonic) == Sample.idle);
+    sample.state.store(Sample.requested, .release);
+    const tid = executor.tid.load(.monotonic);
+    if (os.errno(linux.tgkill(linux.getpid(), tid, linux.SIG.URG)) != .SUCCESS) {
+        sample.state.store(Sample.idle, .monotonic);
+        return "the thread could not be signaled";
+    }
+    const deadline_ns = os.monotonicNs() + sample_wait_ns;
+    while (sample.state.load(.acquire) == Sample.requested) {
+        const now_ns = os.monotonicNs();
+        if (now_ns >= deadline_ns) {
+            // The thread did not take the signal in time (blocked in the kernel, or the
+            // signal masked): withdraw the request, unless the handler took it just now.
+            const withdrawn =
+                sample.state.cmpxchgStrong(Sample.requested, Sample.idle, .acquire, .acquire);
+            if (withdrawn == null) return "the thread did not take the signal";
+            break;
+        }
+        os.futexWait(&sample.state, Sample.requested, deadline_ns - now_ns);
+    }
+    assert(sample.state.load(.acquire) == Sample.taken);
+    sample.state.store(Sample.idle, .monotonic);
+    return null;
+}
+
+/// Follows the saved frame pointers from `registers` into `addresses` (the program counter
+/// first). Every word is read through `process_vm_readv` on our own process, which answers an
+/// unmapped or unreadable address with an error instead of a fault: code built without frame
+/// pointers (or a vDSO function that keeps none) yields a short or partly wrong chain, never a
+/// crash. Async-signal-safe: system calls and stack variables only.
+fn walkFramePointers(registers: *const std.debug.cpu_context.Native, addresses: []usize) usize {
+    var len: usize = 0;
+    addresses[len] = @intCast(registers.getPc());
+    len += 1;
+    var fp: usize = @intCast(registers.getFp());
+    const pid = linux.getpid();
+    while (len < addresses.len) {
+        if (fp == 0 or fp % @sizeOf(usize) != 0) break;
+        // x86_64 and aarch64 keep the caller's frame pointer at the frame pointer and the
+        // return address above it; riscv64 keeps both below it.
+        const frame_address = if (builtin.cpu.arch == .riscv64) fp -% 16 else fp;
+        var frame: [2]usize = undefined;
+        const frame_bytes = @sizeOf(@TypeOf(frame));
+        const local = [_]std.posix.iovec{.{ .base = @ptrCast(&frame), .len = frame_bytes }};
+        const remote = [_]std.posix.iovec_const{.{
+            .base = @ptrFromInt(frame_address),
+            .len = frame_bytes,
+        }};
+        const rc = linux.process_vm_readv(pid, &local, &remote, 0);
+        if (os.errno(rc) != .SUCCESS or rc != frame_bytes) break;
+        const next_fp = frame[0];
+        const return_address = frame[1];
+        if (return_address == 0) break;
+        addresses[len] = return_address;
+        len += 1;
+        // Frames lie ever higher up the stack: anything else is not a frame chain.
+        if (next_fp <= fp) break;
+        fp = next_fp;
+    }
+    return len;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sampling signal.
+
+var install_lock: Mutex = .{};
+var installed = false;
+/// The program's SIGURG action before ours: a SIGURG weft did not ask for goes there.
+var previous: linux.Sigaction = undefined;
+
+fn installHandler() void {
+    if (builtin.sanitize_thread) return;
+    install_lock.lock();
+    defer install_lock.unlock();
+    if (installed) return;
+    const action: linux.Sigaction = .{
+        .handler = .{ .sigaction = &handleSample },
+        .mask = linux.sigemptyset(),
+        .flags = linux.SA.SIGINFO | linux.SA.ONSTACK | linux.SA.RESTART,
+    };
+    assert(linux.sigaction(.URG, &action, &previous) == 0);
+    installed = true;
+}
+
+fn handleSample(
+    signal: linux.SIG,
+    info: *const linux.siginfo_t,
+    ucontext: ?*anyopaque,
+) callconv(.c) void {
+    const executor = Executor.ofThread() orelse return forward(signal, info, ucontext);
+    const sample = &executor.stall_sample;
+    if (sample.state.load(.acquire) != Sample.requested) return forward(signal, info, ucontext);
+    const registers = std.debug.cpu_context.fromPosixSignalContext(ucontext) orelse
+        return forward(signal, info, ucontext);
+    sample.addresses_len = walkFramePointers(&registers, &sample.addresses);
+    sample.task = executor.current;
+    sample.activity = executor.activity.load(.monotonic);
+    sample.state.store(Sample.taken, .release);
+    os.futexWake(&sample.state, 1);
+}
+
+fn forward(signal: linux.SIG, info: *const linux.siginfo_t, ucontext: ?*anyopaque) void {
+    const handler = previous.handler;
+    if (previous.flags & linux.SA.SIGINFO != 0) {
+        if (handler.sigaction) |function| function(signal, info, ucontext);
+        return;
+    }
+    const function = handler.handler orelse return;
+    if (function == linux.SIG.DFL or function == linux.SIG.IGN) return; // SIGURG: ignored
+    function(signal);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The schedule trace.
+
+const TraceFigures = struct {
+    resumed: u64 = 0,
+    stolen: u64 = 0,
+    sleeps: u64 = 0,
+    idle_ns: u64 = 0,
+};
+
+fn writeTrace(watchdog: *Watchdog, now_ns: u64) void {
+    const scheduler = watchdog.scheduler;
+    const interval_ns = now_ns -| watchdog.trace_last_ns;
+    watchdog.trace_last_ns = now_ns;
+    var buffer: [4096]u8 = undefined;
+    var writer: std.Io.Writer = .fixed(&buffer);
+    watchdog.writeTraceLine(&writer, now_ns, interval_ns) catch {}; // a long line is cut
+    if (writer.end == buffer.len) buffer[buffer.len - 1] = '\n';
+    const stderr = std.debug.lockStderr(&.{});
+    defer std.debug.unlockStderr();
+    stderr.file_writer.interface.writeAll(writer.buffered()) catch {};
+    _ = scheduler;
+}
+
+pub fn writeTraceLine(
+    watchdog: *Watchdog,
+    writer: *std.Io.Writer,
+    now_ns: u64,
+    interval_ns: u64,
+) std.Io.Writer.Error!void {
+    const scheduler = watchdog.scheduler;
+    try writer.print("weft sched {d}ms: executors={d} stalls={d}", .{
+        (now_ns -| scheduler.started_ns) / std.time.ns_per_ms,
+        scheduler.executors.len,
+        watchdog.stalls.load(.monotonic),
+    });
+    for (scheduler.executors, 0..) |*executor, index| {
+        const counters = &executor.counters;
+        const figures: TraceFigures = .{
+            .resumed = counters.resumed.read(),
+            .stolen = counters.stolen.read(),
+            .sleeps = counters.sleeps.read(),
+            .idle_ns = counters.idle_ns.read(),
+        };
+        const last = watchdog.trace_last[index];
+        watchdog.trace_last[index] = figures;
+        const idle_ns = figures.idle_ns -| last.idle_ns;
+        const busy_ns = interval_ns -| @min(idle_ns, interval_ns);
+        const busy_percent = if (interval_ns == 0) 0 else 100 * busy_ns / interval_ns;
+        try writer.print(" [{d}: queued={d} resumed={d} stolen={d} sleeps={d} busy={d}%]", .{
+            index,
+            executor.ring.len() + executor.inject_count.load(.monotonic),
+            figures.resumed -| last.resumed,
+            figures.stolen -| last.stolen,
+            figures.sleeps -| last.sleeps,
+            busy_percent,
+        });
+    }
+    if (watchdog.options.trace_lanes) |hook| try hook.write(hook.context, writer);
+    try writer.writeByte('\n');
+}

@@ -1,0 +1,186 @@
+//! The stall detector and the schedule trace (sched/Watchdog.zig): a task that computes on its
+//! executor is reported once when found and once when it ends, with the stack of the code
+//! that stalls; a task that yields is never reported; with both off there is no thread.
+const std = @import("std");
+const builtin = @import("builtin");
+const Io = std.Io;
+const testing = std.testing;
+const Runtime = @import("../Runtime.zig");
+const Watchdog = @import("../sched/Watchdog.zig");
+const Metrics = @import("../Metrics.zig");
+const os = @import("../os/linux.zig");
+const parked = @import("parked.zig");
+
+/// The function a stall report's stack must name. Never inlined, so that it has a frame.
+noinline fn computeInlineForStallTest(duration_ns: u64) void {
+    const start_ns = os.monotonicNs();
+    while (os.monotonicNs() -| start_ns < duration_ns) std.atomic.spinLoopHint();
+}
+
+/// Whether this build's stall reports carry a whole stack: ReleaseFast and ReleaseSmall take
+/// none, nor does ThreadSanitizer's (sched/Watchdog.zig); ReleaseSafe's lacks the frames of
+/// functions compiled without a frame pointer, such as the spinning one here.
+const stacks_taken = std.options.allow_stack_tracing and !builtin.sanitize_thread and
+    builtin.mode == .Debug;
+
+const Report = struct {
+    buffer: [16 * 1024]u8 = undefined,
+    text: []u8 = &.{},
+    count: u32 = 0,
+};
+
+/// Waits (parking the caller, so the executor goes back to its scheduler) until the watchdog
+/// published report `index` (from 0), or 5 s passed; returns it.
+fn awaitReport(io: Io, watchdog: *Watchdog, index: u32, report: *Report) !void {
+    for (0..500) |_| {
+        report.text, report.count = watchdog.keptReport(index, &report.buffer);
+        if (report.count > index) return;
+        try io.sleep(.fromMilliseconds(10), .awake);
+    }
+    return error.TestUnexpectedResult;
+}
+
+test "stall: 200 ms computed on the main task is reported once, with its stack, and its end" {
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
+    defer rt.deinit();
+    const io = rt.io();
+    const watchdog = &rt.state.watchdog.?;
+    computeInlineForStallTest(200 * std.time.ns_per_ms);
+    var report: Report = .{};
+    try awaitReport(io, watchdog, 0, &report);
+    try testing.expect(std.mem.startsWith(u8, report.text, "stall: task 0x"));
+    try testing.expect(std.mem.indexOf(u8, report.text, "on executor 0 for ") != null);
+    try testing.expect(std.mem.indexOf(u8, report.text, "rt.compute") != null);
+    if (stacks_taken) {
+        try testing.expect(std.mem.indexOf(u8, report.text, "computeInlineForStallTest") != null);
+    }
+    try testing.expectEqual(@as(u64, 1), rt.metrics().stalls);
+
+    try awaitReport(io, watchdog, 1, &report);
+    try testing.expect(std.mem.startsWith(u8, report.text, "stall ended: task 0x"));
+    const in_all = std.mem.indexOf(u8, report.text, " for ").?;
+    const ms_end = std.mem.indexOfPos(u8, report.text, in_all, " ms in all").?;
+    const ms = try std.fmt.parseInt(u64, report.text[in_all + " for ".len .. ms_end], 10);
+    // The watchdog times it to within one look (a quarter of the threshold) on each side.
+    try testing.expect(ms >= 150);
+    try testing.expectEqual(@as(u64, 1), rt.metrics().stalls);
+    io.sleep(.fromMilliseconds(50), .awake) catch {};
+    try testing.expectEqual(@as(u32, 2), watchdog.keptReport(0, &report.buffer)[1]);
+}
+
+fn computeInTask(duration_ns: u64) void {
+    computeInlineForStallTest(duration_ns);
+}
+
+test "stall: a task computing on a worker executor is reported with its stack" {
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2 });
+    defer rt.deinit();
+    const io = rt.io();
+    const watchdog = &rt.state.watchdog.?;
+    var future = try io.concurrent(computeInTask, .{200 * std.time.ns_per_ms});
+    future.await(io);
+    var report: Report = .{};
+    try awaitReport(io, watchdog, 0, &report);
+    try testing.expect(std.mem.indexOf(u8, report.text, "stall: task 0x") != null);
+    if (stacks_taken) {
+        try testing.expect(std.mem.indexOf(u8, report.text, "computeInlineForStallTest") != null);
+        try testing.expect(std.mem.indexOf(u8, report.text, "computeInTask") != null);
+    }
+    try awaitReport(io, watchdog, 1, &report);
+    try testing.expect(std.mem.startsWith(u8, report.text, "stall ended: task 0x"));
+    try testing.expectEqual(@as(u64, 1), rt.metrics().stalls);
+}
+
+test "stall: a task that yields every millisecond is never reported" {
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    // A threshold well above the yields, so that a thread the kernel descheduled for a while
+    // on a loaded machine is not taken for a stall either.
+    var rt = try Runtime.init(testing.allocator, .{
+        .executors = 1,
+        .stall_threshold_ns = 100 * std.time.ns_per_ms,
+    });
+    defer rt.deinit();
+    const io = rt.io();
+    const start_ns = os.monotonicNs();
+    while (os.monotonicNs() -| start_ns < 400 * std.time.ns_per_ms) {
+        computeInlineForStallTest(std.time.ns_per_ms);
+        try Runtime.yield(io);
+    }
+    var report: Report = .{};
+    report.text, report.count = rt.state.watchdog.?.keptReport(0, &report.buffer);
+    try testing.expectEqual(@as(u32, 0), report.count);
+    try testing.expectEqual(@as(u64, 0), rt.metrics().stalls);
+}
+
+test "stall: with the detector off (and no trace) the runtime starts no watchdog" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1, .stall_threshold_ns = null });
+    defer rt.deinit();
+    try testing.expect(rt.state.watchdog == null);
+    computeInlineForStallTest(60 * std.time.ns_per_ms);
+    try testing.expectEqual(@as(u64, 0), rt.metrics().stalls);
+}
+
+test "stall: a threshold below 1 ms is refused" {
+    try testing.expectError(
+        error.InvalidOptions,
+        Runtime.init(testing.allocator, .{ .stall_threshold_ns = std.time.ns_per_ms - 1 }),
+    );
+}
+
+test "stall: a schedule trace line names every executor" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2 });
+    defer rt.deinit();
+    var watchdog: Watchdog = .init(&rt.state.scheduler, .{
+        .stall_threshold_ns = null,
+        .trace_interval_ns = std.time.ns_per_s,
+    });
+    var buffer: [1024]u8 = undefined;
+    var writer: Io.Writer = .fixed(&buffer);
+    try watchdog.writeTraceLine(&writer, os.monotonicNs(), std.time.ns_per_s);
+    const line = writer.buffered();
+    try testing.expect(std.mem.startsWith(u8, line, "weft sched "));
+    try testing.expect(std.mem.indexOf(u8, line, "executors=2 stalls=0") != null);
+    try testing.expect(std.mem.indexOf(u8, line, " [0: queued=") != null);
+    try testing.expect(std.mem.indexOf(u8, line, " [1: queued=") != null);
+    try testing.expect(std.mem.endsWith(u8, line, "]\n"));
+}
+
+test "stall: ready tasks queued behind a stalled task run on another executor meanwhile" {
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2 });
+    defer rt.deinit();
+    const io = rt.io();
+    const Queued = struct {
+        gate: Io.Event = .unset,
+        set_ns: u64 = 0,
+        finished_ns: [waiters]std.atomic.Value(u64) = @splat(.init(0)),
+
+        const waiters = 5;
+
+        fn wait(queued: *@This(), io_: Io, index: usize) Io.Cancelable!void {
+            try queued.gate.wait(io_);
+            queued.finished_ns[index].store(os.monotonicNs(), .release);
+        }
+    };
+    var queued: Queued = .{};
+    var group: Io.Group = .init;
+    defer group.cancel(io);
+    for (0..Queued.waiters) |index| try group.concurrent(io, Queued.wait, .{ &queued, io, index });
+    try parked.waitMembersParked(io, &group, Queued.waiters, .cancelable);
+    // The waiters wake onto this executor (one into its LIFO slot, the others into its ring),
+    // which the main task then holds for 300 ms.
+    queued.set_ns = os.monotonicNs();
+    queued.gate.set(io);
+    computeInlineForStallTest(300 * std.time.ns_per_ms);
+    const stall_end_ns = os.monotonicNs();
+    try group.await(io);
+    var finished_during_stall: u32 = 0;
+    for (&queued.finished_ns) |*finished| {
+        const finished_ns = finished.load(.acquire);
+        if (finished_ns != 0 and finished_ns < stall_end_ns) finished_during_stall += 1;
+    }
+    // The one in the LIFO slot waits for the stall's end; every other one ran elsewhere.
+    try testing.expect(finished_during_stall >= Queued.waiters - 1);
+}
