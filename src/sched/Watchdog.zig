@@ -244,12 +244,12 @@ fn reportStall(
     // The stack first (it names the task), the words before it.
     var stack_buffer: [report_bytes_max / 2]u8 = undefined;
     var stack_writer: std.Io.Writer = .fixed(&stack_buffer);
-    const task = sampleStack(executor, seen.activity, &stack_writer);
-    seen.task_address = if (task) |t| @intFromPtr(t) else 0;
-    // Its id and name, if it still lives: the sample may be of a task that just ended.
     var name_buffer: [LiveTasks.name_bytes_max]u8 = undefined;
+    var described: ?LiveTasks.Description = null;
     const tasks = &watchdog.scheduler.tasks;
-    const described = tasks.describe(seen.task_address, &name_buffer);
+    const task =
+        sampleStack(executor, seen.activity, &stack_writer, tasks, &name_buffer, &described);
+    seen.task_address = if (task) |t| @intFromPtr(t) else 0;
     seen.task_id = if (described) |d| d.id else 0;
     writer.print("stall: task 0x{x}", .{seen.task_address}) catch {};
     if (described) |d| {
@@ -323,8 +323,17 @@ pub fn keptReport(
 }
 
 /// Has `executor`'s thread record the stack of the code it runs, and writes it with its
-/// symbols to `writer`. Returns the task it was running.
-fn sampleStack(executor: *Executor, activity: u64, writer: *std.Io.Writer) ?*Task {
+/// symbols to `writer`. Returns the task it was running, and sets `described` to its id and
+/// name (sched/LiveTasks.zig) if it still lives: they are read before the symbols are looked
+/// up, which can take long enough (the debug information's first load) for the task to end.
+fn sampleStack(
+    executor: *Executor,
+    activity: u64,
+    writer: *std.Io.Writer,
+    tasks: *LiveTasks,
+    name_buffer: *[LiveTasks.name_bytes_max]u8,
+    described: *?LiveTasks.Description,
+) ?*Task {
     if (builtin.sanitize_thread or !std.options.allow_stack_tracing) {
         writer.writeAll("(no stack: not taken in this build)\n") catch {};
         return null;
@@ -338,6 +347,7 @@ fn sampleStack(executor: *Executor, activity: u64, writer: *std.Io.Writer) ?*Tas
         writer.writeAll("(no stack: the stall ended before it was taken)\n") catch {};
         return null;
     }
+    if (sample.task) |task| described.* = tasks.describe(@intFromPtr(task), name_buffer);
     const stack: std.debug.StackTrace = .{
         .return_addresses = sample.addresses[0..sample.addresses_len],
         .skipped = if (sample.addresses_len == frames_max) .unknown else .none,
