@@ -92,7 +92,9 @@ pub fn main(init: std.process.Init) !void {
     try out.writeAll("...\n");
 
     // Two tasks parked on purpose, then the dump: `napper` sleeps, `listener` waits for a value
-    // that never comes, and the main task, which writes the dump, runs.
+    // that never comes. A plain thread writes it, as any thread may; the main task waits for it
+    // parked (state `futex`), so its executor goes on serving: the process's first dump loads
+    // the debug information to name the frames, which on an executor would be a stall.
     var quiet: weft.sync.Channel(u64) = .init(&buffer);
     var parked: Io.Group = .init;
     defer parked.cancel(io);
@@ -100,6 +102,14 @@ pub fn main(init: std.process.Init) !void {
     try parked.concurrent(io, listener, .{ io, &quiet });
     try io.sleep(.fromMilliseconds(20), .awake); // time for them to park
     try out.writeAll("\nTask dump:\n");
-    try rt.dumpTasks(out);
+    var dumped: Io.Event = .unset;
+    const thread = try std.Thread.spawn(.{}, dumpFromThread, .{ rt, io, out, &dumped });
+    try dumped.wait(io);
+    thread.join();
     try out.flush();
+}
+
+fn dumpFromThread(rt: weft.Runtime, io: Io, out: *Io.Writer, dumped: *Io.Event) void {
+    rt.dumpTasks(out) catch {}; // stdout is gone: nothing to tell
+    dumped.set(io);
 }

@@ -368,7 +368,8 @@ pub fn yield(io_any: Io) Io.Cancelable!void {
 /// `lane`, `channel_recv`, ...), the executor, its age and its name (`setName`), then the stack
 /// trace of each parked task. docs/TASK_DUMP.md defines the format.
 ///
-/// Safe from any thread at any time until `deinit` (a task, a plain thread). Stops nothing:
+/// Safe from any thread at any time until `deinit` (a task, a plain thread); on a task it yields
+/// between batches, and the process's first dump loads the debug information. Stops nothing:
 /// tasks go on while the dump is written, so it is a close picture, not an instant one. It
 /// streams, in batches copied under the task table's lock and written after it is released,
 /// and allocates nothing per task: a million tasks cost no more memory than ten. A writer

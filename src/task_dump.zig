@@ -78,7 +78,9 @@ const Batch = struct {
 
 /// Writes the dump of `scheduler`'s live tasks to `w` (without flushing it). Thread-safe: a
 /// task, a plain thread, the dump signal's thread. Takes no lock that a task holds across a
-/// park, and lets go of the task table's lock before every write, so `w` may be weft I/O.
+/// park, and lets go of the task table's lock before every write, so `w` may be weft I/O. On a
+/// task it yields between batches (a park point, as the writer's writes may be); the first
+/// dump of a process still holds its thread while it loads the debug information.
 /// Needs `batch_stack_bytes_max` of the caller's stack and what `std.debug` takes to look up
 /// names: call it from a task with the default stack size.
 pub fn write(scheduler: *Scheduler, w: *Io.Writer) Io.Writer.Error!void {
@@ -100,6 +102,9 @@ pub fn write(scheduler: *Scheduler, w: *Io.Writer) Io.Writer.Error!void {
             try writeTask(w, item, now_ns, now_coarse_ns);
         }
         listed += batch.len;
+        // On a task, the executor's other tasks run between batches: a dump of many tasks into
+        // memory would otherwise hold the executor for all of it (a stall, and reported so).
+        if (Executor.currentTask()) |task| Executor.yield(task);
     }
     try w.print("end of task dump: tasks={d}\n", .{listed});
 }
