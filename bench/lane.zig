@@ -31,6 +31,10 @@
 //! Every job counts itself and returns a value derived from its index, which its caller
 //! checks (the error rows check the error): a lost job or a wrong result fails the row.
 //!
+//! A child given the config word `named=1` names its `Lane` or `Lane.Sharded` "bench", so
+//! that it is reported by `weft.Metrics` and times every job for its histograms (an unnamed
+//! lane does not): bench/metrics_cost.sh measures what that costs.
+//!
 //! Usage: bench-lane [--row NAME] [--via lane|sharded|compute|concurrent]
 //!                   [--iterations N] [--rounds N]          (defaults: all, all, 10, 10,000)
 const std = @import("std");
@@ -243,6 +247,7 @@ fn workersWoken(context: *Context) u64 {
 fn measure(io: Io, config: harness.Config, backend: *Backend) !Result {
     const shape = shapeOf(try config.enumValue(Row, "row"), try config.int(u32, "rounds"));
     const iterations = try config.int(u32, "iterations");
+    const name: ?[]const u8 = if (config.get("named") != null) "bench" else null;
     const gpa = std.heap.page_allocator;
     var context: Context = .{
         .io = io,
@@ -256,8 +261,10 @@ fn measure(io: Io, config: harness.Config, backend: *Backend) !Result {
             .queue_limit = queue_limit,
             .admission = .wait,
             .waiters_max = waiters_max,
+            .name = name,
         }),
         .sharded => context.sharded = try weft.Lane.Sharded.init(gpa, .{
+            .name = name,
             .shards = shape.threads,
             .lane = .{
                 .threads = 1,

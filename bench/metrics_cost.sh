@@ -3,7 +3,7 @@
 #
 #   bash bench/metrics_cost.sh [ROUNDS [SCENARIO...]]   (default 5 rounds, every scenario)
 #
-# Builds the four benchmarks and weft-serve twice, ReleaseFast: as they are (counters on, the
+# Builds the five benchmarks and weft-serve twice, ReleaseFast: as they are (counters on, the
 # default) into zig-out/, and with -Dmetrics=false (every counter compiled out) into
 # zig-out/metrics-off/. Each scenario runs ROUNDS times on each build, the two alternating (and
 # which goes first alternating too); each cell is the median, in the scenario's unit (lower is
@@ -15,6 +15,12 @@
 #   pingpong   one pair over weft.sync.Channel, 1M rounds         ns per round
 #   yield      100 tasks x 10,000 yields                          ns per yield
 #   chain      100 tasks in a ring, a token round it 10,000 times ns per wake
+#   lane       a weft.Lane named "bench" (so reported, and timing every job for its
+#              histograms), 2 workers, one fiber calling a no-op job 10,000 times in turn:
+#              bench-lane's roundtrip_ok with named=1, the median of 10 iterations  ns per call
+#   lane_unnamed  the same lane unnamed (not reported, no clock read)  ns per call
+#              Both lane rows are bimodal on a loaded machine: a call either finds a worker
+#              still polling (about 2 us) or wakes a parked one (20-30 us), whatever the build.
 #   http       weft-serve --mode single --executors 1, wrk -t1 -c50 -d WRK_DURATION (3s)
 # Bounded: each child has a time limit; about 2 minutes with 5 rounds. Load goes only to
 # 127.0.0.1 and the server is stopped by its PID.
@@ -25,14 +31,14 @@ cd "$root" || exit 1
 
 usage="usage: bash bench/metrics_cost.sh [ROUNDS [SCENARIO...]]
   ROUNDS    a positive count (default 5)
-  SCENARIO  spawn pingpong yield chain http (default: all)"
+  SCENARIO  spawn pingpong yield chain lane lane_unnamed http (default: all)"
 rounds=${1:-5}
 if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
     echo "$usage" >&2
     exit 2
 fi
 shift $(($# > 0 ? 1 : 0))
-all=(spawn pingpong yield chain http)
+all=(spawn pingpong yield chain lane lane_unnamed http)
 selected=("$@")
 ((${#selected[@]} > 0)) || selected=("${all[@]}")
 for name in "${selected[@]}"; do
@@ -52,8 +58,8 @@ for metrics in true false; do
     [[ $metrics == false ]] && prefix=$off
     # Only the programs measured: a ReleaseFast build of every benchmark takes many minutes.
     ./zigw build install-bench-spawn install-bench-pingpong install-bench-yield \
-        install-bench-chain install-weft-serve -Doptimize=ReleaseFast -Dmetrics=$metrics \
-        -p "$prefix" >&2 || exit 1
+        install-bench-chain install-bench-lane install-weft-serve -Doptimize=ReleaseFast \
+        -Dmetrics=$metrics -p "$prefix" >&2 || exit 1
 done
 
 # shellcheck source=bench/support/ab.sh
@@ -85,10 +91,15 @@ for ((round = 1; round <= rounds; round++)); do
             rounds=1000000
         scenario yield yield ns_per_yield "$mode" tasks=100 yields=10000
         scenario chain chain ns_per_wake "$mode" tasks=100 laps=10000
+        scenario lane lane ns_per_job "$mode" via=lane row=roundtrip_ok rounds=10000 \
+            iterations=10 lane_threads=2 named=1
+        scenario lane_unnamed lane ns_per_job "$mode" via=lane row=roundtrip_ok rounds=10000 \
+            iterations=10 lane_threads=2
         http "$mode"
     done
     echo "metrics_cost.sh: round $round of $rounds done" >&2
 done
 
 # Medians with the counters compiled out ("off") and in ("on"), and on / off.
-ab_table "$results" off on spawn pingpong yield chain http_req_per_s http_p99_us
+ab_table "$results" off on spawn pingpong yield chain lane lane_unnamed http_req_per_s \
+    http_p99_us

@@ -13,6 +13,10 @@
 //! Built with `-Dmetrics=false` the counters are compiled out and every count reads zero (the
 //! gauges that the runtime keeps anyway, such as `tasks_live`, still read true).
 //!
+//! Lanes and the server are read where they keep their figures: each lane under its own
+//! lock (`Lane.figures`; the process's named lanes through `lanes/named.zig`), the server
+//! worker through the function it attached to the runtime (`server/Worker.zig`).
+//!
 //! The definitions of every figure are in docs/METRICS.md.
 const Metrics = @This();
 
@@ -23,6 +27,10 @@ const config = @import("config.zig");
 const os = @import("os/linux.zig");
 const Counter = @import("os/Counter.zig");
 const Scheduler = @import("sched/Scheduler.zig");
+const Histogram = @import("os/Histogram.zig");
+const LaneFigures = @import("lanes/Lane.zig").Figures;
+const rejection_errors = @import("lanes/Lane.zig").rejection_errors;
+const named = @import("lanes/named.zig");
 
 /// Whether the counters are compiled in (`-Dmetrics`, default true).
 pub const enabled = Counter.enabled;
@@ -47,6 +55,64 @@ stack_size_bytes: u64,
 executor_count: u32,
 /// The first `executor_count` are the runtime's; see `executorsSlice`.
 executors: [config.executors_max]Executor,
+/// The runtime's blocking lane ("blocking"), its CPU lane ("cpu"), then every named lane of
+/// the process (`Lane.Options.name`); see `lanesSlice`.
+lane_count: u32,
+lanes: [lanes_max]Lane,
+/// The `weft.Server` worker this runtime serves, if it serves one.
+server: ?Server,
+
+/// Lanes a snapshot holds at most: the runtime's two and the named ones.
+pub const lanes_max = named.reserved.len + config.lanes_named_max;
+
+/// One lane: its name (`name.slice()`) and figures. Gauges are now; counts and histograms
+/// since the lane started. The histograms count the jobs that ran, each once.
+pub const Lane = named.Listed;
+
+/// The errors whose refusals each lane counts (`LaneFigures.rejected`), in that order.
+pub const lane_rejection_errors = rejection_errors;
+
+/// What the `weft.Server` worker serving on this runtime has done since it started (one
+/// worker per runtime: each of a `.threaded` or `.forked` server has its own). Gauges are now.
+pub const Server = struct {
+    /// Connections being served now, and at most (`Server.Options.connections_max`).
+    connections_open: u64 = 0,
+    connections_max: u64 = 0,
+    /// Connections accepted, each counted once, refused or not.
+    accepted: u64 = 0,
+    /// Closed right after accept: `connections_max` were open.
+    rejected_full: u64 = 0,
+    /// Closed right after accept: no task could be created for them.
+    rejected_no_task: u64 = 0,
+    /// Requests handed to the handler (HTTP: each request whose head was read).
+    requests: u64 = 0,
+    /// Requests the server answered with an error status itself, then closed.
+    requests_rejected: u64 = 0,
+    /// Connections cut by each timeout (`Server.Options`): idle, header, body, send, request.
+    cut_idle_timeout: u64 = 0,
+    cut_header_timeout: u64 = 0,
+    cut_body_timeout: u64 = 0,
+    cut_send_timeout: u64 = 0,
+    cut_request_timeout: u64 = 0,
+    /// Idle connections closed when the drain began, and those cut at the drain deadline.
+    closed_idle_at_drain: u64 = 0,
+    cut_at_drain: u64 = 0,
+    /// Accepts that failed for lack of fds or memory, and of other causes (each retried after
+    /// a back-off).
+    accept_backoffs: u64 = 0,
+    accept_errors: u64 = 0,
+};
+
+/// Where `collect` finds what the scheduler does not hold.
+pub const Sources = struct {
+    /// The runtime's own gauges.
+    tasks_live: u64,
+    tasks_live_peak: u64,
+    /// The runtime's lanes (zeros while not started).
+    blocking: LaneFigures,
+    cpu: LaneFigures,
+    server: ?Server,
+};
 
 /// What one executor has done. Counts are since `Runtime.init`; `queued` is a gauge.
 pub const Executor = struct {
@@ -79,21 +145,35 @@ pub const Executor = struct {
     timers_fired: u64 = 0,
 };
 
-/// Takes the snapshot; `tasks_live` and `tasks_live_peak` are the runtime's own gauges.
-pub fn collect(scheduler: *const Scheduler, tasks_live: u64, tasks_live_peak: u64) Metrics {
+/// Takes the snapshot: the scheduler's counters, the lanes' figures (the process's named
+/// lanes read under their list's lock) and the rest from `sources`.
+pub fn collect(scheduler: *const Scheduler, sources: Sources) Metrics {
     const now_ns = os.monotonicNs();
     const uptime_ns = now_ns -| scheduler.started_ns;
     var metrics: Metrics = .{
         .uptime_ns = uptime_ns,
-        .tasks_live = tasks_live,
-        .tasks_live_peak = @max(tasks_live_peak, tasks_live),
+        .tasks_live = sources.tasks_live,
+        .tasks_live_peak = @max(sources.tasks_live_peak, sources.tasks_live),
         .tasks_spawned = scheduler.spawned_elsewhere.read(),
         .stacks_mapped = 0,
         .stacks_in_use = 0,
         .stack_size_bytes = 0,
         .executor_count = @intCast(scheduler.executors.len),
         .executors = undefined,
+        .lane_count = 0,
+        .lanes = undefined,
+        .server = sources.server,
     };
+    metrics.collectExecutors(scheduler, uptime_ns);
+    metrics.lanes[0] = .{ .name = .init(named.blocking_name), .figures = sources.blocking };
+    metrics.lanes[1] = .{ .name = .init(named.cpu_name), .figures = sources.cpu };
+    const listed = named.collect(metrics.lanes[named.reserved.len..]);
+    metrics.lane_count = @intCast(named.reserved.len + listed);
+    assert(metrics.lane_count <= lanes_max);
+    return metrics;
+}
+
+fn collectExecutors(metrics: *Metrics, scheduler: *const Scheduler, uptime_ns: u64) void {
     var acquired: u64 = 0;
     var released: u64 = 0;
     for (scheduler.executors, metrics.executors[0..scheduler.executors.len]) |*executor, *out| {
@@ -127,15 +207,29 @@ pub fn collect(scheduler: *const Scheduler, tasks_live: u64, tasks_live_peak: u6
     // Read one pool after another while stacks move between them: a release may be seen
     // without its acquire.
     metrics.stacks_in_use = acquired -| released;
-    return metrics;
 }
 
 pub fn executorsSlice(metrics: *const Metrics) []const Executor {
     return metrics.executors[0..metrics.executor_count];
 }
 
-/// The snapshot as text: the runtime's figures on one line, then one row per executor.
+pub fn lanesSlice(metrics: *const Metrics) []const Lane {
+    return metrics.lanes[0..metrics.lane_count];
+}
+
+/// The snapshot as text: the runtime's figures on one line, a table with a row per executor,
+/// a table with a row per lane, and the server's figures on one line if it serves one.
 pub fn writeText(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Error!void {
+    try metrics.writeExecutorsText(writer);
+    try writer.writeAll("\n");
+    try metrics.writeLanesText(writer);
+    if (metrics.server) |server| {
+        try writer.writeAll("\n");
+        try writeServerText(server, writer);
+    }
+}
+
+fn writeExecutorsText(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Error!void {
     try writer.print(
         "weft: up {d:.3} s, tasks {d} live (peak {d}), {d} spawned, {d} stalls, stacks {d} " ++
             "mapped ({d} KiB each), {d} in use{s}\n",
@@ -167,6 +261,93 @@ pub fn writeText(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Error!vo
         }
         try writer.writeAll("\n");
     }
+}
+
+/// The lane table: name, gauges, completions, a column per rejection error, then the p50 and
+/// p99 of the queue wait and the run time (the upper bounds of their buckets).
+fn writeLanesText(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Error!void {
+    var name_width: usize = "lane".len;
+    for (metrics.lanesSlice()) |lane| name_width = @max(name_width, lane.name.len);
+    try writer.print("{s:<[1]}", .{ "lane", name_width });
+    const counts = [_][]const u8{ "queued", "running", "waiters", "completed" };
+    inline for (counts) |title| try writer.print(" {s:>10}", .{title});
+    inline for (rejection_titles) |title| try writer.print(" {s:>[1]}", .{ title, title.len });
+    inline for (percentile_titles) |title| try writer.print(" {s:>8}", .{title});
+    try writer.writeAll("\n");
+    for (metrics.lanesSlice()) |*lane| {
+        const figures = &lane.figures;
+        try writer.print("{s:<[1]}", .{ lane.name.slice(), name_width });
+        const values = [counts.len]u64{
+            figures.queued, figures.running, figures.waiters, figures.completed,
+        };
+        for (values) |value| try writer.print(" {d:>10}", .{value});
+        inline for (rejection_titles, figures.rejected) |title, value| {
+            try writer.print(" {d:>[1]}", .{ value, title.len });
+        }
+        for ([_]*const Histogram.Snapshot{ &figures.queue_wait, &figures.run_time }) |h| {
+            try writeDuration(writer, h.percentileNs(50));
+            try writeDuration(writer, h.percentileNs(99));
+        }
+        try writer.writeAll("\n");
+    }
+}
+
+const percentile_titles = [_][]const u8{ "wait_p50", "wait_p99", "run_p50", "run_p99" };
+
+/// The rejection errors in snake case, "rejected_" first: `QueueFull` is `rejected_queue_full`.
+const rejection_titles = titles: {
+    var titles: [rejection_errors.len][]const u8 = undefined;
+    for (rejection_errors, &titles) |err, *title| {
+        title.* = "rejected_" ++ snakeCase(@errorName(err));
+    }
+    const final = titles;
+    break :titles final;
+};
+
+fn snakeCase(comptime name: []const u8) []const u8 {
+    comptime var result: []const u8 = "";
+    inline for (name, 0..) |byte, index| {
+        if (std.ascii.isUpper(byte)) {
+            if (index > 0) result = result ++ "_";
+            result = result ++ .{std.ascii.toLower(byte)};
+        } else {
+            result = result ++ .{byte};
+        }
+    }
+    return result;
+}
+
+/// A percentile in a cell of 8 columns, in the unit that keeps it short; `-` when the lane
+/// ran nothing, `>` the largest bound when it fell past it.
+fn writeDuration(writer: *Io.Writer, duration_ns: ?u64) Io.Writer.Error!void {
+    const ns = duration_ns orelse return writer.print(" {s:>8}", .{"-"});
+    if (ns == std.math.maxInt(u64)) return writer.print(" {s:>8}", .{">68.7s"});
+    const value: f64 = @floatFromInt(ns);
+    if (ns < std.time.ns_per_us) return writer.print(" {d:>6}ns", .{ns});
+    if (ns < std.time.ns_per_ms) return writer.print(" {d:>6.1}us", .{value / std.time.ns_per_us});
+    if (ns < std.time.ns_per_s) return writer.print(" {d:>6.1}ms", .{value / std.time.ns_per_ms});
+    return writer.print(" {d:>7.2}s", .{value / std.time.ns_per_s});
+}
+
+fn writeServerText(server: Server, writer: *Io.Writer) Io.Writer.Error!void {
+    try writer.print(
+        "server: {d} of {d} connections open, {d} accepted, refused {d} at " ++
+            "connections_max and {d} for want of a task; {d} requests, {d} rejected\n",
+        .{
+            server.connections_open,  server.connections_max,  server.accepted,
+            server.rejected_full,     server.rejected_no_task, server.requests,
+            server.requests_rejected,
+        },
+    );
+    try writer.print(
+        "server: cut by timeout: idle {d}, header {d}, body {d}, send {d}, request {d}, " ++
+            "drain {d}; closed idle at drain {d}; accept back-offs {d}, accept errors {d}\n",
+        .{
+            server.cut_idle_timeout,     server.cut_header_timeout,  server.cut_body_timeout,
+            server.cut_send_timeout,     server.cut_request_timeout, server.cut_at_drain,
+            server.closed_idle_at_drain, server.accept_backoffs,     server.accept_errors,
+        },
+    );
 }
 
 const Column = struct { field: []const u8, title: []const u8, width: usize, per_ms: bool };
@@ -216,14 +397,106 @@ pub fn writePrometheus(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Er
             try series.writeValue(writer, @field(executor, series.field));
         }
     }
+    try metrics.writeLanesPrometheus(writer);
+    if (metrics.server) |server| try writeServerPrometheus(server, writer);
+}
+
+/// Per lane, labelled `lane="name"`: the gauges and completions, the refusals labelled by
+/// `error` too, and the two histograms (a `_bucket` per bound, `_sum` and `_count`).
+fn writeLanesPrometheus(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Error!void {
+    const lanes = metrics.lanesSlice();
+    inline for (lane_series) |series| {
+        try series.writeHeader(writer);
+        for (lanes) |*lane| {
+            try writeLaneLabel(writer, series.name, "", lane);
+            try writer.writeAll("} ");
+            try series.writeValue(writer, @field(lane.figures, series.field));
+        }
+    }
+    try lane_rejected_series.writeHeader(writer);
+    for (lanes) |*lane| {
+        for (rejection_errors, lane.figures.rejected) |err, value| {
+            try writeLaneLabel(writer, lane_rejected_series.name, "", lane);
+            try writer.print(",error=\"{s}\"}} {d}\n", .{ @errorName(err), value });
+        }
+    }
+    inline for (lane_histograms) |histogram| {
+        try histogram.series.writeHeader(writer);
+        for (lanes) |*lane| {
+            const snapshot = &@field(lane.figures, histogram.field);
+            try writeHistogram(writer, histogram.series.name, lane, snapshot);
+        }
+    }
+}
+
+/// A Prometheus histogram of durations in seconds: its buckets cumulative, each `le` the
+/// inclusive bound of a `Histogram` bucket, then `+Inf`, `_sum` and `_count`.
+fn writeHistogram(
+    writer: *Io.Writer,
+    name: []const u8,
+    lane: *const Lane,
+    snapshot: *const Histogram.Snapshot,
+) Io.Writer.Error!void {
+    var cumulative: u64 = 0;
+    for (snapshot.buckets[0..Histogram.bounded_buckets], 0..) |count, bucket| {
+        cumulative += count;
+        const bound_s = @as(f64, @floatFromInt(Histogram.boundNs(bucket))) / std.time.ns_per_s;
+        try writeLaneLabel(writer, name, "_bucket", lane);
+        try writer.print(",le=\"{d}\"}} {d}\n", .{ bound_s, cumulative });
+    }
+    cumulative += snapshot.buckets[Histogram.overflow_bucket];
+    assert(cumulative == snapshot.count);
+    try writeLaneLabel(writer, name, "_bucket", lane);
+    try writer.print(",le=\"+Inf\"}} {d}\n", .{cumulative});
+    try writeLaneLabel(writer, name, "_sum", lane);
+    const sum_s = @as(f64, @floatFromInt(snapshot.sum_ns)) / std.time.ns_per_s;
+    try writer.print("}} {d}\n", .{sum_s});
+    try writeLaneLabel(writer, name, "_count", lane);
+    try writer.print("}} {d}\n", .{snapshot.count});
+}
+
+/// `name` and `suffix`, then `{lane="..."` with the lane's name escaped as the format wants
+/// (a backslash, a double quote, a line feed), the brace left open for more labels.
+fn writeLaneLabel(
+    writer: *Io.Writer,
+    name: []const u8,
+    suffix: []const u8,
+    lane: *const Lane,
+) Io.Writer.Error!void {
+    try writer.print("{s}{s}{{lane=\"", .{ name, suffix });
+    for (lane.name.slice()) |byte| switch (byte) {
+        '\\' => try writer.writeAll("\\\\"),
+        '"' => try writer.writeAll("\\\""),
+        '\n' => try writer.writeAll("\\n"),
+        else => try writer.writeByte(byte),
+    };
+    try writer.writeAll("\"");
+}
+
+/// The server's series, a family's HELP and TYPE before its first sample (the refusals and
+/// the cuts are families of several samples, told apart by a label).
+fn writeServerPrometheus(server: Server, writer: *Io.Writer) Io.Writer.Error!void {
+    var family: []const u8 = "";
+    inline for (server_series) |series| {
+        if (!std.mem.eql(u8, family, series.name)) try series.writeHeader(writer);
+        family = series.name;
+        if (series.label.len == 0) {
+            try writer.print("{s} ", .{series.name});
+        } else {
+            try writer.print("{s}{{{s}}} ", .{ series.name, series.label });
+        }
+        try series.writeValue(writer, @field(server, series.field));
+    }
 }
 
 const Series = struct {
-    /// The `Executor` field it exports (executor series only).
+    /// The field it exports (of `Executor`, `LaneFigures` or `Server`).
     field: []const u8 = "",
     name: []const u8,
     help: []const u8,
-    kind: enum { counter, gauge } = .counter,
+    kind: enum { counter, gauge, histogram } = .counter,
+    /// A fixed label of the sample (`Server`'s families of several samples).
+    label: []const u8 = "",
     /// Nanoseconds, exported in seconds.
     seconds: bool = false,
 
@@ -358,5 +631,167 @@ comptime {
     assert(executor_series.len == fields.len);
     for (fields, executor_series) |field, series| {
         assert(std.mem.eql(u8, field.name, series.field));
+    }
+}
+
+const lane_series = [_]Series{
+    .{
+        .field = "queued",
+        .name = "weft_lane_queued_jobs",
+        .help = "Jobs accepted and waiting for a worker.",
+        .kind = .gauge,
+    },
+    .{
+        .field = "running",
+        .name = "weft_lane_running_jobs",
+        .help = "Jobs running on a worker.",
+        .kind = .gauge,
+    },
+    .{
+        .field = "waiters",
+        .name = "weft_lane_waiting_callers",
+        .help = "Callers in the admission line, not yet accepted.",
+        .kind = .gauge,
+    },
+    .{
+        .field = "completed",
+        .name = "weft_lane_jobs_completed_total",
+        .help = "Jobs that ran to completion.",
+    },
+};
+
+const lane_rejected_series: Series = .{
+    .field = "rejected",
+    .name = "weft_lane_calls_rejected_total",
+    .help = "Calls that failed with a lane error, by error: their jobs never ran.",
+};
+
+const lane_histograms = [_]struct { field: []const u8, series: Series }{
+    .{ .field = "queue_wait", .series = .{
+        .name = "weft_lane_queue_wait_seconds",
+        .help = "Time from a call to its job's start, the admission line included.",
+        .kind = .histogram,
+    } },
+    .{ .field = "run_time", .series = .{
+        .name = "weft_lane_run_seconds",
+        .help = "Time a job ran on a worker.",
+        .kind = .histogram,
+    } },
+};
+
+const server_series = [_]Series{
+    .{
+        .field = "connections_open",
+        .name = "weft_server_connections_open",
+        .help = "Connections being served now.",
+        .kind = .gauge,
+    },
+    .{
+        .field = "connections_max",
+        .name = "weft_server_connections_max",
+        .help = "Connections served at once at most (connections_max).",
+        .kind = .gauge,
+    },
+    .{
+        .field = "accepted",
+        .name = "weft_server_connections_accepted_total",
+        .help = "Connections accepted, refused ones included.",
+    },
+    .{
+        .field = "rejected_full",
+        .name = "weft_server_connections_refused_total",
+        .help = "Connections closed right after accept, by reason.",
+        .label = "reason=\"connections_max\"",
+    },
+    .{
+        .field = "rejected_no_task",
+        .name = "weft_server_connections_refused_total",
+        .help = "",
+        .label = "reason=\"no_task\"",
+    },
+    .{
+        .field = "cut_idle_timeout",
+        .name = "weft_server_connections_cut_total",
+        .help = "Connections cut by a timeout, by timeout.",
+        .label = "timeout=\"idle\"",
+    },
+    .{
+        .field = "cut_header_timeout",
+        .name = "weft_server_connections_cut_total",
+        .help = "",
+        .label = "timeout=\"header\"",
+    },
+    .{
+        .field = "cut_body_timeout",
+        .name = "weft_server_connections_cut_total",
+        .help = "",
+        .label = "timeout=\"body\"",
+    },
+    .{
+        .field = "cut_send_timeout",
+        .name = "weft_server_connections_cut_total",
+        .help = "",
+        .label = "timeout=\"send\"",
+    },
+    .{
+        .field = "cut_request_timeout",
+        .name = "weft_server_connections_cut_total",
+        .help = "",
+        .label = "timeout=\"request\"",
+    },
+    .{
+        .field = "cut_at_drain",
+        .name = "weft_server_connections_cut_total",
+        .help = "",
+        .label = "timeout=\"drain\"",
+    },
+    .{
+        .field = "closed_idle_at_drain",
+        .name = "weft_server_connections_closed_at_drain_total",
+        .help = "Idle connections closed when the drain began.",
+    },
+    .{
+        .field = "requests",
+        .name = "weft_server_requests_total",
+        .help = "Requests handed to the handler.",
+    },
+    .{
+        .field = "requests_rejected",
+        .name = "weft_server_requests_rejected_total",
+        .help = "Requests the server answered with an error status itself.",
+    },
+    .{
+        .field = "accept_backoffs",
+        .name = "weft_server_accept_backoffs_total",
+        .help = "Accepts that failed for lack of fds or memory, retried after a back-off.",
+    },
+    .{
+        .field = "accept_errors",
+        .name = "weft_server_accept_errors_total",
+        .help = "Accepts that failed otherwise, retried after a back-off.",
+    },
+};
+
+comptime {
+    // Every lane figure is exported, once.
+    const fields = @typeInfo(LaneFigures).@"struct".fields;
+    assert(lane_series.len + 1 + lane_histograms.len == fields.len);
+    for (lane_series) |series| assert(@hasField(LaneFigures, series.field));
+    assert(@hasField(LaneFigures, lane_rejected_series.field));
+    for (lane_histograms) |histogram| assert(@hasField(LaneFigures, histogram.field));
+    // Every server figure is exported, once; a family's samples are together, and only its
+    // first carries the HELP text.
+    const server_fields = @typeInfo(Server).@"struct".fields;
+    assert(server_series.len == server_fields.len);
+    for (server_fields) |field| {
+        var exports = 0;
+        for (server_series) |series| {
+            if (std.mem.eql(u8, field.name, series.field)) exports += 1;
+        }
+        assert(exports == 1);
+    }
+    for (server_series[1..], server_series[0 .. server_series.len - 1]) |series, previous| {
+        const same = std.mem.eql(u8, series.name, previous.name);
+        assert(same == (series.help.len == 0));
     }
 }

@@ -275,15 +275,19 @@ pub fn computeThreads(rt: Runtime) u32 {
     return rt.state.cpu.threads();
 }
 
-/// A snapshot of what the runtime has done (`weft.Metrics`). Safe from any thread, at any
-/// time until `deinit`; stops nothing and allocates nothing.
+/// A snapshot of what the runtime has done (`weft.Metrics`): its executors, its lanes and the
+/// process's named ones, and the `weft.Server` worker it serves, if any. Safe from any
+/// thread, at any time until `deinit`; stops nothing and allocates nothing (it takes each
+/// lane's lock, and those of the named lanes' list and of the server, for an instant).
 pub fn metrics(rt: Runtime) Metrics {
     const state = rt.state;
-    var snapshot: Metrics = .collect(
-        &state.scheduler,
-        state.tasks_live.load(.monotonic),
-        state.tasks_live_peak.load(.monotonic),
-    );
+    var snapshot: Metrics = .collect(&state.scheduler, .{
+        .tasks_live = state.tasks_live.load(.monotonic),
+        .tasks_live_peak = state.tasks_live_peak.load(.monotonic),
+        .blocking = if (state.blocking.started()) |lane| lane.figures() else .{},
+        .cpu = state.cpu.figures(),
+        .server = state.readServer(),
+    });
     if (state.watchdog) |*watchdog| snapshot.stalls = watchdog.stalls.load(.monotonic);
     return snapshot;
 }
@@ -291,8 +295,7 @@ pub fn metrics(rt: Runtime) Metrics {
 /// `metrics()` of the runtime behind `io`, or null when `io` is not a weft runtime's (such as
 /// `std.Io.Threaded`'s): for code handed only an `Io`, like a request handler.
 pub fn metricsOf(io_any: Io) ?Metrics {
-    if (io_any.vtable != &vtable_mod.vtable) return null;
-    const state: *State = @ptrCast(@alignCast(io_any.userdata.?));
+    const state = State.of(io_any) orelse return null;
     const rt: Runtime = .{ .state = state };
     return rt.metrics();
 }

@@ -236,6 +236,16 @@ pub const blocking_lane_threads = 4;
 /// line (they are never refused, see `fs/BlockingLane.zig`).
 pub const blocking_lane_queue_limit = 256;
 
+/// Bytes of a lane's name (`Lane.Options.name`), the longest kept: a longer name is cut (at a
+/// character boundary). A name is a label in a table and in Prometheus series, not a sentence.
+pub const lane_name_bytes_max = 32;
+
+/// Named lanes (`Lane`, `Lane.Sharded`) alive at once in a process, at most: `weft.Metrics`
+/// lists them from a fixed table, so a snapshot allocates nothing, and holds a copy of each
+/// one's figures (about 750 bytes), so the table stays small. A program names a handful (a
+/// database, DNS, files); past the limit `Lane.init` fails with `error.NamesExhausted`.
+pub const lanes_named_max = 16;
+
 /// Addresses one host name lookup reports at most; more (a long hosts file, a large reply)
 /// are dropped. std's contract: a lookup into a queue of 16 never blocks, so the addresses and
 /// the one canonical name must fit in 16 (a caller may fill the queue before reading it).
@@ -318,6 +328,8 @@ comptime {
     assert(signal_stack_size_bytes >= 128 * 1024); // std's stack trace, run there too
     assert(blocking_lane_threads > 0 and blocking_lane_threads <= lane_threads_max);
     assert(blocking_lane_queue_limit >= blocking_lane_threads);
+    assert(lane_name_bytes_max >= 8 and lane_name_bytes_max <= std.math.maxInt(u8));
+    assert(lanes_named_max >= 1);
 
     assert(registry_resources_max < std.math.maxInt(u32)); // maxInt marks "no slot"
     assert(cpu_lane_nice_default <= nice_max);

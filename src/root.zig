@@ -90,6 +90,7 @@ test {
     _ = @import("intrusive.zig");
     _ = @import("lanes/CpuLane.zig");
     _ = @import("lanes/Lane.zig");
+    _ = @import("lanes/named.zig");
     _ = @import("loop/Completion.zig");
     _ = @import("loop/Loop.zig");
     _ = @import("loop/nonblocking.zig");
@@ -100,6 +101,7 @@ test {
     _ = @import("net/interface.zig");
     _ = @import("net/lookup.zig");
     _ = @import("os/Counter.zig");
+    _ = @import("os/Histogram.zig");
     _ = @import("os/Mutex.zig");
     _ = @import("os/SpinLock.zig");
     _ = @import("os/atomic.zig");

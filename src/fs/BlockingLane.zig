@@ -43,6 +43,7 @@ const assert = std.debug.assert;
 const config = @import("../config.zig");
 const Lock = @import("../os/Mutex.zig");
 const Lane = @import("../lanes/Lane.zig");
+const named = @import("../lanes/named.zig");
 const Completion = @import("../loop/Completion.zig");
 const Executor = @import("../sched/Executor.zig");
 const io_wait = @import("../sched/io_wait.zig");
@@ -132,6 +133,11 @@ pub fn Result(comptime function: anytype) type {
     };
 }
 
+/// The lane if it started (for `weft.Metrics`).
+pub fn started(blocking: *const BlockingLane) ?*Lane {
+    return blocking.lane.load(.acquire);
+}
+
 /// The lane, started on first use; null if its threads could not be started.
 fn get(blocking: *BlockingLane) ?*Lane {
     if (blocking.lane.load(.acquire)) |lane| return lane;
@@ -139,12 +145,13 @@ fn get(blocking: *BlockingLane) ?*Lane {
     blocking.lock.lock();
     defer blocking.lock.unlock();
     if (blocking.lane.load(.monotonic)) |lane| return lane;
-    const lane = Lane.init(blocking.gpa, .{
+    // Reported by the runtime's `weft.Metrics` as "blocking".
+    const lane = Lane.initOwned(blocking.gpa, .{
         .threads = config.blocking_lane_threads,
         .queue_limit = config.blocking_lane_queue_limit,
         .admission = .wait,
         .waiters_max = std.math.maxInt(u32),
-    }) catch {
+    }, named.blocking_name) catch {
         blocking.unavailable.store(true, .monotonic);
         return null;
     };

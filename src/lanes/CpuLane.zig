@@ -49,6 +49,7 @@ const config = @import("../config.zig");
 const Lock = @import("../os/Mutex.zig");
 const os = @import("../os/linux.zig");
 const Lane = @import("Lane.zig");
+const named = @import("named.zig");
 
 gpa: std.mem.Allocator,
 options: Options,
@@ -127,7 +128,10 @@ fn started(cpu: *CpuLane) error{ ConcurrencyUnavailable, ShutdownInProgress }!*L
     defer cpu.start_lock.unlock();
     if (cpu.lane.load(.acquire)) |lane| return lane;
     if (cpu.closed) return error.ShutdownInProgress;
-    const lane = Lane.init(cpu.gpa, cpu.laneOptions()) catch |err| switch (err) {
+    // Metered under the name the runtime's `weft.Metrics` reports its CPU lane by (a CPU lane
+    // of the user's own is timed too, and not reported: its jobs take milliseconds).
+    const options = cpu.laneOptions();
+    const lane = Lane.initOwned(cpu.gpa, options, named.cpu_name) catch |err| switch (err) {
         error.InvalidOptions => unreachable, // `laneOptions` clamps them
         else => return error.ConcurrencyUnavailable, // memory or a thread limit
     };
@@ -177,6 +181,12 @@ pub fn shutdown(cpu: *CpuLane, io: Io, options: Lane.ShutdownOptions) Lane.Repor
 pub fn stats(cpu: *CpuLane) Lane.Stats {
     const lane = cpu.lane.load(.acquire) orelse return .{};
     return lane.stats();
+}
+
+/// What `weft.Metrics` reports of the lane (zeros before it started).
+pub fn figures(cpu: *CpuLane) Lane.Figures {
+    const lane = cpu.lane.load(.acquire) orelse return .{};
+    return lane.figures();
 }
 
 /// Worker threads the lane has, or would start with.

@@ -67,8 +67,18 @@
 //! `Report`. Every caller is resumed exactly once on every path: by the worker that ran its
 //! job, by `shutdown` that failed it, or by itself when it withdrew.
 //!
-//! Thread-safety: `run`, `runTimeout` and `stats` may be called from any fiber or OS thread at
-//! once; `shutdown` once; `deinit` once, after every `run` returned.
+//! ## Metrics
+//!
+//! A lane given `Options.name` is listed for `weft.Metrics` (`named.zig`) and *metered*: each
+//! job's wait from its call to its start and its run go into two log2 histograms. The clock is
+//! read outside the lock (when the call begins, before and after the job runs) and the
+//! histograms are written in `jobDone`, under the lock the worker takes there anyway, so
+//! their writes are one at a time without a locked instruction. Refusals are counted by error
+//! where each is decided, under the lock too. An unnamed lane, which nobody reports, reads no
+//! clock; the runtime's own lanes are metered under their names (`initOwned`).
+//!
+//! Thread-safety: `run`, `runTimeout`, `stats` and `figures` may be called from any fiber or
+//! OS thread at once; `shutdown` once; `deinit` once, after every `run` returned.
 const Lane = @This();
 
 /// N lanes of one queue each, picked round-robin or by key, spilling to a shard with room.
@@ -82,6 +92,9 @@ const Lock = @import("../os/Mutex.zig");
 const os = @import("../os/linux.zig");
 const os_thread = @import("../os/thread.zig");
 const cpu_demand = @import("../contention/cpu_demand.zig");
+const Counter = @import("../os/Counter.zig");
+const Histogram = @import("../os/Histogram.zig");
+const named = @import("named.zig");
 
 gpa: std.mem.Allocator,
 options: Options,
@@ -123,6 +136,23 @@ workers_live: std.atomic.Value(u32) = .init(0),
 workers: []Worker,
 /// Whether the worker threads were joined.
 joined: bool = false,
+/// `Options.name`, or the name its owner gave it (`initOwned`); empty when unnamed.
+name: named.Name = .{},
+/// Its place in the process's list of named lanes (`named.zig`), which it leaves in `deinit`;
+/// null when not listed.
+listed: ?u32 = null,
+/// Whether the lane times its jobs for `weft.Metrics` (`queue_wait`, `run_time`): named lanes
+/// and the runtime's own do, with the counters compiled in. Constant once the lane is shared.
+/// Unnamed lanes, which no snapshot reports, skip the clock reads.
+metered: bool = false,
+/// For `weft.Metrics`, under the lock: calls refused by each error of `rejection_errors`
+/// (compiled out with `-Dmetrics=false`). Counted whether or not the lane is metered: an
+/// increment under a lock already held costs nothing worth a branch.
+rejected: [rejection_errors.len]Counter = @splat(.{}),
+/// For `weft.Metrics`, under the lock, when `metered`: each job's wait from its call to its
+/// start (the admission line included), and its run.
+queue_wait: Histogram = .{},
+run_time: Histogram = .{},
 
 pub const Admission = enum {
     /// A full queue rejects the call at once with `error.QueueFull`.
@@ -153,6 +183,12 @@ pub const Options = struct {
     /// computing worker sooner when they share a CPU (see `weft.CpuLane` and
     /// `os.setThreadSlice`); kernels before 6.12 ignore it.
     slice_ns: ?u64 = null,
+    /// Reports the lane in `weft.Metrics` under this name (in every runtime of the process:
+    /// a lane is not a runtime's), and times its jobs for it; an unnamed lane is not reported.
+    /// Kept up to `config.lane_name_bytes_max` bytes (cut at a character boundary), control
+    /// characters replaced by `_`. Unique among the live named lanes; "blocking" and "cpu"
+    /// name each runtime's own lanes.
+    name: ?[]const u8 = null,
 };
 
 /// The lane's own errors, added to every job's result.
@@ -169,7 +205,70 @@ pub const Error = error{
     ShutdownInProgress,
 };
 
-pub const InitError = error{InvalidOptions} || std.mem.Allocator.Error || std.Thread.SpawnError;
+/// The lane's errors in the order `weft.Metrics` reports the calls each refused.
+pub const rejection_errors = [_]Error{
+    error.Canceled,
+    error.QueueFull,
+    error.Overloaded,
+    error.DeadlineExceeded,
+    error.ShutdownInProgress,
+};
+
+comptime {
+    // Every error of `Error` is reported, once.
+    assert(rejection_errors.len == @typeInfo(Error).error_set.?.len);
+    for (rejection_errors, 0..) |err, index| {
+        assert(rejectionIndex(err) == index);
+    }
+}
+
+/// `err`'s place in `rejection_errors`.
+pub fn rejectionIndex(err: Error) usize {
+    inline for (rejection_errors, 0..) |candidate, index| {
+        if (err == candidate) return index;
+    }
+    unreachable; // the comptime block above checks that every error is listed
+}
+
+/// `initOwned`'s errors: the options, memory, threads.
+pub const OwnedInitError = error{InvalidOptions} ||
+    std.mem.Allocator.Error || std.Thread.SpawnError;
+
+pub const InitError = OwnedInitError || error{
+    /// `Options.name` is another live named lane's, or "blocking" or "cpu" (each runtime's
+    /// own lanes): two lanes of one name would be one series in `weft.Metrics`.
+    NameInUse,
+    /// `config.lanes_named_max` named lanes are alive already.
+    NamesExhausted,
+};
+
+/// What `weft.Metrics` reports of a lane (`figures`): gauges now, counts since `init`.
+pub const Figures = struct {
+    /// Jobs accepted and waiting for a worker.
+    queued: u64 = 0,
+    /// Jobs a worker runs.
+    running: u64 = 0,
+    /// Callers in the admission line (`.wait`), not yet accepted.
+    waiters: u64 = 0,
+    /// Jobs that ran to completion (counted with the counters compiled out too).
+    completed: u64 = 0,
+    /// Calls that failed with each error of `rejection_errors`: their jobs never ran.
+    rejected: [rejection_errors.len]u64 = @splat(0),
+    /// Of the jobs that ran (metered lanes): from the call to the job's start, and its run.
+    queue_wait: Histogram.Snapshot = .{},
+    run_time: Histogram.Snapshot = .{},
+
+    /// Sums `other` in (the shards of a `Lane.Sharded`).
+    pub fn add(total: *Figures, other: Figures) void {
+        total.queued += other.queued;
+        total.running += other.running;
+        total.waiters += other.waiters;
+        total.completed += other.completed;
+        for (&total.rejected, other.rejected) |*count, more| count.* += more;
+        total.queue_wait.add(other.queue_wait);
+        total.run_time.add(other.run_time);
+    }
+};
 
 /// What `shutdown` does with accepted jobs that have not started.
 pub const Policy = enum {
@@ -241,6 +340,14 @@ pub const Job = struct {
     next: ?*Job = null,
     /// The futex word the caller parks on.
     completion: std.atomic.Value(u32) = .init(pending),
+    /// When the call began (`stamp`), for the queue wait of a metered lane; else 0.
+    submitted_ns: u64 = 0,
+
+    /// Records when the call began, if the lane is metered (a clock read otherwise saved).
+    pub fn stamp(job: *Job, metered: bool) void {
+        assert(job.state == .fresh);
+        if (metered) job.submitted_ns = os.monotonicNs();
+    }
 
     /// Written under the lane's lock only. A job that ran stays `running`: its completion
     /// word, not its state, tells its caller that it ended; `finished` marks a job that
@@ -310,22 +417,50 @@ pub fn ResultWith(comptime function: anytype, comptime Extra: type) type {
 
 /// Allocates the lane and starts its worker threads. Call `deinit` to stop and free it.
 pub fn init(gpa: std.mem.Allocator, options: Options) InitError!*Lane {
-    if (options.threads == 0 or options.threads > config.lane_threads_max) {
-        return error.InvalidOptions;
-    }
-    if (options.queue_limit == 0) return error.InvalidOptions;
-    if (options.nice > config.nice_max) return error.InvalidOptions;
-    if (options.slice_ns) |slice_ns| {
-        if (slice_ns < os.thread_slice_ns_min or slice_ns > os.thread_slice_ns_max) {
-            return error.InvalidOptions;
-        }
-    }
-    if (options.admission == .wait and options.waiters_max == 0) return error.InvalidOptions;
+    const text = options.name orelse return initWith(gpa, options, null);
+    if (text.len == 0) return error.InvalidOptions;
+    try validate(options);
+    // The name first: one in use fails with nothing started.
+    const name: named.Name = .init(text);
+    const place = try named.claim(&name);
+    errdefer named.release(place);
+    const lane = try initWith(gpa, options, text);
+    named.publish(place, .{ .lane = lane });
+    lane.listed = place;
+    return lane;
+}
+
+/// `init` for a lane that its owner reports itself under `name`, rather than the process's
+/// list of named lanes: each runtime's blocking and CPU lanes (their names would clash across
+/// runtimes) and the shards of a named `Lane.Sharded` (listed as one). The lane is metered;
+/// `options.name` must be null.
+pub fn initOwned(
+    gpa: std.mem.Allocator,
+    options: Options,
+    name_text: []const u8,
+) OwnedInitError!*Lane {
+    assert(options.name == null);
+    assert(name_text.len > 0);
+    return initWith(gpa, options, name_text);
+}
+
+fn initWith(
+    gpa: std.mem.Allocator,
+    options: Options,
+    name_text: ?[]const u8,
+) OwnedInitError!*Lane {
+    try validate(options);
     const lane = try gpa.create(Lane);
     errdefer gpa.destroy(lane);
     const workers = try gpa.alloc(Worker, options.threads);
     errdefer gpa.free(workers);
     lane.* = .{ .gpa = gpa, .options = options, .workers = workers };
+    // The lane keeps its own copy: the caller's bytes may go.
+    lane.options.name = null;
+    if (name_text) |text| {
+        lane.name = .init(text);
+        lane.metered = Counter.enabled;
+    }
     for (workers) |*worker| worker.* = .{ .lane = lane };
     for (workers, 0..) |*worker, index| {
         _ = lane.workers_live.fetchAdd(1, .monotonic);
@@ -346,6 +481,20 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!*Lane {
     return lane;
 }
 
+fn validate(options: Options) error{InvalidOptions}!void {
+    if (options.threads == 0 or options.threads > config.lane_threads_max) {
+        return error.InvalidOptions;
+    }
+    if (options.queue_limit == 0) return error.InvalidOptions;
+    if (options.nice > config.nice_max) return error.InvalidOptions;
+    if (options.slice_ns) |slice_ns| {
+        if (slice_ns < os.thread_slice_ns_min or slice_ns > os.thread_slice_ns_max) {
+            return error.InvalidOptions;
+        }
+    }
+    if (options.admission == .wait and options.waiters_max == 0) return error.InvalidOptions;
+}
+
 /// `init` failed part-way: stops and joins the workers already started (no job ran).
 fn stopStarted(lane: *Lane, started: []Worker) void {
     lane.lock.lock();
@@ -353,9 +502,16 @@ fn stopStarted(lane: *Lane, started: []Worker) void {
     var idle = lane.idle;
     lane.idle = null;
     lane.parked_hint.store(0, .monotonic);
+    // Taken off the idle list as `shutdown` does: a parked worker waits for its word to say
+    // `woken`, and a futex wake alone would find it still `parked`.
+    var cursor = idle;
+    while (cursor) |worker| : (cursor = worker.next_idle) {
+        worker.signal.store(Worker.woken, .release);
+    }
     lane.lock.unlock();
     while (idle) |worker| {
         idle = worker.next_idle;
+        worker.next_idle = null;
         wakeWorker(worker);
     }
     for (started) |*worker| worker.thread.?.join();
@@ -365,11 +521,28 @@ fn stopStarted(lane: *Lane, started: []Worker) void {
 /// worker threads (blocking until jobs left running by a `shutdown` deadline finish) and
 /// frees the lane. Every `run` must have returned.
 pub fn deinit(lane: *Lane, io: Io) void {
+    // First: once off the list no snapshot reads the lane, which is about to be freed.
+    if (lane.listed) |place| named.release(place);
+    lane.listed = null;
     if (lane.phase == .open) _ = lane.shutdown(io, .{});
     assert(lane.phase == .draining);
     if (!lane.joined) lane.joinWorkers();
     assert(lane.queue.len == 0 and lane.admission.len == 0);
     assert(lane.running == 0);
+    const gpa = lane.gpa;
+    gpa.free(lane.workers);
+    gpa.destroy(lane);
+}
+
+/// Stops and frees a lane that no call ever reached, when its owner's `init` fails after it
+/// was made (a `Lane.Sharded` whose later shard did not start): its workers are idle, so
+/// there is nobody to wake and nothing to wait for but their exit, and no `Io` is needed.
+pub fn deinitUnused(lane: *Lane) void {
+    assert(lane.listed == null);
+    assert(lane.phase == .open);
+    lane.stopStarted(lane.workers);
+    lane.joined = true;
+    assert(lane.queue.len == 0 and lane.admission.len == 0 and lane.running == 0);
     const gpa = lane.gpa;
     gpa.free(lane.workers);
     gpa.destroy(lane);
@@ -429,8 +602,9 @@ pub fn Call(comptime function: anytype) type {
 /// Submits `job` and waits until it finished (`error` only if it never ran).
 pub fn execute(lane: *Lane, io: Io, job: *Job, deadline: ?Io.Clock.Timestamp) Error!void {
     assert(job.state == .fresh);
+    job.stamp(lane.metered);
     io.checkCancel() catch {
-        lane.countRejected();
+        lane.countRejected(error.Canceled);
         return error.Canceled;
     };
     try lane.submit(job, lane.options.admission);
@@ -487,7 +661,7 @@ const Admitted = union(enum) {
 /// The admission decision, under the lock. FIFO: nobody overtakes the admission line.
 fn admit(lane: *Lane, job: *Job, admission: ?Admission) Admitted {
     if (lane.phase != .open) {
-        lane.counts.calls_rejected += 1;
+        lane.countRejectedLocked(error.ShutdownInProgress);
         return .shutdown;
     }
     if (lane.admission.len == 0 and lane.queue.len < lane.options.queue_limit) {
@@ -495,11 +669,11 @@ fn admit(lane: *Lane, job: *Job, admission: ?Admission) Admitted {
     }
     switch (admission orelse return .full) {
         .fail_fast => {
-            lane.counts.calls_rejected += 1;
+            lane.countRejectedLocked(error.QueueFull);
             return .queue_full;
         },
         .wait => if (lane.admission.len >= lane.options.waiters_max) {
-            lane.counts.calls_rejected += 1;
+            lane.countRejectedLocked(error.Overloaded);
             return .overloaded;
         },
     }
@@ -575,7 +749,7 @@ pub fn wait(lane: *Lane, io: Io, job: *Job, deadline_initial: ?Io.Clock.Timestam
         const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
         io.futexWaitTimeout(u32, &job.completion.raw, pending, timeout) catch |err| switch (err) {
             error.Canceled => {
-                if (lane.withdraw(job)) return error.Canceled;
+                if (lane.withdraw(job, error.Canceled)) return error.Canceled;
                 lane.countCanceledAfterAcceptance();
                 // Accepted: the job borrows our memory, so wait for it, then re-arm.
                 const code_final = waitUncancelable(io, job);
@@ -586,7 +760,7 @@ pub fn wait(lane: *Lane, io: Io, job: *Job, deadline_initial: ?Io.Clock.Timestam
         const d = deadline orelse continue;
         if (job.completion.load(.acquire) != pending) continue;
         if (d.durationFromNow(io).raw.nanoseconds > 0) continue; // a spurious wake
-        if (lane.withdraw(job)) return error.DeadlineExceeded;
+        if (lane.withdraw(job, error.DeadlineExceeded)) return error.DeadlineExceeded;
         deadline = null; // accepted in time: the deadline no longer applies
     }
 }
@@ -620,8 +794,9 @@ fn outcome(code: u32) Error!void {
     }
 }
 
-/// Takes `job` out of the admission line if it is still there (it never runs then).
-fn withdraw(lane: *Lane, job: *Job) bool {
+/// Takes `job` out of the admission line if it is still there (it never runs then, and its
+/// call fails with `reason`).
+fn withdraw(lane: *Lane, job: *Job, reason: Error) bool {
     lane.lock.lock();
     defer lane.lock.unlock();
     if (job.state != .waiting) return false;
@@ -629,6 +804,7 @@ fn withdraw(lane: *Lane, job: *Job) bool {
     lane.admission.remove(job);
     job.state = .withdrawn;
     lane.counts.waiters_withdrawn += 1;
+    lane.rejected[rejectionIndex(reason)].increment();
     return true;
 }
 
@@ -638,10 +814,18 @@ fn countCanceledAfterAcceptance(lane: *Lane) void {
     lane.counts.canceled_after_acceptance += 1;
 }
 
-fn countRejected(lane: *Lane) void {
+/// Counts a call refused before it reached the queue (canceled before it asked): `execute`,
+/// and `Lane.Sharded` for the shard it would have asked.
+pub fn countRejected(lane: *Lane, reason: Error) void {
     lane.lock.lock();
     defer lane.lock.unlock();
+    lane.countRejectedLocked(reason);
+}
+
+/// A call refused outright (under the lock).
+fn countRejectedLocked(lane: *Lane, reason: Error) void {
     lane.counts.calls_rejected += 1;
+    lane.rejected[rejectionIndex(reason)].increment();
 }
 
 /// Appends an accepted job (under the lock); returns whether the queue was empty before.
@@ -712,6 +896,24 @@ pub fn stats(lane: *Lane) Stats {
     return snapshot;
 }
 
+/// What `weft.Metrics` reports of the lane, read under its lock: the gauges and histograms of
+/// one instant (`completed` may run ahead of the histograms by the jobs being recorded).
+pub fn figures(lane: *Lane) Figures {
+    lane.lock.lock();
+    defer lane.lock.unlock();
+    var result: Figures = .{
+        .queued = lane.queue.len,
+        .running = lane.running,
+        .waiters = lane.admission.len,
+        .completed = lane.jobs_run.load(.monotonic),
+        .queue_wait = lane.queue_wait.snapshot(),
+        .run_time = lane.run_time.snapshot(),
+    };
+    for (&result.rejected, &lane.rejected) |*count, *counter| count.* = counter.read();
+    assert(result.queue_wait.count == result.run_time.count);
+    return result;
+}
+
 // ------------------------------------------------------------------------------- workers
 
 fn workerMain(worker: *Worker) void {
@@ -737,9 +939,9 @@ fn workerMain(worker: *Worker) void {
             lane.lock.unlock();
             if (ran) |done| complete(done);
             if (peer) |p| wakeWorker(p);
-            lane.runJob(job);
+            const timing = lane.runJob(job);
             lane.lock.lock();
-            lane.jobDone();
+            lane.jobDone(timing);
             ran = job;
             continue;
         }
@@ -865,17 +1067,28 @@ fn runStolen(lane: *Lane, job: *Job) void {
     lane.counts.jobs_stolen += 1;
     lane.publishHints();
     lane.lock.unlock();
-    lane.runJob(job);
+    const timing = lane.runJob(job);
     lane.lock.lock();
-    lane.jobDone();
+    lane.jobDone(timing);
 }
 
-/// A worker finished a job it counted in `running` (under the lock).
-fn jobDone(lane: *Lane) void {
+/// A worker finished a job it counted in `running` (under the lock): the job's times go into
+/// the histograms here, where the lock makes their writes one at a time.
+fn jobDone(lane: *Lane, timing: Timing) void {
     assert(lane.running > 0);
     lane.running -= 1;
     lane.publishHints();
+    if (lane.metered) {
+        lane.queue_wait.record(timing.queue_wait_ns);
+        lane.run_time.record(timing.run_ns);
+    }
 }
+
+/// A job's wait and run, as measured by the worker that ran it (zeros unless metered).
+const Timing = struct {
+    queue_wait_ns: u64 = 0,
+    run_ns: u64 = 0,
+};
 
 /// Joins the worker threads once they exited (after `shutdown`); blocks until they have.
 /// `Lane.Sharded` joins every shard before it frees any: a worker may be looking at a
@@ -885,13 +1098,23 @@ pub fn join(lane: *Lane) void {
     if (!lane.joined) lane.joinWorkers();
 }
 
-/// Runs `job` (without the lock); `complete` tells its caller once `jobDone` counted it.
-fn runJob(lane: *Lane, job: *Job) void {
+/// Runs `job` (without the lock) and returns its times for `jobDone`; `complete` tells its
+/// caller once `jobDone` counted it. The clock is read outside the lock, so that timing does
+/// not lengthen the critical sections the lane's callers and workers share.
+fn runJob(lane: *Lane, job: *Job) Timing {
     assert(job.state == .running);
+    const start_ns = if (lane.metered) os.monotonicNs() else 0;
     job.start(job);
     // `state` stays `running`: it is written under the lock only (`withdraw` reads it there),
     // and the completion word is what tells the caller the job ended.
     _ = lane.jobs_run.fetchAdd(1, .monotonic);
+    if (!lane.metered) return .{};
+    // The job stays ours until `complete`, so its stamp may still be read.
+    assert(job.submitted_ns != 0);
+    return .{
+        .queue_wait_ns = start_ns -| job.submitted_ns,
+        .run_ns = os.monotonicNs() -| start_ns,
+    };
 }
 
 /// Tells the caller of a job that ran that it is done (without the lock).
@@ -973,11 +1196,13 @@ pub fn shutdown(lane: *Lane, io: Io, options: ShutdownOptions) Report {
         job.state = .finished;
         failed.push(job);
         lane.counts.waiters_failed += 1;
+        lane.rejected[rejectionIndex(error.ShutdownInProgress)].increment();
     }
     if (options.policy == .cancel) while (lane.queue.pop()) |job| {
         job.state = .finished;
         failed.push(job);
         lane.counts.jobs_failed += 1;
+        lane.rejected[rejectionIndex(error.ShutdownInProgress)].increment();
     };
     lane.publishHints();
     var idle = lane.idle;
@@ -1193,9 +1418,9 @@ const LaneScenario = struct {
             assert(peer == null); // no idle worker to wake
             lane.lock.unlock();
             atomic.step();
-            lane.runJob(job);
+            const timing = lane.runJob(job);
             lane.lock.lock();
-            lane.jobDone();
+            lane.jobDone(timing);
             lane.lock.unlock();
             atomic.step();
             complete(job);

@@ -16,6 +16,9 @@
 //! workers keep up: keys give locality, not exclusion. Per call, the semantics are `Lane`'s:
 //! acceptance, cancelation, deadline, error sets, shutdown.
 //!
+//! Given a name (`Options.name`), the shards are reported by `weft.Metrics` as one lane: their
+//! gauges, counts and histograms summed.
+//!
 //! Thread-safety: as `Lane`. `shutdown` stops every shard with the same deadline.
 const Sharded = @This();
 
@@ -23,6 +26,7 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const Lane = @import("Lane.zig");
+const named = @import("named.zig");
 
 gpa: std.mem.Allocator,
 shards: []*Lane,
@@ -30,11 +34,18 @@ shards: []*Lane,
 next: std.atomic.Value(u32) = .init(0),
 /// The shard that took the latest `run` (a hint, written without ordering).
 last: std.atomic.Value(u32) = .init(0),
+/// `Options.name`; empty when unnamed.
+name: named.Name = .{},
+/// Its place in the process's list of named lanes (`named.zig`); null when not listed.
+listed: ?u32 = null,
 
 pub const Options = struct {
     shards: u32 = 2,
-    /// Options of every shard (`threads`, `queue_limit`, ... are per shard).
+    /// Options of every shard (`threads`, `queue_limit`, ... are per shard). Its `name` must
+    /// be null: the shards are named as one, by `name`.
     lane: Lane.Options = .{},
+    /// As `Lane.Options.name`, for the shards together.
+    name: ?[]const u8 = null,
 };
 
 pub const InitError = Lane.InitError;
@@ -42,17 +53,29 @@ pub const InitError = Lane.InitError;
 /// Allocates the shards and starts their workers (`shards * lane.threads` threads).
 pub fn init(gpa: std.mem.Allocator, options: Options) InitError!*Sharded {
     if (options.shards == 0) return error.InvalidOptions;
+    if (options.lane.name != null) return error.InvalidOptions;
+    if (options.name) |text| if (text.len == 0) return error.InvalidOptions;
     const sharded = try gpa.create(Sharded);
     errdefer gpa.destroy(sharded);
     const shards = try gpa.alloc(*Lane, options.shards);
     errdefer gpa.free(shards);
+    const name: named.Name = if (options.name) |text| .init(text) else .{};
+    // The name first: one in use fails with nothing started.
+    const place: ?u32 = if (options.name != null) try named.claim(&name) else null;
+    errdefer if (place) |index| named.release(index);
     for (shards, 0..) |*shard, index| {
-        shard.* = Lane.init(gpa, options.lane) catch |err| {
-            for (shards[0..index]) |started| started.deinit(undefined_io);
+        // Named: each shard is metered, and listed only as part of the whole.
+        const started = if (options.name != null)
+            Lane.initOwned(gpa, options.lane, name.slice())
+        else
+            Lane.init(gpa, options.lane);
+        shard.* = started catch |err| {
+            for (shards[0..index]) |done| done.deinitUnused();
             return err;
         };
     }
-    sharded.* = .{ .gpa = gpa, .shards = shards };
+    sharded.* = .{ .gpa = gpa, .shards = shards, .name = name, .listed = place };
+    if (place) |index| named.publish(index, .{ .sharded = sharded });
     // From now on idle workers take queued jobs from their siblings (`Lane.stealJob`).
     if (shards.len > 1) for (shards, 0..) |shard, index| {
         shard.shard_index = @intCast(index);
@@ -61,12 +84,12 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!*Sharded {
     return sharded;
 }
 
-/// Only for shards that never had a caller: their shutdown has nobody to wake.
-const undefined_io: Io = Io.failing;
-
 /// Shuts down every shard not yet shut down (policy `.run`, no deadline), joins all workers
 /// and frees everything. Every call must have returned.
 pub fn deinit(sharded: *Sharded, io: Io) void {
+    // First: once off the list no snapshot reads the shards, which are about to be freed.
+    if (sharded.listed) |place| named.release(place);
+    sharded.listed = null;
     // Every worker exits and is joined before any shard is freed: until it exits, a worker
     // may look at a sibling's queue.
     for (sharded.shards) |shard| {
@@ -146,8 +169,13 @@ fn runOn(
 ) Lane.Result(function) {
     assert(preferred < sharded.shards.len);
     var call: Lane.Call(function) = .init(io, args);
+    // Every shard of a named `Sharded` is metered, none of an unnamed one.
+    call.job.stamp(sharded.shards[preferred].metered);
     const deadline = timeout.toTimestamp(io);
-    try io.checkCancel();
+    io.checkCancel() catch |err| {
+        sharded.shards[preferred].countRejected(err);
+        return err;
+    };
     const shard = try sharded.submit(&call.job, preferred);
     try shard.wait(io, &call.job, deadline);
     return call.result;
@@ -183,6 +211,13 @@ pub fn shutdown(sharded: *Sharded, io: Io, options: Lane.ShutdownOptions) Lane.R
         total.waiters_failed += report.waiters_failed;
         total.jobs_left += report.jobs_left;
     }
+    return total;
+}
+
+/// What `weft.Metrics` reports of the shards, summed (each read under its own lock).
+pub fn figures(sharded: *Sharded) Lane.Figures {
+    var total: Lane.Figures = .{};
+    for (sharded.shards) |shard| total.add(shard.figures());
     return total;
 }
 

@@ -212,12 +212,20 @@ fn look(
         return;
     }
     const running = activity & 1 == 1;
-    if (!running or seen.reported) return;
+    if (!running) return;
+    if (seen.reported) {
+        // Still stalled: the tasks queued on its ring may run elsewhere. An idle executor is
+        // woken to steal them, which the push that queued them may have skipped (it does
+        // while the CPUs look contended, and a stall is not something it foresaw).
+        if (executor.ring.len() > 0) watchdog.scheduler.notifyWork();
+        return;
+    }
     if (now_ns -| seen.since_ns < threshold_ns) return;
     seen.reported = true;
     _ = watchdog.stalls.fetchAdd(1, .monotonic);
     executor.stall_end_ns.store(0, .monotonic);
     executor.stalled_activity.store(activity, .monotonic);
+    if (executor.ring.len() > 0) watchdog.scheduler.notifyWork();
     watchdog.reportStall(executor, seen, now_ns, threshold_ns);
 }
 

@@ -47,6 +47,8 @@ const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
 const SpinLock = @import("../os/SpinLock.zig");
+const Metrics = @import("../Metrics.zig");
+const State = @import("../std_io/State.zig");
 
 io: Io,
 listener: net.Server,
@@ -86,7 +88,8 @@ pub const Connection = struct {
     requests: std.atomic.Value(u32) = .init(0),
     /// The reaper's, under `lock`: the request it is timing (`request_timeout_ns`).
     request_watch: ?Watch = null,
-    /// The task's own counts, added to the report when the slot is released.
+    /// The task's own counts, added to the report when the slot is released. Written by the
+    /// task alone (`countRequest`, `countRejected`), read by `figures` from any thread.
     counts: Counts = .{},
 
     pub const Counts = struct {
@@ -95,6 +98,18 @@ pub const Connection = struct {
         /// Requests refused with an error status before or instead of the handler.
         rejected: u64 = 0,
     };
+
+    /// Call as a request is handed to the handler.
+    pub fn countRequest(connection: *Connection) void {
+        assert(connection.phase.load(.monotonic) != .free);
+        bump(&connection.counts.requests, 1);
+    }
+
+    /// Call as the server itself answers a request with an error status.
+    pub fn countRejected(connection: *Connection) void {
+        assert(connection.phase.load(.monotonic) != .free);
+        bump(&connection.counts.rejected, 1);
+    }
 
     const Watch = struct {
         /// `changes` when the reaper first saw this phase.
@@ -198,7 +213,9 @@ pub const Limits = struct {
     drain_timeout_ns: u64,
 };
 
-/// What one worker (or, summed, one server) saw. Counters only grow.
+/// What one worker (or, summed, one server) saw. Counters only grow. Each has one writer at
+/// a time (the accept task, or a task under `lock`), which adds with `bump`, so that
+/// `figures` may read them from another thread while the worker runs.
 pub const Report = struct {
     accepted: u64 = 0,
     /// Closed right after accept: `connections_max` were live.
@@ -270,6 +287,10 @@ pub fn deinit(worker: *Worker, gpa: std.mem.Allocator) void {
 /// on the runtime's executor thread. `stop_fd` is the caller's; it stays open.
 pub fn run(worker: *Worker, stop_fd: ?std.posix.fd_t) Io.Cancelable!Report {
     const io = worker.io;
+    // `weft.Metrics` of the runtime reports this worker while it runs (after the drain, too).
+    const state = State.of(io);
+    if (state) |s| s.attachServer(.{ .context = worker, .readFn = readFigures });
+    defer if (state) |s| s.detachServer();
     var reaper = io.concurrent(reap, .{worker}) catch null;
     defer if (reaper) |*future| future.cancel(io) catch {};
     // Canceled or not, the connections are drained before the worker's memory goes.
@@ -342,13 +363,13 @@ fn acceptLoop(worker: *Worker) Io.Cancelable!void {
             => {
                 // The connection stays queued in the kernel; wait for fds to come back
                 // rather than spin on an accept that fails at once.
-                worker.report.accept_backoffs += 1;
+                bump(&worker.report.accept_backoffs, 1);
                 try io.sleep(.fromNanoseconds(backoff_ns), .awake);
                 backoff_ns = @min(backoff_ns * 2, config.server_accept_backoff_ns_max);
                 continue;
             },
             else => |e| {
-                worker.report.accept_errors += 1;
+                bump(&worker.report.accept_errors, 1);
                 std.log.scoped(.weft_server).warn("accept: {t}; retrying", .{e});
                 try io.sleep(.fromNanoseconds(backoff_ns), .awake);
                 backoff_ns = @min(backoff_ns * 2, config.server_accept_backoff_ns_max);
@@ -356,7 +377,7 @@ fn acceptLoop(worker: *Worker) Io.Cancelable!void {
             },
         };
         backoff_ns = config.server_accept_backoff_ns_min;
-        worker.report.accepted += 1;
+        bump(&worker.report.accepted, 1);
         worker.startConnection(stream);
     }
 }
@@ -366,7 +387,7 @@ fn startConnection(worker: *Worker, stream: net.Stream) void {
     worker.lock.lock();
     if (worker.free_count == 0) {
         worker.lock.unlock();
-        worker.report.rejected_full += 1;
+        bump(&worker.report.rejected_full, 1);
         stream.close(io);
         return;
     }
@@ -378,7 +399,7 @@ fn startConnection(worker: *Worker, stream: net.Stream) void {
     worker.slots_used = @max(worker.slots_used, index + 1);
     worker.lock.unlock();
     worker.group.concurrent(io, serveConnection, .{ worker, index }) catch {
-        worker.report.rejected_no_task += 1;
+        bump(&worker.report.rejected_no_task, 1);
         worker.release(index);
     };
 }
@@ -398,8 +419,10 @@ fn release(worker: *Worker, index: u32) void {
     worker.lock.lock();
     assert(connection.phase.load(.monotonic) != .free);
     connection.enter(.free);
-    worker.report.requests += connection.counts.requests;
-    worker.report.requests_rejected += connection.counts.rejected;
+    // With the slot freed, under the lock: a snapshot counts these requests either here or
+    // in the slot, never both (`figures`).
+    bump(&worker.report.requests, connection.counts.requests);
+    bump(&worker.report.requests_rejected, connection.counts.rejected);
     worker.lock.unlock();
     connection.stream.close(worker.io);
     worker.lock.lock();
@@ -409,6 +432,45 @@ fn release(worker: *Worker, index: u32) void {
     const all_free = worker.free_count == worker.limits.connections_max;
     worker.lock.unlock();
     if (all_free and worker.draining.load(.acquire)) worker.drained.set(worker.io);
+}
+
+/// Adds `amount` to a count with one writer at a time, with a relaxed load and store (no
+/// locked instruction) that a reader on another thread never sees torn.
+fn bump(count: *u64, amount: u64) void {
+    @atomicStore(u64, count, @atomicLoad(u64, count, .monotonic) +% amount, .monotonic);
+}
+
+/// What `weft.Metrics` reports of this worker, read under `lock`: the report so far, and the
+/// open connections with the requests they have served, so that every request is counted as
+/// soon as its head was read, not when its connection ends.
+pub fn figures(worker: *Worker) Metrics.Server {
+    worker.lock.lock();
+    defer worker.lock.unlock();
+    var result: Metrics.Server = .{ .connections_max = worker.limits.connections_max };
+    inline for (@typeInfo(Report).@"struct".fields) |field| {
+        const count = &@field(worker.report, field.name);
+        @field(result, field.name) = @atomicLoad(u64, count, .monotonic);
+    }
+    for (worker.slots[0..worker.slots_used]) |*connection| {
+        if (connection.phase.load(.acquire) == .free) continue;
+        result.connections_open += 1;
+        result.requests += @atomicLoad(u64, &connection.counts.requests, .monotonic);
+        result.requests_rejected += @atomicLoad(u64, &connection.counts.rejected, .monotonic);
+    }
+    assert(result.connections_open <= result.connections_max);
+    return result;
+}
+
+fn readFigures(context: *anyopaque) Metrics.Server {
+    const worker: *Worker = @ptrCast(@alignCast(context));
+    return worker.figures();
+}
+
+comptime {
+    // Every count of the report is a figure of `weft.Metrics`, under the same name.
+    for (@typeInfo(Report).@"struct".fields) |field| {
+        assert(@hasField(Metrics.Server, field.name));
+    }
 }
 
 /// Whether every slot is free (a snapshot).
@@ -470,10 +532,10 @@ fn sweep(worker: *Worker, connection: *Connection, now_ns: u64) void {
     const changes = connection.changes.load(.monotonic);
     if (expired(&connection.watch, changes, now_ns, phase_timeout_ns)) {
         switch (phase) {
-            .idle => worker.report.cut_idle_timeout += 1,
-            .head => worker.report.cut_header_timeout += 1,
-            .body => worker.report.cut_body_timeout += 1,
-            .send => worker.report.cut_send_timeout += 1,
+            .idle => bump(&worker.report.cut_idle_timeout, 1),
+            .head => bump(&worker.report.cut_header_timeout, 1),
+            .body => bump(&worker.report.cut_body_timeout, 1),
+            .send => bump(&worker.report.cut_send_timeout, 1),
             .free, .busy => unreachable, // no phase timeout
         }
         worker.cut(connection);
@@ -483,7 +545,7 @@ fn sweep(worker: *Worker, connection: *Connection, now_ns: u64) void {
     const request_timeout_ns = if (phase == .idle) null else limits.request_timeout_ns;
     const requests = connection.requests.load(.monotonic);
     if (expired(&connection.request_watch, requests, now_ns, request_timeout_ns)) {
-        worker.report.cut_request_timeout += 1;
+        bump(&worker.report.cut_request_timeout, 1);
         worker.cut(connection);
     }
 }
@@ -508,7 +570,7 @@ fn drain(worker: *Worker) void {
     worker.lock.lock();
     for (worker.slots[0..worker.slots_used]) |*connection| {
         if (connection.phase.load(.acquire) != .idle) continue;
-        worker.report.closed_idle_at_drain += 1;
+        bump(&worker.report.closed_idle_at_drain, 1);
         // Only the read side: a request already in the socket (or just read, its task not
         // yet past `receivingHead`) is read and answered before the end of stream; a
         // connection with nothing more sees the end at once.
@@ -532,7 +594,7 @@ fn drain(worker: *Worker) void {
     worker.lock.lock();
     for (worker.slots[0..worker.slots_used]) |*connection| {
         if (connection.phase.load(.acquire) == .free) continue;
-        worker.report.cut_at_drain += 1;
+        bump(&worker.report.cut_at_drain, 1);
         worker.cut(connection);
     }
     worker.lock.unlock();

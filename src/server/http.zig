@@ -138,7 +138,7 @@ const Exchange = struct {
         };
         if (connection.stopping()) request.head.keep_alive = false;
         connection.handling();
-        connection.counts.requests += 1;
+        connection.countRequest();
         const written_before = writer.written_bytes;
         writer.begin(&body);
         const responded = if (http_handler.respondFn(http_handler.context, connection, &request))
@@ -187,7 +187,7 @@ fn reject(
     in: *Io.Reader,
     status: std.http.Status,
 ) void {
-    connection.counts.rejected += 1;
+    connection.countRejected();
     const out = &writer.interface;
     out.print("HTTP/1.1 {d} {s}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n", .{
         @intFromEnum(status), status.phrase() orelse "",

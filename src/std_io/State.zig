@@ -17,6 +17,7 @@ const BlockingLane = @import("../fs/BlockingLane.zig");
 const lookup = @import("../net/lookup.zig");
 const CpuLane = @import("../lanes/CpuLane.zig");
 const Metrics = @import("../Metrics.zig");
+const Lock = @import("../os/Mutex.zig");
 const ProcessState = @import("ProcessState.zig");
 const vtable_mod = @import("vtable.zig");
 const task_io = @import("task.zig");
@@ -40,9 +41,53 @@ hooks: Executor.Hooks = .{ .run = &runTask },
 cpu: CpuLane,
 /// The stall detector and schedule trace, when either is on (`Runtime.init` starts it).
 watchdog: ?Watchdog = null,
+/// Guards `server`: a snapshot holds it while it reads the worker, so that the worker cannot
+/// end (and free what is read) meanwhile.
+server_lock: Lock = .{},
+/// The `weft.Server` worker serving on this runtime, for `weft.Metrics` (server/Worker.zig
+/// attaches itself while it runs).
+server: ?ServerSource = null,
+
+/// How a snapshot reads the server's figures: the server sits above the runtime, so it hands
+/// the runtime a function rather than the runtime importing it.
+pub const ServerSource = struct {
+    context: *anyopaque,
+    /// Called under `server_lock`, from any thread.
+    readFn: *const fn (context: *anyopaque) Metrics.Server,
+};
 
 pub fn io(state: *State) Io {
     return .{ .userdata = state, .vtable = &vtable_mod.vtable };
+}
+
+/// The state behind `io`, or null when `io` is not a weft runtime's.
+pub fn of(any_io: Io) ?*State {
+    if (any_io.vtable != &vtable_mod.vtable) return null;
+    return @ptrCast(@alignCast(any_io.userdata.?));
+}
+
+/// Makes `source` the server `weft.Metrics` reports, until `detachServer`. One at a time.
+pub fn attachServer(state: *State, source: ServerSource) void {
+    state.server_lock.lock();
+    defer state.server_lock.unlock();
+    assert(state.server == null); // one server worker per runtime
+    state.server = source;
+}
+
+/// Once this returns, no snapshot reads the server attached.
+pub fn detachServer(state: *State) void {
+    state.server_lock.lock();
+    defer state.server_lock.unlock();
+    assert(state.server != null);
+    state.server = null;
+}
+
+/// The attached server's figures, or null.
+pub fn readServer(state: *State) ?Metrics.Server {
+    state.server_lock.lock();
+    defer state.server_lock.unlock();
+    const source = state.server orelse return null;
+    return source.readFn(source.context);
 }
 
 /// Where a field aligned to `alignment` starts at the latest, following `offset` in a task's

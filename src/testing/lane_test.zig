@@ -17,17 +17,17 @@ fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
 
 /// A job that blocks its worker thread until the test opens the gate (kernel futex: the job
 /// runs on a lane worker, not on a fiber).
-const Gate = struct {
+pub const Gate = struct {
     open: std.atomic.Value(u32) = .init(0),
     passed: std.atomic.Value(u32) = .init(0),
 
-    fn pass(gate: *Gate, value: u64) u64 {
+    pub fn pass(gate: *Gate, value: u64) u64 {
         while (gate.open.load(.acquire) == 0) os.futexWait(&gate.open, 0, null);
         _ = gate.passed.fetchAdd(1, .monotonic);
         return value;
     }
 
-    fn release(gate: *Gate) void {
+    pub fn release(gate: *Gate) void {
         gate.open.store(1, .release);
         // maxInt(i32): the kernel reads the count as an int, so maxInt(u32) would wake one.
         os.futexWake(&gate.open, std.math.maxInt(i32));
@@ -59,7 +59,7 @@ fn waitShape(io: Io, lane: *Lane, shape: Shape) !void {
     }
 }
 
-fn passThrough(lane: *Lane, io: Io, gate: *Gate, value: u64) Lane.Result(Gate.pass) {
+pub fn passThrough(lane: *Lane, io: Io, gate: *Gate, value: u64) Lane.Result(Gate.pass) {
     return lane.run(io, Gate.pass, .{ gate, value });
 }
 

@@ -22,6 +22,7 @@ const Server = @import("../server/Server.zig");
 const config = @import("../config.zig");
 const supervisor_shape = @import("../server/supervisor.zig");
 const coverage = @import("../std_io/coverage.zig");
+const metrics_test = @import("metrics_test.zig");
 
 pub const hello = Server.http.Fixed("Hello World");
 const request_get = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
@@ -1140,4 +1141,103 @@ test "Server.http.WithMetrics: /metrics is the worker runtime's Prometheus text"
         }
     }.body);
     _ = try running.finish();
+}
+
+/// Sends `GET /metrics` on `client` (keep-alive) and reads the chunked response's body into
+/// `buffer`.
+fn scrape(client: *Client, buffer: []u8) ![]const u8 {
+    try client.send("GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
+    const in = &client.reader.interface;
+    const status_line = try in.takeDelimiterInclusive('\n');
+    try testing.expect(std.mem.startsWith(u8, status_line, "HTTP/1.1 200 "));
+    var chunked = false;
+    while (true) {
+        const line = try in.takeDelimiterInclusive('\n');
+        if (std.mem.eql(u8, line, "\r\n")) break;
+        if (std.ascii.eqlIgnoreCase(line, "transfer-encoding: chunked\r\n")) chunked = true;
+    }
+    try testing.expect(chunked);
+    var length: usize = 0;
+    while (true) {
+        const size_line = std.mem.trimEnd(u8, try in.takeDelimiterInclusive('\n'), "\r\n");
+        const size = try std.fmt.parseInt(usize, size_line, 16);
+        if (length + size > buffer.len) return error.ScrapeTooLarge;
+        try in.readSliceAll(buffer[length..][0..size]);
+        length += size;
+        try testing.expectEqualStrings("\r\n", try in.take(2));
+        if (size == 0) return buffer[0..length];
+    }
+}
+
+fn serverSample(text: []const u8, series: []const u8) !u64 {
+    return @intFromFloat(try metrics_test.sampleValue(text, series));
+}
+
+test "Server: /metrics counts K requests, a refusal at connections_max and a header cut" {
+    const metered: Server.http.WithMetrics = .{ .inner = &hello.http_handler };
+    const metered_handler = metered.httpHandler();
+    var opts = optionsOf(.single);
+    opts.connections_max = 2;
+    opts.header_timeout_ns = 100 * std.time.ns_per_ms;
+    var running: Running = undefined;
+    try running.start(opts, Server.http.handler(&metered_handler));
+    errdefer running.abandon();
+    try withClientPort(running.server.port(), struct {
+        fn body(io: Io, port: u16) !void {
+            var client: Client = undefined;
+            try client.connect(io, port);
+            defer client.close(io);
+            const requests = 5;
+            for (0..requests) |_| try testing.expectEqual(200, try client.get());
+            // A head that never ends takes the second slot until the header timeout cuts it;
+            // meanwhile a third connection finds both slots taken.
+            var slow: Client = undefined;
+            try slow.connect(io, port);
+            defer slow.close(io);
+            try slow.send("GET / HT");
+            var third: Client = undefined;
+            try third.connect(io, port);
+            defer third.close(io);
+            try third.expectClosed();
+            try slow.expectClosed();
+            // The cut connection's slot is freed by its task, soon after the cut: scrape
+            // until it shows (each scrape is a request too).
+            var buffer: [64 * 1024]u8 = undefined;
+            var scrapes: u64 = 0;
+            const text = while (scrapes < 1000) {
+                const text = try scrape(&client, &buffer);
+                scrapes += 1;
+                if (try serverSample(text, "weft_server_connections_open") == 1) break text;
+                try io.sleep(.fromMilliseconds(5), .awake);
+            } else return error.SlotNeverFreed;
+            _ = try metrics_test.checkExposition(testing.allocator, text);
+            const expected = [_]struct { []const u8, u64 }{
+                .{ "weft_server_connections_open", 1 },
+                .{ "weft_server_connections_max", 2 },
+                .{ "weft_server_connections_accepted_total", 3 },
+                .{ "weft_server_connections_refused_total{reason=\"connections_max\"}", 1 },
+                .{ "weft_server_connections_refused_total{reason=\"no_task\"}", 0 },
+                .{ "weft_server_connections_cut_total{timeout=\"header\"}", 1 },
+                .{ "weft_server_connections_cut_total{timeout=\"idle\"}", 0 },
+                .{ "weft_server_connections_cut_total{timeout=\"body\"}", 0 },
+                .{ "weft_server_connections_cut_total{timeout=\"send\"}", 0 },
+                .{ "weft_server_connections_cut_total{timeout=\"request\"}", 0 },
+                .{ "weft_server_connections_cut_total{timeout=\"drain\"}", 0 },
+                // The scrape that reads these is counted in them.
+                .{ "weft_server_requests_total", requests + scrapes },
+                .{ "weft_server_requests_rejected_total", 0 },
+            };
+            for (expected) |entry| {
+                const value = try serverSample(text, entry[0]);
+                testing.expectEqual(entry[1], value) catch |err| {
+                    std.debug.print("{s}: {d}, not {d}\n", .{ entry[0], value, entry[1] });
+                    return err;
+                };
+            }
+        }
+    }.body);
+    const report = try running.finish();
+    try testing.expectEqual(3, report.workers.accepted);
+    try testing.expectEqual(1, report.workers.rejected_full);
+    try testing.expectEqual(1, report.workers.cut_header_timeout);
 }
