@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25's file benchmark in one run: bench/files.zig on weft (io_uring, epoll) and on
+# The file benchmark in one run: bench/files.zig on weft (io_uring, epoll) and on
 # std.Io.Threaded, the same rows on Tokio (tokio::fs, multi_thread with 2 workers) and Go (os,
 # GOMAXPROCS 2) from bench/peers, and fio --ioengine=io_uring as the device limit of the read
 # rows (one thread, iodepth = tasks). Prints the raw result lines, then a Markdown table:

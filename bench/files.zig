@@ -1,4 +1,4 @@
-//! files: issue 25's file benchmark. One program written against std.Io only, run on weft
+//! files: the file benchmark. One program written against std.Io only, run on weft
 //! (io_uring and epoll backends, 2 executors: one per CPU here) and on std.Io.Threaded side by
 //! side, each scenario with 1, 8 and 64 concurrent tasks (`Group.concurrent`). One result line
 //! per (scenario, runtime, tasks); ns_per_op is wall time of the timed region / ops:

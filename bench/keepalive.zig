@@ -1,5 +1,6 @@
 //! keepalive: 10,000 concurrent keep-alive HTTP/1.1 connections held open and served, and the
-//! server's peak RSS (issue 3's "10,000 concurrent keep-alive connections" row).
+//! server's peak RSS (the keep-alive row of the HTTP comparison with hyper and Go,
+//! bench/keepalive.sh).
 //!
 //! The client (weft, one executor) opens `--conns` connections to a "Hello World" server on
 //! 127.0.0.1, `open_window` at a time; each sends one request and checks the response before

@@ -1,4 +1,4 @@
-//! lane: issue 5's set of blocking-pool benchmarks (swift-io's set), on weft and on
+//! lane: the blocking-pool benchmarks (swift-io's set), on weft and on
 //! std.Io.Threaded; bench/peers/tokio runs the same rows on `spawn_blocking`, and
 //! bench/lanes.sh runs everything in one run and prints the comparison table.
 //!

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The network rows of issues 3 and 4, measured so that the answer is not the machine's drift:
-# each server's echo and HTTP figures, ROUNDS times, the servers taking turns within a round
-# (the order rotates by one each round, so no server always runs first or right after the
-# same one), each cell the median of its ROUNDS figures with the spread beside it, and each
-# ratio the median of the per-round ratios (a round's servers ran seconds apart).
+# The network rows (weft against Tokio/hyper and Go, 2 executors against 1), measured so that
+# the answer is not the machine's drift: each server's echo and HTTP figures, ROUNDS times, the
+# servers taking turns within a round (the order rotates by one each round, so no server always
+# runs first or right after the same one), each cell the median of its ROUNDS figures with the
+# spread beside it, and each ratio the median of the per-round ratios (a round's servers ran
+# seconds apart).
 #
 #   bash bench/net_rounds.sh [ROUNDS [SERVER...]]      (default: 5 weft-1 weft-2)
 #
@@ -16,8 +17,8 @@
 #                     run `./zigw build install-weft-serve install-example-echo
 #                     -Doptimize=ReleaseFast` (a git worktree of the commit before a change)
 # The first server named is the baseline of the ratio columns, e.g.
-#   issue 4 (2 executors against 1):  bash bench/net_rounds.sh 7
-#   issue 3 (against Tokio/hyper):    bash bench/net_rounds.sh 5 tokio-ct weft-1 weft-2 tokio-mt2 go-1 go-2
+#   2 executors against 1:            bash bench/net_rounds.sh 7
+#   against Tokio/hyper and Go:       bash bench/net_rounds.sh 5 tokio-ct weft-1 weft-2 tokio-mt2 go-1 go-2
 #   a change's overhead:              WEFT_BASE_DIR=../base bash bench/net_rounds.sh 7 base-1 weft-1
 # About 5 s per server per round with the defaults below.
 #

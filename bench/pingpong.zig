@@ -17,8 +17,8 @@
 //! over all pairs: each pair does rounds / pairs.
 //!
 //! The tasks are started with `Group.concurrent`: they block on each other, so they must run
-//! concurrently. weft runs 1 and 100 pairs, each with 1 and 2 executors (MISSION.md's 1 / 2
-//! thread columns). Each measurement runs in a child process.
+//! concurrently. weft runs 1 and 100 pairs, each with 1 and 2 executors (beside the peers'
+//! 1- and 2-thread figures). Each measurement runs in a child process.
 //!
 //! Usage: bench-pingpong [--io threaded|weft|both] [--rounds N] [--pairs P]
 //!        [--channel std|weft|both]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scheduler benchmarks of issue 4, weft against Tokio and Go, in one run by one command:
+# The scheduler benchmarks, weft against Tokio and Go, in one run by one command:
 #
 #   bash bench/scheduler.sh
 #

@@ -9,8 +9,8 @@
 //! own child process so that each peak RSS is that N's alone (wait4's ru_maxrss).
 //!
 //! Usage: bench-sleep [--io threaded|weft|both] (default weft) [--stack-kib A,B,...]. On
-//! std.Io.Threaded, 100,000 is bounded at 10 s and 1,000,000 is skipped: MISSION.md measured it
-//! at more than 60 s. `--stack-kib` runs each weft case once per stack size given (KiB), one
+//! std.Io.Threaded, 100,000 is bounded at 10 s and 1,000,000 is skipped: it takes more than
+//! 60 s there. `--stack-kib` runs each weft case once per stack size given (KiB), one
 //! after the other: the cost of a larger `stack_size_bytes` side by side.
 const std = @import("std");
 const weft = @import("weft");
@@ -21,7 +21,7 @@ const bench_name = "sleep";
 /// `stack_kib`: the `stack_size_bytes` a case runs with, in KiB (null: the default, 1 MiB).
 const Case = struct { tasks: u64, stack: []const u8, stack_kib: ?u64 = null };
 /// 1M also runs on guarded stacks, as the default mode is: whether it reaches a million (or
-/// fails with a clear error) is itself part of the bar in MISSION.md. Both 1M cases use the
+/// fails with a clear error) is itself one of weft's goals. Both 1M cases use the
 /// setting docs/RUNTIME.md gives for a million tasks, 256 KiB stacks (the default's page tables cost 2 KiB
 /// a task; `--stack-kib` measures the sizes against each other).
 const cases = [_]Case{
@@ -83,7 +83,7 @@ fn runCase(session: *harness.Session, kind: harness.IoKind, case: Case, stack_ki
         // Threaded has no stack modes: run each N once, and not at all past 100k.
         if (!std.mem.eql(u8, case.stack, "default")) return;
         if (case.tasks > 100_000) {
-            try session.skip(bench_name, config.items, "needs_over_60_s_per_MISSION.md");
+            try session.skip(bench_name, config.items, "needs_over_60_s");
             return;
         }
     }

@@ -1,16 +1,16 @@
 //! spawn: 1,000,000 no-op tasks spawned into one `Io.Group` with `Group.async`, then
 //! `Group.await`. Reports `ns_per_spawn` = total wall / tasks, where the wall time covers
 //! spawning, running and awaiting every task: the same definition as the zio, Tokio and Go
-//! figures in MISSION.md (spawn 1M, then join).
+//! spawn-1M figures weft measures against (spawn 1M, then join).
 //!
 //! The "no-op" increments one counter, so that the program can check that every task ran
 //! exactly once; uncontended on one executor, that costs a few ns per task.
 //!
-//! weft runs with 1 and with 2 executors (issue 4's columns), each once on each stack mode:
-//! `Group.async` may keep all 1M tasks pending until the await, and 1M guarded stacks would
-//! exceed vm.max_map_count, so the guarded line also shows how weft copes (runs tasks inline,
-//! refuses, or fails with a clear error). Each measurement runs in a child process
-//! (per-measurement peak RSS, crash isolation).
+//! weft runs with 1 and with 2 executors (a column each beside the peers), each once on each
+//! stack mode: `Group.async` may keep all 1M tasks pending until the await, and 1M guarded
+//! stacks would exceed vm.max_map_count, so the guarded line also shows how weft copes (runs
+//! tasks inline, refuses, or fails with a clear error). Each measurement runs in a child
+//! process (per-measurement peak RSS, crash isolation).
 //!
 //! Usage: bench-spawn [--io threaded|weft|both] [--tasks N] (default weft, 1,000,000 tasks).
 //! On std.Io.Threaded, `async` runs a task inline whenever its `async_limit` (CPU count - 1)

@@ -33,7 +33,7 @@
 //!                              per message; count 100k and the value sum checked
 //!   sync_rwlock_read_std       sync_rwlock_read, sync_rwlock_write and sync_rwlock_contended
 //!   sync_rwlock_write_std      with std's `Io.RwLock` instead of `weft.sync.RwLock`: both
-//!   sync_rwlock_contended_std  stay measured (issue 6 verifies std's primitives on weft too)
+//!   sync_rwlock_contended_std  stay measured (std's primitives are verified on weft too)
 //!
 //! The RwLock rows without `_std` use `weft.sync.RwLock`; the mutex rows use std's
 //! `Io.Mutex` (weft has no Mutex of its own, see src/sync/root.zig).

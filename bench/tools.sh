@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the load and timing tools the peer benchmarks use: wrk (HTTP keep-alive load),
-# ab from apache2-utils (HTTP without keep-alive, the figure MISSION.md quotes) and hyperfine.
+# ab from apache2-utils (HTTP without keep-alive, `ab -n 10000 -c 50`) and hyperfine.
 # Idempotent: a tool already on PATH is left alone, and `apt-get update` runs at most once,
 # only when something is missing. Not part of CI.
 set -euo pipefail

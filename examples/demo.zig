@@ -19,8 +19,8 @@ const std = @import("std");
 const weft = @import("weft");
 const harness = @import("harness");
 
-/// Threaded needs about 12 s and 3.9 GiB for 100k sleepers (MISSION.md); any row still running
-/// after this is killed and reported, which keeps the whole demo well under a minute.
+/// Threaded needs about 12 s and 3.9 GiB for 100k sleepers on a 2-core machine; any row still
+/// running after this is killed and reported, which keeps the whole demo well under a minute.
 const row_timeout_ns = 15 * std.time.ns_per_s;
 
 const Row = struct {

@@ -47,6 +47,8 @@ tasks_spawned: u64,
 /// once through `std.log`); zero with the stall detector off. Counted with `-Dmetrics=false`
 /// too: it is the watchdog's, not on any hot path.
 stalls: u64 = 0,
+/// How long the stalls that ended lasted (the watchdog's measure; docs/STALLS.md).
+stall_time: Histogram.Snapshot = .{},
 /// Fiber stacks mapped (in use, free for reuse, or never handed out yet), and in use.
 stacks_mapped: u64,
 stacks_in_use: u64,
@@ -245,6 +247,13 @@ fn writeExecutorsText(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Err
             if (enabled) "" else " (counters compiled out: -Dmetrics=false)",
         },
     );
+    if (metrics.stall_time.count > 0) {
+        try writer.writeAll("stalls ended: p50");
+        try writeDuration(writer, metrics.stall_time.percentileNs(50));
+        try writer.writeAll(", p99");
+        try writeDuration(writer, metrics.stall_time.percentileNs(99));
+        try writer.print(", {d} in all\n", .{metrics.stall_time.count});
+    }
     const columns = comptime executorColumns();
     try writer.writeAll("executor");
     inline for (columns) |column| try writer.print(" {s:>[1]}", .{ column.title, column.width });
@@ -390,6 +399,8 @@ pub fn writePrometheus(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Er
         try writer.print("{s} ", .{series.name});
         try series.writeValue(writer, value);
     }
+    try stall_time_series.writeHeader(writer);
+    try writeHistogram(writer, stall_time_series.name, null, &metrics.stall_time);
     inline for (executor_series) |series| {
         try series.writeHeader(writer);
         for (metrics.executorsSlice(), 0..) |executor, index| {
@@ -434,25 +445,45 @@ fn writeLanesPrometheus(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.E
 fn writeHistogram(
     writer: *Io.Writer,
     name: []const u8,
-    lane: *const Lane,
+    lane: ?*const Lane,
     snapshot: *const Histogram.Snapshot,
 ) Io.Writer.Error!void {
     var cumulative: u64 = 0;
     for (snapshot.buckets[0..Histogram.bounded_buckets], 0..) |count, bucket| {
         cumulative += count;
         const bound_s = @as(f64, @floatFromInt(Histogram.boundNs(bucket))) / std.time.ns_per_s;
-        try writeLaneLabel(writer, name, "_bucket", lane);
-        try writer.print(",le=\"{d}\"}} {d}\n", .{ bound_s, cumulative });
+        try writeHistogramLabels(writer, name, "_bucket", lane);
+        try writer.print("le=\"{d}\"}} {d}\n", .{ bound_s, cumulative });
     }
     cumulative += snapshot.buckets[Histogram.overflow_bucket];
     assert(cumulative == snapshot.count);
-    try writeLaneLabel(writer, name, "_bucket", lane);
-    try writer.print(",le=\"+Inf\"}} {d}\n", .{cumulative});
-    try writeLaneLabel(writer, name, "_sum", lane);
+    try writeHistogramLabels(writer, name, "_bucket", lane);
+    try writer.print("le=\"+Inf\"}} {d}\n", .{cumulative});
     const sum_s = @as(f64, @floatFromInt(snapshot.sum_ns)) / std.time.ns_per_s;
-    try writer.print("}} {d}\n", .{sum_s});
-    try writeLaneLabel(writer, name, "_count", lane);
-    try writer.print("}} {d}\n", .{snapshot.count});
+    if (lane) |labelled| {
+        try writeLaneLabel(writer, name, "_sum", labelled);
+        try writer.print("}} {d}\n", .{sum_s});
+        try writeLaneLabel(writer, name, "_count", labelled);
+        try writer.print("}} {d}\n", .{snapshot.count});
+    } else {
+        try writer.print("{s}_sum {d}\n{s}_count {d}\n", .{ name, sum_s, name, snapshot.count });
+    }
+}
+
+/// `name` and `suffix`, `{`, and the lane's label and a comma if there is a lane: what comes
+/// before a bucket's `le` label.
+fn writeHistogramLabels(
+    writer: *Io.Writer,
+    name: []const u8,
+    suffix: []const u8,
+    lane: ?*const Lane,
+) Io.Writer.Error!void {
+    if (lane) |labelled| {
+        try writeLaneLabel(writer, name, suffix, labelled);
+        try writer.writeByte(',');
+    } else {
+        try writer.print("{s}{s}{{", .{ name, suffix });
+    }
 }
 
 /// `name` and `suffix`, then `{lane="..."` with the lane's name escaped as the format wants
@@ -541,6 +572,12 @@ const runtime_series = [_]Series{
         .kind = .gauge,
     },
     .{ .name = "weft_executors", .help = "Executor threads.", .kind = .gauge },
+};
+
+const stall_time_series: Series = .{
+    .name = "weft_stall_seconds",
+    .help = "How long the stalls that ended lasted.",
+    .kind = .histogram,
 };
 
 const executor_series = [_]Series{

@@ -161,6 +161,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
         state.watchdog = .init(scheduler, .{
             .stall_threshold_ns = stall_threshold_ns,
             .trace_interval_ns = trace_interval_ns,
+            .trace_lanes = .{ .context = state, .write = &writeTraceLanes },
         });
         try state.watchdog.?.start();
     }
@@ -230,6 +231,22 @@ fn chooseExecutors(options: Options) error{InvalidOptions}!usize {
     const count = options.executors orelse from_env orelse CpuLane.cpusAvailable();
     if (count == 0 or count > config.executors_max) return error.InvalidOptions;
     return count;
+}
+
+/// The lanes' part of a schedule-trace line (sched/Watchdog.zig): each lane's jobs queued and
+/// running, from a `metrics()` snapshot taken on the watchdog's thread.
+fn writeTraceLanes(context: *anyopaque, writer: *Io.Writer) Io.Writer.Error!void {
+    const state: *State = @ptrCast(@alignCast(context));
+    const rt: Runtime = .{ .state = state };
+    const snapshot = rt.metrics();
+    try writer.writeAll(" lanes:");
+    for (snapshot.lanesSlice()) |*lane| {
+        try writer.print(" [{s}: queued={d} running={d}]", .{
+            lane.name.slice(),
+            lane.figures.queued,
+            lane.figures.running,
+        });
+    }
 }
 
 /// `WEFT_TRACE=sched:MS`: the schedule trace's interval (1 ms to an hour), or null.
@@ -316,7 +333,10 @@ pub fn metrics(rt: Runtime) Metrics {
         .cpu = state.cpu.figures(),
         .server = state.readServer(),
     });
-    if (state.watchdog) |*watchdog| snapshot.stalls = watchdog.stalls.load(.monotonic);
+    if (state.watchdog) |*watchdog| {
+        snapshot.stalls = watchdog.stalls.load(.monotonic);
+        snapshot.stall_time = watchdog.stall_time.snapshot();
+    }
     return snapshot;
 }
 

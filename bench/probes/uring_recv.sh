@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs bench/probes/uring_recv.zig (a bare io_uring hello responder, no runtime) in each receive
-# mode, ROUNDS times in turns, under `wrk -t1 -c50 -d DURATION`, and prints per mode the
-# median req/s, the responder's CPU per request (its utime + stime from /proc over the wrk
-# run) and wrk's own CPU per request. The questions it answers for issue 3: would a multishot
+# mode, ROUNDS times in turns, under `wrk -t1 -c50 -d DURATION`, and prints per mode the median
+# req/s, the responder's CPU per request (its utime + stime from /proc over the wrk run) and
+# wrk's own CPU per request. The questions it answers for weft's HTTP server: would a multishot
 # receive from a provided buffer ring serve loopback HTTP with less CPU per request than one
 # recv per request? And how far above hyper can any server get, when wrk shares the machine?
 #

@@ -1,7 +1,7 @@
-//! Design probe for issue 3 (not part of weft): how much of an HTTP hello server's CPU per
-//! request the kernel would save if weft received with a multishot `recv` into a provided
-//! buffer ring instead of one `recv` per request, which on loopback arms an internal poll
-//! almost every time (the request is not there yet when the recv is submitted: `perf stat`
+//! Design probe for weft's HTTP server (not part of weft): how much of an HTTP hello server's
+//! CPU per request the kernel would save if weft received with a multishot `recv` into a
+//! provided buffer ring instead of one `recv` per request, which on loopback arms an internal
+//! poll almost every time (the request is not there yet when the recv is submitted: `perf stat`
 //! counts 1.0 `io_uring_poll_arm` per request for weft-serve).
 //!
 //! A bare io_uring responder with no runtime: one thread, one ring (`SINGLE_ISSUER |

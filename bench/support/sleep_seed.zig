@@ -1,4 +1,4 @@
-//! The seed scenario of MISSION.md: N tasks, each `io.sleep(1 s)`, all started with
+//! The sleep scenario: N tasks, each `io.sleep(1 s)`, all started with
 //! `Group.concurrent` and then awaited together. Shared by `examples/demo.zig` and
 //! `bench/sleep.zig` so that both measure exactly the same thing.
 //!

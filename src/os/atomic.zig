@@ -1,6 +1,6 @@
 //! The one door through which the scheduler (task states, the futex table, the run and
-//! injection queues), the lanes and weft.sync touch atomics and thread locks (STYLE.md habit
-//! 14, after Tokio's `loom` shim): `Value(T)` (std's atomic value) and `Lock` (the short
+//! injection queues), the lanes and weft.sync touch atomics and thread locks (one small
+//! shim, after Tokio's `loom`): `Value(T)` (std's atomic value) and `Lock` (the short
 //! internal lock of the primitives, `os/SpinLock.zig`). It sits in `os/`, below every layer
 //! that uses it, so that the interleaving checker can reach code in any of them.
 //!

@@ -39,7 +39,7 @@ const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
 const Mutex = @import("../os/Mutex.zig");
-const Counter = @import("../os/Counter.zig");
+const Histogram = @import("../os/Histogram.zig");
 const os_thread = @import("../os/thread.zig");
 const Executor = @import("Executor.zig");
 const Scheduler = @import("Scheduler.zig");
@@ -99,6 +99,8 @@ seen: [config.executors_max]Seen = @splat(.{}),
 /// Stalls found since `Runtime.init`; written by the watchdog's thread only. Not a `Counter`:
 /// off every hot path, it counts with `-Dmetrics=false` too.
 stalls: std.atomic.Value(u64) = .init(0),
+/// How long each stall lasted, recorded when it ends; the watchdog's thread is its writer.
+stall_time: Histogram = .{},
 /// The trace's previous figures, for its deltas (the watchdog's thread only).
 trace_last: [config.executors_max]TraceFigures = @splat(.{}),
 trace_last_ns: u64 = 0,
@@ -270,6 +272,7 @@ fn reportStall(
 }
 
 fn reportEnd(watchdog: *Watchdog, executor_index: u32, seen: Seen, end_ns: u64) void {
+    watchdog.stall_time.record(end_ns -| seen.since_ns);
     var report_buffer: [256]u8 = undefined;
     const report = std.fmt.bufPrint(
         &report_buffer,

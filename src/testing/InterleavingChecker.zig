@@ -1,5 +1,5 @@
-//! A seeded interleaving checker for weft.sync, the lanes and the scheduler (STYLE.md habit
-//! 14; after Tokio's loom, but randomised rather than exhaustive).
+//! A seeded interleaving checker for weft.sync, the lanes and the scheduler
+//! (after Tokio's loom, but randomised rather than exhaustive).
 //!
 //! Logical threads are fibers on the test's own OS thread, run one at a time. The code under
 //! test reaches the checker in two ways:

@@ -191,11 +191,16 @@ test "Metrics: writePrometheus parses: HELP and TYPE first, no duplicate series,
     try metrics.writePrometheus(&allocating.writer);
     const text = allocating.written();
     const summary = try checkExposition(testing.allocator, text);
-    // 8 runtime families, 16 per executor, 7 per lane (3 lanes); samples: per lane 4 gauges
-    // and counters, 5 refusals and 2 histograms of 37 bounds, +Inf, _sum and _count.
-    const per_lane = 4 + Lane.rejection_errors.len + 2 * (Histogram.bounded_buckets + 3);
-    try testing.expectEqual(@as(usize, 8 + 16 * 2 + per_lane * 3), summary.samples);
-    try testing.expectEqual(@as(usize, 8 + 16 + 7), summary.families);
+    // 8 runtime families and the stall-time histogram, 16 per executor, 7 per lane (3 lanes);
+    // samples: per lane 4 gauges and counters, 5 refusals and 2 histograms, each of 37 bounds,
+    // +Inf, _sum and _count.
+    const histogram_samples = Histogram.bounded_buckets + 3;
+    const per_lane = 4 + Lane.rejection_errors.len + 2 * histogram_samples;
+    try testing.expectEqual(
+        @as(usize, 8 + histogram_samples + 16 * 2 + per_lane * 3),
+        summary.samples,
+    );
+    try testing.expectEqual(@as(usize, 8 + 1 + 16 + 7), summary.families);
     const completed = "weft_lane_jobs_completed_total{lane=\"say \\\"hi\\\" \\\\o/\"} 1\n";
     try testing.expect(std.mem.indexOf(u8, text, completed) != null);
     if (Metrics.enabled) {
@@ -298,25 +303,37 @@ const ExpositionReader = struct {
         if (std.mem.eql(u8, suffix, "_bucket")) {
             try reader.bucket(labels, value);
         } else if (std.mem.eql(u8, suffix, "_sum")) {
-            try testing.expectEqualStrings(reader.histogram_labels, labels[0 .. labels.len - 1]);
+            try testing.expectEqualStrings(reader.histogram_labels, ownLabels(labels));
             try testing.expect(reader.infinite != null and !reader.summed);
             reader.summed = true;
         } else if (std.mem.eql(u8, suffix, "_count")) {
-            try testing.expectEqualStrings(reader.histogram_labels, labels[0 .. labels.len - 1]);
+            try testing.expectEqualStrings(reader.histogram_labels, ownLabels(labels));
             try testing.expect(reader.summed);
             try testing.expectEqual(reader.infinite.?, value);
             reader.histogram_labels = "";
             reader.infinite = null;
+            // The next histogram starts from its first bound, whatever its labels.
+            reader.bound = -1;
+            reader.cumulative = 0;
+            reader.summed = false;
         } else return error.BadHistogramSample;
         return key;
+    }
+
+    /// A `_sum` or `_count` sample's labels as `bucket` keeps them: without the closing brace.
+    fn ownLabels(labels: []const u8) []const u8 {
+        return if (labels.len == 0) "" else labels[0 .. labels.len - 1];
     }
 
     fn bucket(reader: *ExpositionReader, labels: []const u8, count: f64) !void {
         const le_at = std.mem.lastIndexOf(u8, labels, "le=\"") orelse return error.NoLe;
         const le = labels[le_at + "le=\"".len .. labels.len - "\"}".len];
-        // The labels but `le`, as `_sum` and `_count` have them: `{lane="x"}`.
-        try testing.expect(le_at >= 2 and labels[le_at - 1] == ',');
-        const own = labels[0 .. le_at - 1];
+        // The labels but `le`, as `_sum` and `_count` have them: `{lane="x"}`, or none for a
+        // histogram without labels (`{le="..."}` alone).
+        const own = if (le_at == 1) "" else own: {
+            try testing.expect(le_at >= 2 and labels[le_at - 1] == ',');
+            break :own labels[0 .. le_at - 1];
+        };
         if (!std.mem.eql(u8, own, reader.histogram_labels)) {
             try reader.endHistogram(); // a new label set starts from its first bound
             reader.histogram_labels = own;

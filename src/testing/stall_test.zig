@@ -64,7 +64,13 @@ test "stall: 200 ms computed on the main task is reported once, with its stack, 
     const ms = try std.fmt.parseInt(u64, report.text[in_all + " for ".len .. ms_end], 10);
     // The watchdog times it to within one look (a quarter of the threshold) on each side.
     try testing.expect(ms >= 150);
-    try testing.expectEqual(@as(u64, 1), rt.metrics().stalls);
+    const metrics = rt.metrics();
+    try testing.expectEqual(@as(u64, 1), metrics.stalls);
+    // The stall-time histogram holds that one stall, in the bucket of its length: (2^27, 2^28]
+    // ns (134 to 268 ms), or the next on a machine that held the main task up longer.
+    try testing.expectEqual(@as(u64, 1), metrics.stall_time.count);
+    const p50_ns = metrics.stall_time.percentileNs(50).?;
+    try testing.expect(p50_ns == 1 << 28 or p50_ns == 1 << 29);
     io.sleep(.fromMilliseconds(50), .awake) catch {};
     try testing.expectEqual(@as(u32, 2), watchdog.keptReport(0, &report.buffer)[1]);
 }
@@ -140,6 +146,7 @@ test "stall: a schedule trace line names every executor" {
     var watchdog: Watchdog = .init(&rt.state.scheduler, .{
         .stall_threshold_ns = null,
         .trace_interval_ns = std.time.ns_per_s,
+        .trace_lanes = rt.state.watchdog.?.options.trace_lanes,
     });
     var buffer: [1024]u8 = undefined;
     var writer: Io.Writer = .fixed(&buffer);
@@ -149,6 +156,8 @@ test "stall: a schedule trace line names every executor" {
     try testing.expect(std.mem.indexOf(u8, line, "executors=2 stalls=0") != null);
     try testing.expect(std.mem.indexOf(u8, line, " [0: queued=") != null);
     try testing.expect(std.mem.indexOf(u8, line, " [1: queued=") != null);
+    try testing.expect(std.mem.indexOf(u8, line, " lanes: [blocking: queued=0 running=0]") != null);
+    try testing.expect(std.mem.indexOf(u8, line, " [cpu: queued=0 running=0]") != null);
     try testing.expect(std.mem.endsWith(u8, line, "]\n"));
 }
 

@@ -3,7 +3,7 @@
 //!
 //! - Layers: every `@import` points down the order of layers that docs/ARCHITECTURE.md draws
 //!   (its `layers` block), or stays within its own layer.
-//! - Lines: none in `src/` over 100 columns (STYLE.md).
+//! - Lines: none in `src/` over 100 columns.
 //! - Reachability: every `.zig` file under `src/` is imported, directly or not, from `root.zig`
 //!   or another test root; a file nothing imports is never compiled, so never checked.
 //! - The test list: `root.zig`'s test block imports exactly the files that have tests, in path

@@ -81,7 +81,7 @@ type Row = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 /// A row's name and the function that starts its body.
 pub type RowEntry = (&'static str, fn() -> Row);
 
-/// Every row, in MISSION.md's order.
+/// Every row, in the order of bench/sync.zig's header.
 pub static ROWS: &[RowEntry] = &[
     ("sync_mutex_uncontended", || Box::pin(mutex_uncontended())),
     ("sync_rwlock_read", || Box::pin(rwlock_read())),
