@@ -29,26 +29,9 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
 
-usage="usage: bash bench/metrics_cost.sh [ROUNDS [SCENARIO...]]
-  ROUNDS    a positive count (default 5)
-  SCENARIO  spawn pingpong yield chain lane lane_unnamed http (default: all)"
-rounds=${1:-5}
-if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
-    echo "$usage" >&2
-    exit 2
-fi
-shift $(($# > 0 ? 1 : 0))
-all=(spawn pingpong yield chain lane lane_unnamed http)
-selected=("$@")
-((${#selected[@]} > 0)) || selected=("${all[@]}")
-for name in "${selected[@]}"; do
-    if [[ " ${all[*]} " != *" $name "* ]]; then
-        echo "metrics_cost.sh: unknown scenario '$name'" >&2
-        echo "$usage" >&2
-        exit 2
-    fi
-done
-wanted() { [[ " ${selected[*]} " == *" $1 "* ]]; }
+# shellcheck source=bench/support/ab.sh
+source bench/support/ab.sh
+ab_args metrics_cost.sh spawn pingpong yield chain lane lane_unnamed http -- "$@"
 wrk_duration=${WRK_DURATION:-3s}
 
 command -v wrk >/dev/null || bash bench/tools.sh >&2 || exit 1
@@ -62,8 +45,6 @@ for metrics in true false; do
         -Dmetrics=$metrics -p "$prefix" >&2 || exit 1
 done
 
-# shellcheck source=bench/support/ab.sh
-source bench/support/ab.sh
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 

@@ -28,34 +28,15 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
 
-usage="usage: bash bench/pinned.sh [ROUNDS [SCENARIO...]]
-  ROUNDS    a positive count (default 5)
-  SCENARIO  spawn spawn_tree pingpong_1 pingpong_100 yield chain http (default: all)"
-rounds=${1:-5}
-if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
-    echo "$usage" >&2
-    exit 2
-fi
-shift $(($# > 0 ? 1 : 0))
-all=(spawn spawn_tree pingpong_1 pingpong_100 yield chain http)
-selected=("$@")
-((${#selected[@]} > 0)) || selected=("${all[@]}")
-for name in "${selected[@]}"; do
-    if [[ " ${all[*]} " != *" $name "* ]]; then
-        echo "pinned.sh: unknown scenario '$name'" >&2
-        echo "$usage" >&2
-        exit 2
-    fi
-done
-wanted() { [[ " ${selected[*]} " == *" $1 "* ]]; }
+# shellcheck source=bench/support/ab.sh
+source bench/support/ab.sh
+ab_args pinned.sh spawn spawn_tree pingpong_1 pingpong_100 yield chain http -- "$@"
 wrk_duration=${WRK_DURATION:-3s}
 
 command -v wrk >/dev/null || bash bench/tools.sh >&2 || exit 1
 ./zigw build install >&2 || exit 1
 ./zigw build install-weft-serve -Doptimize=ReleaseFast >&2 || exit 1
 
-# shellcheck source=bench/support/ab.sh
-source bench/support/ab.sh
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 

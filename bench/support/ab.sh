@@ -1,6 +1,40 @@
 # A/B runs for scripts that compare two builds or two settings of weft side by side (sourced
-# by bench/pinned.sh and bench/metrics_cost.sh): one child process per cell, each result
-# appended to a file as "<label> <mode> <value>", then a Markdown table of medians.
+# by bench/pinned.sh, bench/metrics_cost.sh and bench/against.sh): one child process per cell,
+# each result appended to a file as "<label> <mode> <value>", then a Markdown table of medians.
+
+# ab_args <script> <scenarios...> -- "$@": parses the scripts' common arguments
+# [ROUNDS [SCENARIO...]] into `rounds` (default 5) and `selected` (default every scenario),
+# and defines `wanted <scenario>`; exits 2 with a usage line on anything else.
+ab_args() {
+    local script=$1 name
+    shift
+    local all=()
+    while (($# > 0)) && [[ $1 != -- ]]; do
+        all+=("$1")
+        shift
+    done
+    shift
+    local usage="usage: bash bench/$script [ROUNDS [SCENARIO...]]
+  ROUNDS    a positive count (default 5)
+  SCENARIO  ${all[*]} (default: all)"
+    rounds=${1:-5}
+    if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
+        echo "$usage" >&2
+        exit 2
+    fi
+    shift $(($# > 0 ? 1 : 0))
+    selected=("$@")
+    ((${#selected[@]} > 0)) || selected=("${all[@]}")
+    for name in "${selected[@]}"; do
+        if [[ " ${all[*]} " != *" $name "* ]]; then
+            echo "$script: unknown scenario '$name'" >&2
+            echo "$usage" >&2
+            exit 2
+        fi
+    done
+}
+
+wanted() { [[ " ${selected[*]} " == *" $1 "* ]]; }
 
 # ab_scenario <results> <label> <mode> <bin dir> <program> <key> <config words...>: runs
 # <bin dir>/bench-<program> --child <config words> (60 s limit) and records its <key>=value.
