@@ -19,8 +19,8 @@
 //! stamps the end once told a stall runs: `Executor.stalled_activity`). The stack is taken
 //! while the code still runs: the watchdog sends the executor's thread `SIGURG` (what Go's
 //! preemption uses: ignored by default, so a stray one harms nothing), whose handler follows
-//! the frame pointers from the interrupted registers, reading each word with
-//! `process_vm_readv` (an unreadable address is an error, not a fault), and records the return
+//! the frame pointers from the interrupted registers (fiber/frames.zig: the stack copied with
+//! `process_vm_readv`, so an unreadable address is an error, not a fault), and records the return
 //! addresses; the watchdog looks up their symbols on its own thread. The handler takes no
 //! lock and never waits. (Rejected: freezing the thread in the handler while the watchdog
 //! unwinds its stack with std's DWARF unwinder. It gives deeper traces through frame-pointer-
@@ -44,6 +44,7 @@ const os_thread = @import("../os/thread.zig");
 const Executor = @import("Executor.zig");
 const Scheduler = @import("Scheduler.zig");
 const Task = @import("Task.zig");
+const frames = @import("../fiber/frames.zig");
 const LiveTasks = @import("LiveTasks.zig");
 
 const log = std.log.scoped(.weft);
@@ -126,6 +127,8 @@ pub const Sample = struct {
     /// The interrupted program counter, then the return addresses of the frames above it.
     addresses: [frames_max]usize = undefined,
     addresses_len: usize = 0,
+    /// Whether the walk reached the outermost frame.
+    complete: bool = false,
     task: ?*Task = null,
     /// `Executor.activity` when the handler ran: still the stall's, or it ended meanwhile.
     activity: u64 = 0,
@@ -353,7 +356,7 @@ fn sampleStack(
     if (sample.task) |task| described.* = tasks.describe(@intFromPtr(task), name_buffer);
     const stack: std.debug.StackTrace = .{
         .return_addresses = sample.addresses[0..sample.addresses_len],
-        .skipped = if (sample.addresses_len == frames_max) .unknown else .none,
+        .skipped = if (sample.complete) .none else .unknown,
     };
     const terminal: std.Io.Terminal = .{ .writer = writer, .mode = .no_color };
     std.debug.writeStackTrace(&stack, terminal) catch {};
@@ -389,43 +392,6 @@ fn takeSample(executor: *Executor) ?[]const u8 {
     return null;
 }
 
-/// Follows the saved frame pointers from `registers` into `addresses` (the program counter
-/// first). Every word is read through `process_vm_readv` on our own process, which answers an
-/// unmapped or unreadable address with an error instead of a fault: code built without frame
-/// pointers (or a vDSO function that keeps none) yields a short or partly wrong chain, never a
-/// crash. Async-signal-safe: system calls and stack variables only.
-fn walkFramePointers(registers: *const std.debug.cpu_context.Native, addresses: []usize) usize {
-    var len: usize = 0;
-    addresses[len] = @intCast(registers.getPc());
-    len += 1;
-    var fp: usize = @intCast(registers.getFp());
-    const pid = linux.getpid();
-    while (len < addresses.len) {
-        if (fp == 0 or fp % @sizeOf(usize) != 0) break;
-        // x86_64 and aarch64 keep the caller's frame pointer at the frame pointer and the
-        // return address above it; riscv64 keeps both below it.
-        const frame_address = if (builtin.cpu.arch == .riscv64) fp -% 16 else fp;
-        var frame: [2]usize = undefined;
-        const frame_bytes = @sizeOf(@TypeOf(frame));
-        const local = [_]std.posix.iovec{.{ .base = @ptrCast(&frame), .len = frame_bytes }};
-        const remote = [_]std.posix.iovec_const{.{
-            .base = @ptrFromInt(frame_address),
-            .len = frame_bytes,
-        }};
-        const rc = linux.process_vm_readv(pid, &local, &remote, 0);
-        if (os.errno(rc) != .SUCCESS or rc != frame_bytes) break;
-        const next_fp = frame[0];
-        const return_address = frame[1];
-        if (return_address == 0) break;
-        addresses[len] = return_address;
-        len += 1;
-        // Frames lie ever higher up the stack: anything else is not a frame chain.
-        if (next_fp <= fp) break;
-        fp = next_fp;
-    }
-    return len;
-}
-
 // ---------------------------------------------------------------------------------------------
 // The sampling signal.
 
@@ -458,7 +424,16 @@ fn handleSample(
     if (sample.state.load(.acquire) != Sample.requested) return forward(signal, info, ucontext);
     const registers = std.debug.cpu_context.fromPosixSignalContext(ucontext) orelse
         return forward(signal, info, ucontext);
-    sample.addresses_len = walkFramePointers(&registers, &sample.addresses);
+    // A page of the interrupted stack per copy (fiber/frames.zig), on the signal stack.
+    var window: [std.heap.page_size_min]u8 align(16) = undefined;
+    const trace = frames.walk(
+        @intCast(registers.getPc()),
+        @intCast(registers.getFp()),
+        &sample.addresses,
+        &window,
+    );
+    sample.addresses_len = trace.addresses.len;
+    sample.complete = trace.end == .complete;
     sample.task = executor.current;
     sample.activity = executor.activity.load(.monotonic);
     sample.state.store(Sample.taken, .release);

@@ -19,6 +19,8 @@ pub const Limitation = enum {
     execveat,
     /// `preadv2` and `openat2` are ENOSYS: the file fast path always falls back.
     nowait,
+    /// `process_vm_readv` is ENOSYS: stacks are read no further than the program counter.
+    process_vm_readv,
 
     fn reason(limitation: Limitation) []const u8 {
         return switch (limitation) {
@@ -31,6 +33,8 @@ pub const Limitation = enum {
             .execveat => "qemu-user: no execveat, ENOSYS (tools/qemu/execveat.zig)",
             .nowait => "qemu-user: no preadv2 or openat2, ENOSYS, so no read or open takes " ++
                 "the fast path (tools/qemu/nowait.zig)",
+            .process_vm_readv => "qemu-user: no process_vm_readv, ENOSYS, so no stack is read " ++
+                "beyond its program counter (tools/qemu/process_vm_readv.zig)",
         };
     }
 };

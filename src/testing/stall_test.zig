@@ -10,6 +10,7 @@ const Watchdog = @import("../sched/Watchdog.zig");
 const Metrics = @import("../Metrics.zig");
 const os = @import("../os/linux.zig");
 const parked = @import("parked.zig");
+const qemu = @import("qemu.zig");
 
 /// The function a stall report's stack must name. Never inlined, so that it has a frame.
 noinline fn computeInlineForStallTest(duration_ns: u64) void {
@@ -41,6 +42,7 @@ fn awaitReport(io: Io, watchdog: *Watchdog, index: u32, report: *Report) !void {
 }
 
 test "stall: 200 ms computed on the main task is reported once, with its stack, and its end" {
+    try qemu.skipUnderQemu(.process_vm_readv, @src());
     if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
     var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
     defer rt.deinit();
@@ -81,6 +83,7 @@ fn computeInTask(io: Io, duration_ns: u64) void {
 }
 
 test "stall: a task computing on a worker executor is reported with its stack" {
+    try qemu.skipUnderQemu(.process_vm_readv, @src());
     if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
     var rt = try Runtime.init(testing.allocator, .{ .executors = 2 });
     defer rt.deinit();
@@ -141,6 +144,8 @@ test "stall: a threshold below 1 ms is refused" {
 }
 
 test "stall: a schedule trace line names every executor" {
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector " ++
+        "whose lanes hook the trace could borrow");
     var rt = try Runtime.init(testing.allocator, .{ .executors = 2 });
     defer rt.deinit();
     var watchdog: Watchdog = .init(&rt.state.scheduler, .{

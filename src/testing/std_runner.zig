@@ -59,7 +59,9 @@ const TestIo = switch (options.test_io) {
 
         fn init(gpa: std.mem.Allocator, _: std.process.Init.Minimal) !@This() {
             // Default options: the loop backend follows WEFT_BACKEND, set by the build step.
-            const runtime = try weft.Runtime.init(gpa, .{});
+            // No stall detector: std's tests compute on the main task by design (its crypto
+            // tests for seconds), and a report for each would bury the results.
+            const runtime = try weft.Runtime.init(gpa, .{ .stall_threshold_ns = null });
             io_name = switch (runtime.backend()) {
                 inline else => |kind| "weft (" ++ @tagName(kind) ++ ")",
             };
