@@ -186,7 +186,7 @@ fn collectExecutors(metrics: *Metrics, scheduler: *const Scheduler, uptime_ns: u
         const loop = &executor.loop.counters;
         const idle_ns = counters.idle_ns.read();
         out.* = .{
-            .tasks_resumed = counters.resumed.read(),
+            .tasks_resumed = executor.runs(),
             .tasks_spawned = counters.spawned.read(),
             .tasks_stolen = counters.stolen.read(),
             .tasks_stolen_by_others = counters.stolen_by_others.read(),

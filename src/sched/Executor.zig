@@ -137,12 +137,13 @@ counters: Counters = .{},
 /// tasks created here (sched/LiveTasks.zig), without a clock read per spawn. Own thread only.
 /// Late by the time since that poll, which a task that runs long without switching stretches.
 clock_coarse_ns: u64 = 0,
-/// For the stall detector (sched/Watchdog.zig): odd while a task runs, and changed each time
-/// the running code goes back to the scheduler. Written by this executor's thread only; not
-/// at all with `-Dmetrics=false`, which turns the stall detector off with the counters.
+/// For the stall detector (sched/Watchdog.zig) and `Metrics`: twice the runs begun here, plus
+/// one while a run goes on (`beginRun`), so it changes with each run. Written by this
+/// executor's thread only; not at all with `-Dmetrics=false`, which turns the stall detector
+/// off with the counters.
 activity: std.atomic.Value(u64) = .init(0),
 /// The `activity` the watchdog found stalled, until it saw the stall end: the executor then
-/// stamps `stall_end_ns` when it goes back to the scheduler (one load per dispatch otherwise).
+/// stamps `stall_end_ns` at its next poll (`stampStallEnd`; two loads per poll otherwise).
 stalled_activity: std.atomic.Value(u64) = .init(activity_none),
 stall_end_ns: std.atomic.Value(u64) = .init(0),
 /// The id of this executor's thread, for the watchdog's sampling signal; set by `start`.
@@ -152,8 +153,6 @@ stall_sample: Watchdog.Sample = .{},
 
 /// What an executor counts (os/Counter.zig): written by its own thread unless marked shared.
 pub const Counters = struct {
-    /// Tasks switched to (each resumption of a task, its start included).
-    resumed: Counter = .{},
     /// Tasks started by code running on this executor.
     spawned: Counter = .{},
     /// Tasks this executor took from other executors' run queues.
@@ -442,7 +441,6 @@ fn takeInjectedBound(executor: *Executor) ?*Task {
 
 /// Looks at every queue of this executor, without blocking; see the order at the top.
 fn findReady(executor: *Executor) ?*Task {
-    executor.noteDispatch();
     if (executor.scheduler.isRetired(executor)) return executor.findReadyRetired();
     executor.dispatches +%= 1;
     if (executor.dispatches % config.dispatches_per_poll == 0) {
@@ -571,6 +569,9 @@ pub fn park(task: *Task) void {
         executor.switched_from = task;
         executor.resumeFrom(&task.context, task.stack, next);
         landedHere();
+    } else {
+        // No switch, so no `enter`: the task went back to the scheduler all the same.
+        executor.beginRun();
     }
     assert(task.executor == ofThread());
     assert(task.executor.current == task);
@@ -638,7 +639,7 @@ pub fn exitCurrent(stack: stack_mod.Stack) noreturn {
 
 /// Saves the running code into `old` and resumes `next`, or the idle context when `next` is
 /// null or still on another executor's CPU.
-fn resumeFrom(
+inline fn resumeFrom(
     executor: *Executor,
     old: *context.Context,
     old_stack: ?stack_mod.Stack,
@@ -665,23 +666,38 @@ fn enter(executor: *Executor, task: *Task) void {
     // Atomic (a plain store on every target): a task dump reads it from another thread.
     @atomicStore(*Executor, &task.executor, executor, .monotonic);
     executor.current = task;
-    executor.counters.resumed.increment();
-    // Changed and odd, whatever it was: each run is a new one to the watchdog.
-    if (Counter.enabled) {
-        executor.activity.store((executor.activity.load(.monotonic) +% 2) | 1, .monotonic);
-    }
+    executor.beginRun();
 }
 
-/// The running code went back to the scheduler: whatever runs now, it is not one long run.
-/// A plain store (this thread is the only writer); the watchdog reads it.
-fn noteDispatch(executor: *Executor) void {
+/// A run begins: a task (the one that ran last, or another) runs after the code that ran went
+/// back to the scheduler. `activity` counts the runs in its upper bits and is odd while one
+/// goes on: `(activity | 1) + 2` adds a run and sets the bit, from idle (even) or from the
+/// run before (odd). So each run is a new value to the watchdog, and the count is
+/// `Metrics`' tasks resumed, without a counter of its own. A plain store (this thread is the
+/// only writer); the watchdog and `Metrics` read it. Called where a run begins (`enter`, or
+/// `park` continuing the same task) rather than on every look at the queues (`findReady`,
+/// also called in loops while searching): one update per switch.
+fn beginRun(executor: *Executor) void {
     if (!Counter.enabled) return;
-    const activity = executor.activity.load(.monotonic);
-    executor.activity.store(activity +% 2, .monotonic);
-    if (executor.stalled_activity.load(.monotonic) == activity) {
-        @branchHint(.cold);
-        executor.stall_end_ns.store(os.monotonicNs(), .monotonic);
-    }
+    executor.activity.store((executor.activity.load(.monotonic) | 1) +% 2, .monotonic);
+}
+
+/// Runs begun on this executor so far (`beginRun`): tasks started or resumed, counting a task
+/// that yielded and was the only one ready as resumed again. Zero with `-Dmetrics=false`.
+pub fn runs(executor: *const Executor) u64 {
+    return executor.activity.load(.monotonic) >> 1;
+}
+
+/// Stamps the end of a stall the watchdog found here, once. Called from `pollIo`, which only
+/// scheduler code calls, between runs: the stalled run has ended by then, and the executor
+/// polls within `config.dispatches_per_poll` runs of it, or at once when it runs out of work
+/// (`search`). Not on every switch, where the check would cost the switch path its loads.
+fn stampStallEnd(executor: *Executor) void {
+    if (!Counter.enabled) return;
+    // Acquire: pairs with the watchdog's release, which cleared `stall_end_ns` first.
+    if (executor.stalled_activity.load(.acquire) == activity_none) return;
+    if (executor.stall_end_ns.load(.monotonic) != 0) return;
+    executor.stall_end_ns.store(os.monotonicNs(), .monotonic);
 }
 
 /// `stalled_activity` when no stall is known: even, so never a running task's `activity`.
@@ -1005,6 +1021,7 @@ fn pollIo(executor: *Executor, block: bool) void {
         _ = executor.loop.poll(timeout_ns);
     }
     if (block) executor.loop.sleeping.store(false, .monotonic);
+    executor.stampStallEnd();
     executor.clock_coarse_ns = os.monotonicCoarseNs();
     executor.expireTimers();
     executor.notifyAfterPoll();

@@ -8,15 +8,17 @@
 //! A task that computes on an executor instead of on `rt.compute` or a `Lane` holds every
 //! other task of that executor: their I/O completions and timers wait until it gives the
 //! executor back. Each executor publishes `activity`, a word odd while a task runs and changed
-//! whenever the running code goes back to the scheduler (`Executor.noteDispatch`): two relaxed
-//! stores per switch, no clock read on the switch path. The watchdog remembers when it first
+//! whenever a run begins after the running code went back to the scheduler
+//! (`Executor.beginRun`): a load and a relaxed store per switch, no clock read on the switch
+//! path. The watchdog remembers when it first
 //! saw each value; an odd value unchanged for `stall_threshold_ns` is a stall. Durations are
 //! therefore measured by the watchdog, to within one look (`look_ns`): a stall is reported no
 //! later than a quarter of the threshold after it crossed it.
 //!
 //! Each stall is reported once through `std.log` (scope `.weft`, level warn) when found, with
 //! the stack of the stalling code, and once more when it ends, with its length (the executor
-//! stamps the end once told a stall runs: `Executor.stalled_activity`). The stack is taken
+//! stamps the end at its first poll after the stall, once told a stall runs:
+//! `Executor.stalled_activity`). The stack is taken
 //! while the code still runs: the watchdog sends the executor's thread `SIGURG` (what Go's
 //! preemption uses: ignored by default, so a stray one harms nothing), whose handler follows
 //! the frame pointers from the interrupted registers (fiber/frames.zig: the stack copied with
@@ -269,7 +271,8 @@ fn look(
     seen.reported = true;
     _ = watchdog.stalls.fetchAdd(1, .monotonic);
     executor.stall_end_ns.store(0, .monotonic);
-    executor.stalled_activity.store(activity, .monotonic);
+    // Release: an executor that sees the stall sees the end cleared (`stampStallEnd`).
+    executor.stalled_activity.store(activity, .release);
     if (executor.ring.len() > 0) watchdog.helpWithRing(now_ns);
     watchdog.reportStall(executor, seen, held_ns, threshold_ns);
 }
@@ -612,7 +615,7 @@ pub fn writeTraceLine(
     for (scheduler.executors, 0..) |*executor, index| {
         const counters = &executor.counters;
         const figures: TraceFigures = .{
-            .resumed = counters.resumed.read(),
+            .resumed = executor.runs(),
             .stolen = counters.stolen.read(),
             .sleeps = counters.sleeps.read(),
             .idle_ns = counters.idle_ns.read(),
