@@ -49,6 +49,9 @@ tasks_spawned: u64,
 stalls: u64 = 0,
 /// How long the stalls that ended lasted (the watchdog's measure; docs/STALLS.md).
 stall_time: Histogram.Snapshot = .{},
+/// Timers the watchdog fired for an executor held by one task, which would have waited for it
+/// (docs/STALLS.md); not in that executor's `timers_fired`. Zero with the stall detector off.
+stall_timers_fired: u64 = 0,
 /// Fiber stacks mapped (in use, free for reuse, or never handed out yet), and in use.
 stacks_mapped: u64,
 stacks_in_use: u64,
@@ -290,6 +293,11 @@ fn writeExecutorsText(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Err
         try writeDuration(writer, metrics.stall_time.percentileNs(99));
         try writer.print(", {d} in all\n", .{metrics.stall_time.count});
     }
+    if (metrics.stall_timers_fired > 0) {
+        try writer.print("timers fired by the watchdog for held executors: {d}\n", .{
+            metrics.stall_timers_fired,
+        });
+    }
     const columns = comptime executorColumns();
     try writer.writeAll("executor");
     inline for (columns) |column| try writer.print(" {s:>[1]}", .{ column.title, column.width });
@@ -426,6 +434,7 @@ pub fn writePrometheus(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Er
         metrics.tasks_live_peak,
         metrics.tasks_spawned,
         metrics.stalls,
+        metrics.stall_timers_fired,
         metrics.stacks_mapped * stack_bytes,
         metrics.stacks_in_use * stack_bytes,
         metrics.executor_count,
@@ -596,6 +605,10 @@ const runtime_series = [_]Series{
     .{
         .name = "weft_stalls_total",
         .help = "Tasks found holding an executor past the stall threshold.",
+    },
+    .{
+        .name = "weft_stall_timers_fired_total",
+        .help = "Timers fired by the watchdog for an executor held by one task.",
     },
     .{
         .name = "weft_stacks_mapped_bytes",

@@ -336,6 +336,7 @@ pub fn metrics(rt: Runtime) Metrics {
     if (state.watchdog) |*watchdog| {
         snapshot.stalls = watchdog.stalls.load(.monotonic);
         snapshot.stall_time = watchdog.stall_time.snapshot();
+        snapshot.stall_timers_fired = watchdog.timers_fired.load(.monotonic);
     }
     return snapshot;
 }

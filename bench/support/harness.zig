@@ -43,7 +43,8 @@ pub fn Backend(comptime weft: type) type {
         /// Builds the runtime named by `runtime=`. For weft, `executors=`, `backend=` (`io_uring`
         /// or `epoll`: `Options.backend`), `cpu_threads=` (the
         /// CPU lane of `Runtime.compute`), `pinned=` (1: `Options.pinned`), `stack=` (unless
-        /// `default`) and `stack_kib=` (`stack_size_bytes` in KiB) override the defaults of
+        /// `default`), `stack_kib=` (`stack_size_bytes` in KiB) and `stall_ms=`
+        /// (`stall_threshold_ns` in ms, 0 for none) override the defaults of
         /// `weft.Runtime.Options`. Threaded always runs with
         /// its defaults, as a program using `std.process.Init.io` would.
         pub fn init(gpa: std.mem.Allocator, config: Config) !Self {
@@ -70,6 +71,11 @@ pub fn Backend(comptime weft: type) type {
                     }
                     if (config.get("stack_kib") != null) {
                         options.stack_size_bytes = try config.int(usize, "stack_kib") * 1024;
+                    }
+                    if (config.get("stall_ms") != null) {
+                        const ms = try config.int(u32, "stall_ms");
+                        options.stall_threshold_ns =
+                            if (ms == 0) null else @as(u64, ms) * std.time.ns_per_ms;
                     }
                     // `stack=default` is accepted so that result lines always name the mode.
                     const stack = config.get("stack") orelse "default";

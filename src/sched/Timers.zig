@@ -128,6 +128,24 @@ pub fn expire(timers: *Timers, now_ns: u64) u32 {
     return fired;
 }
 
+/// `expire`, from a thread that is not the timers' executor's, while one task holds that
+/// executor: stops at the first due timer whose task is running, which only its own executor
+/// may fire. That task is the holder, between arming its timer and parking; some waits arm
+/// before they prepare to wait (sched/io_wait.zig), and a wake that finds a task running is
+/// dropped (`Task.wake`), so the timer would be lost.
+pub fn expireParked(timers: *Timers, now_ns: u64) u32 {
+    var fired: u32 = 0;
+    while (timers.earliest()) |task| {
+        if (task.timer_deadline_ns > now_ns) break;
+        if (task.wait_state.load(.acquire) == .running) break;
+        timers.remove(task);
+        task.timer_fired.store(true, .monotonic);
+        task.wake();
+        fired += 1;
+    }
+    return fired;
+}
+
 fn earliest(timers: *const Timers) ?*Task {
     const ordered = timers.ordered_head;
     if (timers.heap.items.len == 0) return ordered;

@@ -102,6 +102,9 @@ seen: [config.executors_max]Seen = @splat(.{}),
 stalls: std.atomic.Value(u64) = .init(0),
 /// How long each stall lasted, recorded when it ends; the watchdog's thread is its writer.
 stall_time: Histogram = .{},
+/// Timers the watchdog fired for executors held by one task (`fireTimersOfHeld`); their
+/// executors' own `timers_fired` does not count them.
+timers_fired: std.atomic.Value(u64) = .init(0),
 /// The trace's previous figures, for its deltas (the watchdog's thread only).
 trace_last: [config.executors_max]TraceFigures = @splat(.{}),
 trace_last_ns: u64 = 0,
@@ -186,12 +189,19 @@ fn lookNs(options: Options) u64 {
 
 fn run(watchdog: *Watchdog) void {
     const look_ns = lookNs(watchdog.options);
+    var wait_ns = look_ns;
     while (watchdog.stopping.load(.acquire) == 0) {
-        os.futexWait(&watchdog.stopping, 0, look_ns);
+        os.futexWait(&watchdog.stopping, 0, wait_ns);
         const now_ns = os.monotonicNs();
+        wait_ns = look_ns;
         if (watchdog.options.stall_threshold_ns) |threshold_ns| {
             for (watchdog.scheduler.executors, 0..) |*executor, index| {
-                watchdog.look(executor, &watchdog.seen[index], threshold_ns, now_ns);
+                const seen = &watchdog.seen[index];
+                watchdog.look(executor, seen, threshold_ns, now_ns);
+                // Woken in time for the next timer of an executor held by one task.
+                const deadline_ns =
+                    watchdog.fireTimersOfHeld(executor, seen, look_ns, now_ns) orelse continue;
+                wait_ns = @min(wait_ns, @max(deadline_ns -| now_ns, timer_wait_ns_min));
             }
         }
         if (watchdog.options.trace_interval_ns) |interval_ns| {
@@ -225,7 +235,7 @@ fn look(
         // Still stalled: the tasks queued on its ring may run elsewhere. An idle executor is
         // woken to steal them, which the push that queued them may have skipped (it does
         // while the CPUs look contended, and a stall is not something it foresaw).
-        if (executor.ring.len() > 0) watchdog.scheduler.notifyWork();
+        if (executor.ring.len() > 0) watchdog.helpWithRing(now_ns);
         return;
     }
     if (now_ns -| seen.since_ns < threshold_ns) return;
@@ -233,9 +243,53 @@ fn look(
     _ = watchdog.stalls.fetchAdd(1, .monotonic);
     executor.stall_end_ns.store(0, .monotonic);
     executor.stalled_activity.store(activity, .monotonic);
-    if (executor.ring.len() > 0) watchdog.scheduler.notifyWork();
+    if (executor.ring.len() > 0) watchdog.helpWithRing(now_ns);
     watchdog.reportStall(executor, seen, now_ns, threshold_ns);
 }
+
+/// Wakes an idle executor to steal from a stalled one's ring, bringing back the retired ones
+/// first: they do not steal, and under the contention that retired them the stalled executor
+/// may be the only one left.
+fn helpWithRing(watchdog: *Watchdog, now_ns: u64) void {
+    watchdog.scheduler.recallRetired(now_ns + 2 * lookNs(watchdog.options));
+    watchdog.scheduler.notifyWork();
+}
+
+/// Fires the due timers of an executor that one task has held for half a look or more (a look
+/// is a quarter of the stall threshold), from the watchdog's thread: the
+/// tasks that sleep or wait with a deadline there would otherwise wait for the holder to let
+/// go. Woken from a thread that is no executor, the tasks that may move go to the global
+/// queue, where an idle executor takes them (`Scheduler.makeReady`); those bound to the held
+/// executor (an I/O wait's deadline, the main task) still wait for it. The executor's own
+/// polls take the same lock, so a timer fires once, from either side. Returns the earliest
+/// deadline left there, for the watchdog to look again by then; null when the executor is
+/// not held or has no timer.
+fn fireTimersOfHeld(
+    watchdog: *Watchdog,
+    executor: *Executor,
+    seen: *const Seen,
+    look_ns: u64,
+    now_ns: u64,
+) ?u64 {
+    const held = seen.activity & 1 == 1 and now_ns -| seen.since_ns >= look_ns / 2 and
+        executor.activity.load(.monotonic) == seen.activity;
+    if (!held) return null;
+    executor.timers_lock.lock();
+    defer executor.timers_lock.unlock();
+    const deadline_ns = executor.timers.peekDeadline() orelse return null;
+    if (deadline_ns > now_ns) return deadline_ns;
+    // The woken tasks go to the global queue, which retired executors do not serve.
+    watchdog.scheduler.recallRetired(now_ns + 2 * look_ns);
+    const fired = executor.timers.expireParked(now_ns);
+    _ = watchdog.timers_fired.fetchAdd(fired, .monotonic);
+    const next_ns = executor.timers.peekDeadline() orelse return null;
+    // A timer left due belongs to the holder itself, about to park: look again in a while.
+    return @max(next_ns, now_ns + timer_wait_ns_min);
+}
+
+/// The shortest wait for a held executor's next timer: below it, the watchdog would spin on a
+/// timer that is due while the futex wait is being set up.
+const timer_wait_ns_min = 100 * std.time.ns_per_us;
 
 fn reportStall(
     watchdog: *Watchdog,
