@@ -122,7 +122,7 @@ fn read(run_delay: *RunDelay) ?u64 {
 }
 
 /// The second of schedstat's three fields: "<on-cpu ns> <run delay ns> <timeslices>\n".
-fn parseRunDelay(text: []const u8) ?u64 {
+pub fn parseRunDelay(text: []const u8) ?u64 {
     var fields = std.mem.tokenizeAny(u8, text, " \n");
     _ = fields.next() orelse return null;
     const delay = fields.next() orelse return null;

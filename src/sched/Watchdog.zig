@@ -46,6 +46,7 @@ const Scheduler = @import("Scheduler.zig");
 const Task = @import("Task.zig");
 const frames = @import("../fiber/frames.zig");
 const LiveTasks = @import("LiveTasks.zig");
+const RunDelay = @import("../contention/RunDelay.zig");
 
 const log = std.log.scoped(.weft);
 
@@ -108,6 +109,9 @@ timers_fired: std.atomic.Value(u64) = .init(0),
 /// The trace's previous figures, for its deltas (the watchdog's thread only).
 trace_last: [config.executors_max]TraceFigures = @splat(.{}),
 trace_last_ns: u64 = 0,
+/// Each executor thread's `/proc/self/task/TID/schedstat`, or null where it cannot be read:
+/// opened by `start`, closed by `stop`.
+schedstat_fds: [config.executors_max]?os.fd_t = @splat(null),
 /// Test builds keep the first reports for the tests (`keptReport`).
 reports_lock: Mutex = .{},
 kept_reports: if (builtin.is_test) [kept_reports_max]KeptReport else void = undefined,
@@ -121,6 +125,9 @@ const Seen = struct {
     task_address: usize = 0,
     /// The task's id (sched/LiveTasks.zig), 0 when it could not be told.
     task_id: u64 = 0,
+    /// The executor thread's run delay (time spent runnable, waiting for a CPU) at
+    /// `since_ns`, or null if its schedstat cannot be read.
+    run_delay_ns: ?u64 = null,
 };
 
 /// What the signal handler and the watchdog share, per executor.
@@ -160,6 +167,16 @@ pub fn start(watchdog: *Watchdog) error{SystemResources}!void {
     const now_ns = os.monotonicNs();
     watchdog.trace_last_ns = now_ns;
     for (watchdog.seen[0..watchdog.scheduler.executors.len]) |*seen| seen.since_ns = now_ns;
+    if (watchdog.options.stall_threshold_ns != null) {
+        for (watchdog.scheduler.executors, 0..) |*executor, index| {
+            var path_buffer: [64]u8 = undefined;
+            const tid = executor.tid.load(.monotonic);
+            const format = "/proc/self/task/{d}/schedstat";
+            // A tid has at most 10 digits.
+            const path = std.fmt.bufPrintZ(&path_buffer, format, .{tid}) catch unreachable;
+            watchdog.schedstat_fds[index] = os.openSampled(path);
+        }
+    }
     watchdog.thread = os_thread.spawn(
         "watchdog",
         "config.watchdog_thread_stack_size_bytes (a bug, please report it)",
@@ -177,6 +194,10 @@ pub fn stop(watchdog: *Watchdog) void {
     os.futexWake(&watchdog.stopping, 1);
     thread.join();
     watchdog.thread = null;
+    for (&watchdog.schedstat_fds) |*fd| {
+        if (fd.*) |open_fd| os.closeFd(open_fd);
+        fd.* = null;
+    }
 }
 
 /// How often the thread looks: four times per threshold, and at every trace interval.
@@ -226,7 +247,11 @@ fn look(
             watchdog.reportEnd(executor.index, seen.*, if (end_ns != 0) end_ns else now_ns);
         }
         executor.stalled_activity.store(Executor.activity_none, .monotonic);
-        seen.* = .{ .activity = activity, .since_ns = now_ns };
+        seen.* = .{
+            .activity = activity,
+            .since_ns = now_ns,
+            .run_delay_ns = watchdog.runDelayNs(executor.index),
+        };
         return;
     }
     const running = activity & 1 == 1;
@@ -239,12 +264,55 @@ fn look(
         return;
     }
     if (now_ns -| seen.since_ns < threshold_ns) return;
+    const held_ns = watchdog.heldNs(executor.index, seen, now_ns);
+    if (held_ns < threshold_ns) return;
     seen.reported = true;
     _ = watchdog.stalls.fetchAdd(1, .monotonic);
     executor.stall_end_ns.store(0, .monotonic);
     executor.stalled_activity.store(activity, .monotonic);
     if (executor.ring.len() > 0) watchdog.helpWithRing(now_ns);
-    watchdog.reportStall(executor, seen, now_ns, threshold_ns);
+    watchdog.reportStall(executor, seen, held_ns, threshold_ns);
+}
+
+/// How long the run `seen` has held its executor by `now_ns`, less the time its thread
+/// waited for a CPU meanwhile (schedstat's run delay): a thread the kernel left waiting on a
+/// contended machine is not a task that computes. Time blocked in a system call still counts:
+/// that is a stall too (a blocking call made on an executor instead of on a lane).
+fn heldNs(watchdog: *const Watchdog, executor_index: u32, seen: *const Seen, now_ns: u64) u64 {
+    const held_ns = now_ns -| seen.since_ns;
+    const delay_since_ns = seen.run_delay_ns orelse return held_ns;
+    const delay_now_ns = watchdog.runDelayNs(executor_index) orelse return held_ns;
+    return held_ns -| (delay_now_ns -| delay_since_ns);
+}
+
+fn runDelayNs(watchdog: *const Watchdog, executor_index: u32) ?u64 {
+    const fd = watchdog.schedstat_fds[executor_index] orelse return null;
+    var buffer: [96]u8 = undefined;
+    return RunDelay.parseRunDelay(os.preadStart(fd, &buffer) orelse return null);
+}
+
+test "Watchdog: time an executor's thread waited for a CPU is not held time" {
+    const ms = std.time.ns_per_ms;
+    var watchdog: Watchdog = .init(undefined, .{
+        .stall_threshold_ns = 50 * ms,
+        .trace_interval_ns = null,
+    });
+    const rc = linux.memfd_create("schedstat", linux.MFD.CLOEXEC);
+    try std.testing.expectEqual(linux.E.SUCCESS, linux.errno(rc));
+    const fd: os.fd_t = @intCast(rc);
+    defer os.closeFd(fd);
+    const schedstat = "2445073185 30000000 10197\n"; // 30 ms waited for a CPU so far
+    try std.testing.expectEqual(schedstat.len, linux.write(fd, schedstat, schedstat.len));
+    watchdog.schedstat_fds[0] = fd;
+    // Seen 100 ms ago, when the thread had waited 10 ms: 20 ms of the 100 were waits.
+    var seen: Seen = .{ .activity = 1, .since_ns = 0, .run_delay_ns = 10 * ms };
+    try std.testing.expectEqual(80 * ms, watchdog.heldNs(0, &seen, 100 * ms));
+    // Without a run delay to compare with, all of it.
+    seen.run_delay_ns = null;
+    try std.testing.expectEqual(100 * ms, watchdog.heldNs(0, &seen, 100 * ms));
+    watchdog.schedstat_fds[0] = null;
+    seen.run_delay_ns = 10 * ms;
+    try std.testing.expectEqual(100 * ms, watchdog.heldNs(0, &seen, 100 * ms));
 }
 
 /// Wakes an idle executor to steal from a stalled one's ring, bringing back the retired ones
@@ -295,7 +363,7 @@ fn reportStall(
     watchdog: *Watchdog,
     executor: *Executor,
     seen: *Seen,
-    now_ns: u64,
+    held_ns: u64,
     threshold_ns: u64,
 ) void {
     var report_buffer: [report_bytes_max]u8 = undefined;
@@ -321,7 +389,7 @@ fn reportStall(
         "meanwhile. Move long computations to rt.compute (weft.CpuLane) and blocking calls to " ++
         "a weft.Lane. Its stack now:\n{s}", .{
         executor.index,
-        (now_ns -| seen.since_ns) / std.time.ns_per_ms,
+        held_ns / std.time.ns_per_ms,
         threshold_ns / std.time.ns_per_ms,
         stack_writer.buffered(),
     }) catch {}; // a report too long for the buffer is cut
