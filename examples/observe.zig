@@ -59,8 +59,13 @@ pub fn main(init: std.process.Init) !void {
     try parked.concurrent(io, napper, .{io});
     try parked.concurrent(io, listen, .{ io, &quiet });
     try parked.concurrent(io, lookup, .{ io, lane, &released });
-    // Time for them to park, and for the stall detector to see the stall's end.
-    try io.sleep(.fromMilliseconds(50), .awake);
+    // Time for them to park, and for the watchdog to record the stall's end: it names the
+    // frames of its report first, which takes a while in a Debug build (2 s at most here).
+    try io.sleep(.fromMilliseconds(20), .awake);
+    var polls: u32 = 0;
+    while (rt.metrics().stall_time.count == 0 and polls < 200) : (polls += 1) {
+        try io.sleep(.fromMilliseconds(10), .awake);
+    }
 
     const metrics = rt.metrics();
     try out.writeAll("\n== rt.metrics(), writeText ==\n");
