@@ -234,7 +234,7 @@ fn measure(io: Io, config: harness.Config) !Result {
     const work: Work = .{ .data = data, .rounds = try config.int(u32, "rounds") };
     const direct_ns = work.directNs();
 
-    var cpu: weft.CpuLane = .init(gpa, .{});
+    var cpu: weft.CpuLane = try .init(gpa, .{});
     if (config.get("nice")) |_| cpu.options.nice = try config.int(u8, "nice");
     defer cpu.deinit(io);
     const context: ServerContext = .{

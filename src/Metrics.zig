@@ -78,11 +78,24 @@ pub const Lane = named.Listed;
 pub const lane_rejection_errors = rejection_errors;
 
 /// What the `weft.Server` worker serving on this runtime has done since it started (one
-/// worker per runtime: each of a `.threaded` or `.forked` server has its own). Gauges are now.
-pub const Server = struct {
+/// worker per runtime: each of a `.threaded` or `.forked` server has its own): the fields of
+/// `ServerGauges`, then those of `ServerCounts`. Built from the two, so that the worker's
+/// report (`weft.Server.Report.workers`, a `ServerCounts`) and these figures are one list of
+/// counts. (Rejected: a `ServerCounts` field here, which would make users read
+/// `server.counts.accepted`; Zig has no embedding that keeps a struct's fields flat.)
+pub const Server = Flattened(ServerGauges, ServerCounts);
+
+/// The server worker's gauges, read now (not in its report, which sums workers).
+const ServerGauges = struct {
     /// Connections being served now, and at most (`Server.Options.connections_max`).
     connections_open: u64 = 0,
     connections_max: u64 = 0,
+};
+
+/// What one server worker (or, summed with `add`, one server) counted since it started: its
+/// report (`weft.Server.Report.workers`) and the counts of its `Metrics.Server`. Counts only
+/// grow. Defined here, below server/ in the layers, so that both may name it.
+pub const ServerCounts = struct {
     /// Connections accepted, each counted once, refused or not.
     accepted: u64 = 0,
     /// Closed right after accept: `connections_max` were open.
@@ -91,7 +104,8 @@ pub const Server = struct {
     rejected_no_task: u64 = 0,
     /// Requests handed to the handler (HTTP: each request whose head was read).
     requests: u64 = 0,
-    /// Requests the server answered with an error status itself, then closed.
+    /// Requests the server answered with an error status itself (malformed framing, oversized
+    /// head, a body that broke its framing), then closed.
     requests_rejected: u64 = 0,
     /// Connections cut by each timeout (`Server.Options`): idle, header, body, send, request.
     cut_idle_timeout: u64 = 0,
@@ -99,14 +113,36 @@ pub const Server = struct {
     cut_body_timeout: u64 = 0,
     cut_send_timeout: u64 = 0,
     cut_request_timeout: u64 = 0,
-    /// Idle connections closed when the drain began, and those cut at the drain deadline.
+    /// Idle keep-alive connections whose reading side was shut when the drain began: each
+    /// ended at once, or after answering a request it had already been sent.
     closed_idle_at_drain: u64 = 0,
+    /// Connections still open when the drain deadline passed, cut mid-request.
     cut_at_drain: u64 = 0,
-    /// Accepts that failed for lack of fds or memory, and of other causes (each retried after
-    /// a back-off).
+    /// Accepts that failed for lack of fds or memory, and of other causes (logged); each was
+    /// retried after a back-off.
     accept_backoffs: u64 = 0,
     accept_errors: u64 = 0,
+
+    pub fn add(counts: *ServerCounts, other: ServerCounts) void {
+        inline for (@typeInfo(ServerCounts).@"struct".fields) |field| {
+            @field(counts, field.name) += @field(other, field.name);
+        }
+    }
 };
+
+/// A struct of `First`'s fields, then `Second`'s, with their defaults.
+fn Flattened(comptime First: type, comptime Second: type) type {
+    const fields = @typeInfo(First).@"struct".fields ++ @typeInfo(Second).@"struct".fields;
+    var names: [fields.len][]const u8 = undefined;
+    var types: [fields.len]type = undefined;
+    var attributes: [fields.len]std.builtin.Type.StructField.Attributes = undefined;
+    for (fields, &names, &types, &attributes) |field, *name, *T, *attribute| {
+        name.* = field.name;
+        T.* = field.type;
+        attribute.* = .{ .default_value_ptr = field.default_value_ptr };
+    }
+    return @Struct(.auto, null, &names, &types, &attributes);
+}
 
 /// Where `collect` finds what the scheduler does not hold.
 pub const Sources = struct {

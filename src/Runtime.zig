@@ -67,7 +67,8 @@ pub const Options = struct {
     tasks_max: usize = 1 << 22,
     /// Where `netLookup` finds the hosts file, resolv.conf and name servers (system defaults).
     resolver: lookup.Config = .{},
-    /// The CPU lane of `compute` (its threads start on the first call).
+    /// The CPU lane of `compute` (its threads start on the first call). Its `name` must be
+    /// null: `weft.Metrics` reports it as "cpu".
     cpu: CpuLane.Options = .{},
     /// A signal (such as `.QUIT` or `.USR1`) that makes the runtime write a task dump
     /// (`dumpTasks`) to stderr while the process goes on. Its handler only wakes a thread of
@@ -98,7 +99,8 @@ pub const task_name_bytes_max = config.task_name_bytes_max;
 pub const InitError = error{
     /// `Options` asked for something weft does not do (no executor or more than
     /// `executors_max`, a stack below `stack_size_bytes_min`, a stall threshold below 1 ms,
-    /// `WEFT_BACKEND`, `WEFT_EXECUTORS` or `WEFT_TRACE` naming nothing valid).
+    /// a name for the CPU lane, `WEFT_BACKEND`, `WEFT_EXECUTORS` or `WEFT_TRACE` naming
+    /// nothing valid).
     InvalidOptions,
     /// An executor thread could not be started.
     SystemResources,
@@ -107,6 +109,7 @@ pub const InitError = error{
 pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     if (options.stack_size_bytes < config.stack_size_bytes_min) return error.InvalidOptions;
     if (options.stack_size_bytes % std.heap.page_size_min != 0) return error.InvalidOptions;
+    if (options.cpu.name != null) return error.InvalidOptions;
     const executors_count = try chooseExecutors(options);
     const loop_choice = try chooseBackend(options);
     const trace_interval_ns = try chooseTrace();
@@ -136,7 +139,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
         },
         .blocking = .init(gpa),
         .process = .init(options.environ),
-        .cpu = .init(gpa, options.cpu),
+        .cpu = CpuLane.init(gpa, options.cpu) catch unreachable, // unnamed: cannot fail
     };
     errdefer state.process.deinit();
     const scheduler = &state.scheduler;

@@ -39,6 +39,8 @@ const Executor = @import("sched/Executor.zig");
 const Scheduler = @import("sched/Scheduler.zig");
 const Task = @import("sched/Task.zig");
 const LiveTasks = @import("sched/LiveTasks.zig");
+const Lane = @import("lanes/Lane.zig");
+const named = @import("lanes/named.zig");
 const WaitReason = @import("wait_reason.zig").WaitReason;
 
 /// A task's state, as the dump names it. A waiting task's state is the kind of its wait
@@ -55,6 +57,8 @@ const Snapshot = struct {
     reason: WaitReason,
     /// The awaited task's id, for an `await` whose task was found in the table.
     awaited_id: ?u64,
+    /// The lane's name, for a `lane` wait (empty when the lane has none, or it was unreadable).
+    lane_name: named.Name,
     executor: u32,
     cancel_requested: bool,
     addresses: [config.task_dump_frames_max]usize,
@@ -133,6 +137,7 @@ fn snapshot(batch: *Batch, entry: *const LiveTasks.Entry, task: *Task) void {
         idOfLive(batch.tasks, item.reason.address())
     else
         null;
+    item.lane_name = if (item.reason.kind == .lane) laneName(item.reason.address()) else .{};
     item.executor = @atomicLoad(*Executor, &task.executor, .monotonic).index;
     item.cancel_requested = task.cancel_state.load(.monotonic) == .requested;
     // A parked fiber's registers are saved in its context; a running one's are not.
@@ -154,6 +159,19 @@ fn idOfLive(tasks: *LiveTasks, address: usize) ?u64 {
     const entry = &tasks.entries[slot];
     if (entry.task != task) return null;
     return entry.id;
+}
+
+/// Under the table's lock: the name of the lane at `address`, which a task waits on. The lane
+/// lives while its caller waits, but the caller may have been woken since its state was read
+/// and the lane freed since: the name is copied with `os.readOwnMemory`, so a stale lane gives
+/// a wrong name or none, never a fault. Empty when unnamed or unreadable (qemu-user).
+fn laneName(address: usize) named.Name {
+    var name: named.Name = .{};
+    const bytes = std.mem.asBytes(&name);
+    const copied = os.readOwnMemory(address +| @offsetOf(Lane, "name"), bytes) catch 0;
+    if (copied < bytes.len or name.len > config.lane_name_bytes_max) return .{};
+    assert(name.slice().len <= config.lane_name_bytes_max);
+    return name;
 }
 
 fn writeTask(w: *Io.Writer, item: *const Snapshot, now_ns: u64, now_coarse_ns: u64) !void {
@@ -200,7 +218,14 @@ fn writeReason(w: *Io.Writer, item: *const Snapshot, now_ns: u64) !void {
         },
         .futex => try w.print(" address=0x{x}", .{reason.address()}),
         .group => try w.print(" group=0x{x}", .{reason.address()}),
-        .lane => try w.print(" lane=0x{x}", .{reason.address()}),
+        .lane => {
+            try w.print(" lane=0x{x}", .{reason.address()});
+            if (item.lane_name.len > 0) {
+                try w.writeAll(" lane_name=\"");
+                try writeEscaped(w, item.lane_name.slice());
+                try w.writeByte('"');
+            }
+        },
         .channel_send,
         .channel_recv,
         .semaphore,

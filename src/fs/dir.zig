@@ -39,10 +39,10 @@ const nowait = @import("nowait.zig");
 
 const errnoOf = fs_errno.errnoOf;
 const openError = fs_errno.openError;
-const pathError = fs_errno.pathError;
 const unlinkError = fs_errno.unlinkError;
 const renameError = fs_errno.renameError;
 const linkError = fs_errno.linkError;
+const createEntryError = fs_errno.createEntryError;
 
 const PathBuffer = [posix.PATH_MAX]u8;
 
@@ -254,15 +254,10 @@ pub fn createDir(
     const result = try blocking.perform(io, .{ .mkdirat = op_mkdir });
     if (result >= 0) return;
     return switch (errnoOf(result)) {
-        .PERM => error.PermissionDenied,
-        .DQUOT => error.DiskQuota,
-        .EXIST => error.PathAlreadyExists,
         .MLINK => error.LinkQuotaExceeded,
         .NOTCONN => error.FileNotFound,
-        .NOSPC => error.NoSpaceLeft,
-        .ROFS => error.ReadOnlyFileSystem,
-        .BADF, .FAULT => |e| errnoBug(e), // a directory used after close; a bad path pointer
-        else => |e| pathError(e),
+        .BADF => |e| errnoBug(e), // a directory used after close
+        else => |e| createEntryError(e),
     };
 }
 
@@ -352,9 +347,8 @@ pub fn deleteFile(
     const result = try unlink(blocking, io, dir, sub_path, 0);
     if (result >= 0) return;
     return switch (errnoOf(result)) {
-        .PERM => error.PermissionDenied,
         .ISDIR => error.IsDir,
-        .EXIST, .NOTEMPTY, .INVAL, .FAULT, .BADF => |e| errnoBug(e), // no AT_REMOVEDIR
+        .NOTEMPTY => |e| errnoBug(e), // only with AT_REMOVEDIR, not passed here
         else => |e| unlinkError(e),
     };
 }
@@ -368,11 +362,8 @@ pub fn deleteDir(
     const result = try unlink(blocking, io, dir, sub_path, linux.AT.REMOVEDIR);
     if (result >= 0) return;
     return switch (errnoOf(result)) {
-        .PERM => error.PermissionDenied,
         .NOTEMPTY => error.DirNotEmpty,
-        // ISDIR only without AT_REMOVEDIR; EXIST is POSIX's other spelling of NOTEMPTY, which
-        // Linux does not use; a last component `.`; a bad path; used after close.
-        .ISDIR, .EXIST, .INVAL, .FAULT, .BADF => |e| errnoBug(e),
+        .ISDIR => |e| errnoBug(e), // only without AT_REMOVEDIR
         else => |e| unlinkError(e),
     };
 }
@@ -474,14 +465,9 @@ pub fn symLink(
     const result = try blocking.perform(io, .{ .symlinkat = op_symlink });
     if (result >= 0) return;
     return switch (errnoOf(result)) {
-        .PERM => error.PermissionDenied,
-        .DQUOT => error.DiskQuota,
-        .EXIST => error.PathAlreadyExists,
         .IO => error.FileSystem,
-        .NOSPC => error.NoSpaceLeft,
-        .ROFS => error.ReadOnlyFileSystem,
-        .FAULT, .INVAL => |e| errnoBug(e), // a bad path pointer; bad arguments
-        else => |e| pathError(e),
+        .INVAL => |e| errnoBug(e), // bad arguments
+        else => |e| createEntryError(e),
     };
 }
 
@@ -736,19 +722,11 @@ pub fn setFilePermissions(
         try blocking.syscall(io, linux.fchmodat2, .{ dir.handle, path.ptr, mode, no_follow });
     if (result >= 0) return;
     return switch (errnoOf(result)) {
-        .ACCES => error.AccessDenied,
-        .IO => error.InputOutput,
-        .LOOP => error.SymLinkLoop,
         .MFILE => error.ProcessFdQuotaExceeded,
         .NAMETOOLONG => error.NameTooLong,
         .NFILE => error.SystemFdQuotaExceeded,
-        .NOENT, .NOTDIR => error.FileNotFound,
-        .NOMEM => error.SystemResources,
         .OPNOTSUPP, .NOSYS => error.OperationUnsupported,
-        .PERM => error.PermissionDenied,
-        .ROFS => error.ReadOnlyFileSystem,
-        .BADF, .FAULT, .INVAL => |e| errnoBug(e), // used after close; a bad path; bad flags
-        else => |e| os.unexpectedErrno(e),
+        else => |e| fs_errno.ownerOrModeError(e),
     };
 }
 

@@ -7,8 +7,9 @@
 //! An operation switches first on the errno values it maps its own way, then hands the rest to
 //! the narrowest helper here whose mapping it shares, so that one errno is named once per
 //! meaning. The helpers nest the same way: `pathError` (what resolving any path can say) under
-//! the `openat` and link, rename and unlink maps. (Rejected: one table for every call, which
-//! would give calls errors Threaded does not give them, or that their error sets lack.)
+//! the `openat`, new-entry, rename and unlink maps, and the new-entry map (`createEntryError`)
+//! under the link map. (Rejected: one table for every call, which would give calls errors
+//! Threaded does not give them, or that their error sets lack.)
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
@@ -145,7 +146,8 @@ pub fn writeError(e: os.E) error{
     };
 }
 
-/// The errors of fchmod, fchown and fchownat, which std.Io.Threaded maps alike.
+/// The errors of fchmod, fchown and fchownat, which std.Io.Threaded maps alike, and of
+/// fchmodat after the few it maps first.
 pub fn ownerOrModeError(e: os.E) (File.SetOwnerError || File.SetPermissionsError) {
     return switch (e) {
         .ACCES => error.AccessDenied,
@@ -181,30 +183,56 @@ pub fn readLinkError(e: os.E) Dir.ReadLinkError {
     };
 }
 
-/// The `linkat` errors of both hard-link entries.
-pub fn linkError(e: os.E) File.HardLinkError {
+/// The errors that the calls making a new name in a directory (`mkdirat`, `symlinkat`,
+/// `linkat`) map alike.
+pub const CreateEntryError = PathError || error{
+    PermissionDenied,
+    DiskQuota,
+    PathAlreadyExists,
+    NoSpaceLeft,
+    ReadOnlyFileSystem,
+};
+
+pub fn createEntryError(e: os.E) CreateEntryError {
     return switch (e) {
+        .PERM => error.PermissionDenied,
         .DQUOT => error.DiskQuota,
         .EXIST => error.PathAlreadyExists,
-        .IO => error.HardwareFailure,
-        .MLINK => error.LinkQuotaExceeded,
         .NOSPC => error.NoSpaceLeft,
-        .PERM => error.PermissionDenied,
         .ROFS => error.ReadOnlyFileSystem,
-        .XDEV => error.CrossDevice,
-        .FAULT, .INVAL => errnoBug(e), // a bad path; bad flags
+        .FAULT => errnoBug(e), // a bad path pointer
         else => pathError(e),
     };
 }
 
+/// The `linkat` errors of both hard-link entries.
+pub fn linkError(e: os.E) File.HardLinkError {
+    return switch (e) {
+        .IO => error.HardwareFailure,
+        .MLINK => error.LinkQuotaExceeded,
+        .XDEV => error.CrossDevice,
+        .INVAL => errnoBug(e), // bad flags
+        else => createEntryError(e),
+    };
+}
+
 /// The `unlinkat` errors that deleting a file and a directory share.
-pub const UnlinkError = PathError || error{ FileBusy, FileSystem, ReadOnlyFileSystem };
+pub const UnlinkError = PathError || error{
+    PermissionDenied,
+    FileBusy,
+    FileSystem,
+    ReadOnlyFileSystem,
+};
 
 pub fn unlinkError(e: os.E) UnlinkError {
     return switch (e) {
+        .PERM => error.PermissionDenied,
         .BUSY => error.FileBusy,
         .IO => error.FileSystem,
         .ROFS => error.ReadOnlyFileSystem,
+        // EXIST is POSIX's other spelling of NOTEMPTY, which Linux does not use; a last
+        // component `.` or bad flags; a bad path; used after close.
+        .EXIST, .INVAL, .FAULT, .BADF => errnoBug(e),
         else => pathError(e),
     };
 }
@@ -245,6 +273,7 @@ test "fs errno: each map keeps its own meaning of a shared errno" {
     try expectEqual(error.NotLink, readLinkError(.INVAL));
     try expectEqual(error.FileSystem, unlinkError(.IO));
     try expectEqual(error.HardwareFailure, linkError(.IO));
+    try expectEqual(error.PathAlreadyExists, linkError(.EXIST)); // through createEntryError
     try expectEqual(error.FileNotFound, ownerOrModeError(.NOTDIR));
     try expectEqual(error.NotDir, renameError(.NOTDIR));
     try expectEqual(error.DeviceBusy, openError(.BUSY));

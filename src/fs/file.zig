@@ -343,10 +343,7 @@ fn flockNonblocking(fd: posix.fd_t, operation: i32) File.LockError!bool {
         .SUCCESS => return true,
         .INTR => continue,
         .AGAIN => return false,
-        .NOLCK => return error.SystemResources,
-        .OPNOTSUPP => return error.FileLocksUnsupported,
-        .BADF, .INVAL => |e| return errnoBug(e), // used after close; a bad operation
-        else => |e| return os.unexpectedErrno(e),
+        else => |e| return flockError(e),
     };
 }
 
@@ -354,11 +351,18 @@ fn flockBlocking(fd: posix.fd_t, operation: i32) File.LockError!void {
     while (true) switch (os.errno(linux.flock(fd, operation))) {
         .SUCCESS => return,
         .INTR => continue,
-        .NOLCK => return error.SystemResources,
-        .OPNOTSUPP => return error.FileLocksUnsupported,
-        // Used after close; a bad operation; AGAIN only answers LOCK_NB, not passed here.
-        .BADF, .INVAL, .AGAIN => |e| return errnoBug(e),
-        else => |e| return os.unexpectedErrno(e),
+        .AGAIN => |e| return errnoBug(e), // only answers LOCK_NB, not passed here
+        else => |e| return flockError(e),
+    };
+}
+
+/// The errors of taking a lock, waiting or not.
+fn flockError(e: os.E) error{ SystemResources, FileLocksUnsupported, Unexpected } {
+    return switch (e) {
+        .NOLCK => error.SystemResources,
+        .OPNOTSUPP => error.FileLocksUnsupported,
+        .BADF, .INVAL => errnoBug(e), // used after close; a bad operation
+        else => os.unexpectedErrno(e),
     };
 }
 

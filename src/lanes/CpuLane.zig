@@ -38,6 +38,9 @@
 //! caller waits (it borrows the caller's memory). Starting the threads can fail (a thread
 //! limit, memory): that call returns `error.ConcurrencyUnavailable` and a later call retries.
 //!
+//! A CPU lane of the user's own (`CpuLane.init`) given `Options.name` is reported by
+//! `weft.Metrics` as a named `weft.Lane` is, from `init` on (zeros until its first call).
+//!
 //! Thread-safety: `run`, `runTimeout` from any fiber or thread at once; `shutdown` once;
 //! `deinit` once, after every `run` returned.
 const CpuLane = @This();
@@ -58,6 +61,11 @@ lane: std.atomic.Value(?*Lane) = .init(null),
 start_lock: Lock = .{},
 /// `shutdown` ran: a lane not started by then never starts.
 closed: bool = false,
+/// `Options.name`; empty when unnamed.
+name: named.Name = .{},
+/// Its place in the process's list of named lanes (`named.zig`), which it leaves in `deinit`;
+/// null when unnamed.
+listed: ?u32 = null,
 
 pub const Options = struct {
     /// Worker threads; null: `cpusAvailable()`.
@@ -72,7 +80,17 @@ pub const Options = struct {
     /// clamped to what the kernel accepts (0.1 ms to 100 ms), as the other options are.
     slice_ns: ?u64 = config.cpu_lane_slice_ns_default,
     stack_size_bytes: usize = config.lane_stack_size_bytes_default,
+    /// As `Lane.Options.name`: reports the lane in `weft.Metrics` under this name, from
+    /// `init` on (zeros until the first call starts it), unique among the live named lanes
+    /// ("blocking" and "cpu" are each runtime's). Null in `Runtime.Options.cpu`: the
+    /// runtime's own CPU lane is reported as "cpu".
+    name: ?[]const u8 = null,
 };
+
+pub const InitError = error{
+    /// `Options.name` is empty.
+    InvalidOptions,
+} || named.ClaimError;
 
 /// The lane's errors, and `ConcurrencyUnavailable` when its threads could not be started.
 pub const Error = Lane.Error || error{ConcurrencyUnavailable};
@@ -82,14 +100,27 @@ pub fn Result(comptime function: anytype) type {
     return Lane.ResultWith(function, Error);
 }
 
-/// A lane that starts its threads on first use. Never fails, never spawns.
-pub fn init(gpa: std.mem.Allocator, options: Options) CpuLane {
-    return .{ .gpa = gpa, .options = options };
+/// A lane that starts its threads on first use. Never spawns; fails only on its name (an
+/// unnamed lane never fails), which it takes here, so that a name in use is refused at once.
+pub fn init(gpa: std.mem.Allocator, options: Options) InitError!CpuLane {
+    var cpu: CpuLane = .{ .gpa = gpa, .options = options };
+    // The lane keeps its own copy: the caller's bytes may go.
+    cpu.options.name = null;
+    const text = options.name orelse return cpu;
+    if (text.len == 0) return error.InvalidOptions;
+    cpu.name = .init(text);
+    const place = try named.claim(&cpu.name);
+    named.listUnstarted(place);
+    cpu.listed = place;
+    assert(cpu.name.len > 0);
+    return cpu;
 }
 
 /// Stops the lane if it started (accepted jobs run first) and joins its threads. Every `run`
 /// must have returned.
 pub fn deinit(cpu: *CpuLane, io: Io) void {
+    // First: once off the list no snapshot reads the lane, which is about to be freed.
+    if (cpu.listed) |place| named.release(place);
     if (cpu.lane.load(.acquire)) |lane| lane.deinit(io);
     cpu.* = undefined;
 }
@@ -128,13 +159,17 @@ fn started(cpu: *CpuLane) error{ ConcurrencyUnavailable, ShutdownInProgress }!*L
     defer cpu.start_lock.unlock();
     if (cpu.lane.load(.acquire)) |lane| return lane;
     if (cpu.closed) return error.ShutdownInProgress;
-    // Metered under the name the runtime's `weft.Metrics` reports its CPU lane by (a CPU lane
-    // of the user's own is timed too, and not reported: its jobs take milliseconds).
+    // Metered under its name, or the one the runtime's `weft.Metrics` reports its CPU lane by
+    // (an unnamed CPU lane of the user's own is timed too, and not reported: its jobs take
+    // milliseconds).
     const options = cpu.laneOptions();
-    const lane = Lane.initOwned(cpu.gpa, options, named.cpu_name) catch |err| switch (err) {
+    const name = if (cpu.listed != null) cpu.name.slice() else named.cpu_name;
+    const lane = Lane.initOwned(cpu.gpa, options, name) catch |err| switch (err) {
         error.InvalidOptions => unreachable, // `laneOptions` clamps them
         else => return error.ConcurrencyUnavailable, // memory or a thread limit
     };
+    // Listed from now on in its place, where it was reported with zeros until now.
+    if (cpu.listed) |place| named.publish(place, .{ .lane = lane });
     cpu.lane.store(lane, .release);
     return lane;
 }

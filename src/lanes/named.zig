@@ -1,8 +1,8 @@
-//! The process's named lanes: every `Lane` and `Lane.Sharded` given `Options.name`, in a fixed
-//! table that `weft.Metrics` reads without allocating. A lane lists itself in `init` and
-//! leaves in `deinit`; a snapshot copies each listed lane's figures under the table's lock, so
-//! no lane can leave (and be freed) while it is read. Nothing here is on a job's path: only
-//! `init`, `deinit` and snapshots take the lock.
+//! The process's named lanes: every `Lane`, `Lane.Sharded` and `CpuLane` given
+//! `Options.name`, in a fixed table that `weft.Metrics` reads without allocating. A lane lists
+//! itself in `init` and leaves in `deinit`; a snapshot copies each listed lane's figures under
+//! the table's lock, so no lane can leave (and be freed) while it is read. Nothing here is on
+//! a job's path: only `init`, `deinit`, a `CpuLane`'s start and snapshots take the lock.
 //!
 //! The table is the process's, not a runtime's: a lane is made with an allocator, any
 //! runtime's tasks (or plain threads) may call it, and it may outlive a runtime, so every
@@ -89,16 +89,19 @@ pub const ClaimError = error{
 };
 
 /// A place in the table: `claimed` while its lane is being made (the name is taken, nothing
-/// is read), `listed` once the lane can be read.
+/// is read), `unstarted` for a lane that starts on first use and has not yet (a `CpuLane`:
+/// reported with zero figures, as the runtime's own lanes are until their first use),
+/// `listed` once the lane can be read.
 const Slot = union(enum) {
     free,
     claimed: Name,
+    unstarted: Name,
     listed: Entry,
 
     fn taken(slot: *const Slot) ?*const Name {
         return switch (slot.*) {
             .free => null,
-            .claimed => |*name| name,
+            .claimed, .unstarted => |*name| name,
             .listed => |entry| entry.name(),
         };
     }
@@ -131,19 +134,33 @@ pub fn claim(name: *const Name) ClaimError!u32 {
     return index;
 }
 
-/// Lists the lane made under the name claimed at `index`: snapshots read it from now on.
-pub fn publish(index: u32, entry: Entry) void {
+/// Lists the name claimed at `index` with zero figures, for a lane that starts on first use
+/// (`CpuLane`); `publish` lists the lane once it started.
+pub fn listUnstarted(index: u32) void {
     lock.lock();
     defer lock.unlock();
     const name = switch (slots[index]) {
         .claimed => |name| name,
+        .free, .unstarted, .listed => unreachable, // claimed, and listed once
+    };
+    slots[index] = .{ .unstarted = name };
+}
+
+/// Lists the lane made under the name claimed at `index` (or listed unstarted there):
+/// snapshots read it from now on.
+pub fn publish(index: u32, entry: Entry) void {
+    lock.lock();
+    defer lock.unlock();
+    const name = switch (slots[index]) {
+        .claimed, .unstarted => |name| name,
         .free, .listed => unreachable, // claimed, and published once
     };
     assert(std.mem.eql(u8, name.slice(), entry.name().slice()));
     slots[index] = .{ .listed = entry };
 }
 
-/// Frees the place at `index` (claimed or listed); once this returns no snapshot reads it.
+/// Frees the place at `index` (claimed, unstarted or listed); once this returns no snapshot
+/// reads it.
 pub fn release(index: u32) void {
     lock.lock();
     defer lock.unlock();
@@ -159,11 +176,11 @@ pub fn collect(out: []Listed) usize {
     defer lock.unlock();
     var count: usize = 0;
     for (slots) |slot| {
-        const entry = switch (slot) {
-            .listed => |entry| entry,
+        out[count] = switch (slot) {
+            .listed => |entry| .{ .name = entry.name().*, .figures = entry.figures() },
+            .unstarted => |name| .{ .name = name, .figures = .{} },
             .free, .claimed => continue,
         };
-        out[count] = .{ .name = entry.name().*, .figures = entry.figures() };
         count += 1;
     }
     assert(count <= config.lanes_named_max);

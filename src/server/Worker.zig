@@ -213,41 +213,11 @@ pub const Limits = struct {
     drain_timeout_ns: u64,
 };
 
-/// What one worker (or, summed, one server) saw. Counters only grow. Each has one writer at
-/// a time (the accept task, or a task under `lock`), which adds with `bump`, so that
-/// `figures` may read them from another thread while the worker runs.
-pub const Report = struct {
-    accepted: u64 = 0,
-    /// Closed right after accept: `connections_max` were live.
-    rejected_full: u64 = 0,
-    /// Closed right after accept: no task could be created for them.
-    rejected_no_task: u64 = 0,
-    /// Requests handed to the handler.
-    requests: u64 = 0,
-    /// Requests answered with an error status by the server itself (malformed framing,
-    /// oversized head, a body that broke its framing), then closed.
-    requests_rejected: u64 = 0,
-    cut_idle_timeout: u64 = 0,
-    cut_header_timeout: u64 = 0,
-    cut_body_timeout: u64 = 0,
-    cut_send_timeout: u64 = 0,
-    cut_request_timeout: u64 = 0,
-    /// Idle keep-alive connections whose reading side was shut when the drain began: each
-    /// ended at once, or after answering a request it had already been sent.
-    closed_idle_at_drain: u64 = 0,
-    /// Connections still open when the drain deadline passed, cut mid-request.
-    cut_at_drain: u64 = 0,
-    /// Accepts that failed for lack of fds or memory and were retried after a back-off.
-    accept_backoffs: u64 = 0,
-    /// Accept errors of other kinds (logged, retried after a back-off).
-    accept_errors: u64 = 0,
-
-    pub fn add(report: *Report, other: Report) void {
-        inline for (@typeInfo(Report).@"struct".fields) |field| {
-            @field(report, field.name) += @field(other, field.name);
-        }
-    }
-};
+/// What one worker (or, summed with `add`, one server) saw: the counts `weft.Metrics` also
+/// reports, defined there (`Metrics.ServerCounts`) because Metrics.zig may not import server/.
+/// Each count has one writer at a time (the accept task, or a task under `lock`), which adds
+/// with `bump`, so that `figures` may read them from another thread while the worker runs.
+pub const Report = Metrics.ServerCounts;
 
 pub fn init(
     worker: *Worker,
@@ -464,13 +434,6 @@ pub fn figures(worker: *Worker) Metrics.Server {
 fn readFigures(context: *anyopaque) Metrics.Server {
     const worker: *Worker = @ptrCast(@alignCast(context));
     return worker.figures();
-}
-
-comptime {
-    // Every count of the report is a figure of `weft.Metrics`, under the same name.
-    for (@typeInfo(Report).@"struct".fields) |field| {
-        assert(@hasField(Metrics.Server, field.name));
-    }
 }
 
 /// Whether every slot is free (a snapshot).

@@ -166,7 +166,7 @@ test "CpuLane: shutdown before the first call starts no thread and refuses later
     var rt = try Runtime.init(testing.allocator, .{});
     defer rt.deinit();
     const io = rt.io();
-    var cpu: CpuLane = .init(testing.allocator, .{ .threads = 1 });
+    var cpu: CpuLane = try .init(testing.allocator, .{ .threads = 1 });
     defer cpu.deinit(io);
     const report = cpu.shutdown(io, .{});
     try testing.expectEqual(@as(u64, 0), report.jobs_run);
@@ -178,7 +178,7 @@ test "CpuLane: shutdown after use joins the threads and reports the jobs" {
     var rt = try Runtime.init(testing.allocator, .{});
     defer rt.deinit();
     const io = rt.io();
-    var cpu: CpuLane = .init(testing.allocator, .{ .threads = 2 });
+    var cpu: CpuLane = try .init(testing.allocator, .{ .threads = 2 });
     defer cpu.deinit(io);
     for (0..5) |seed| try testing.expectEqual(fnv(seed, 100), try cpu.run(io, fnv, .{ seed, 100 }));
     const report = cpu.shutdown(io, .{});

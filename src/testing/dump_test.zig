@@ -39,6 +39,18 @@ const TaskLine = struct {
         }
         return null;
     }
+
+    /// The value of `key="..."` among the fields, if present, still escaped.
+    fn quoted(line: TaskLine, comptime key: []const u8) ?[]const u8 {
+        const marker = " " ++ key ++ "=\"";
+        const start = (std.mem.indexOf(u8, line.fields, marker) orelse return null) + marker.len;
+        var end = start;
+        while (end < line.fields.len and line.fields[end] != '"') : (end += 1) {
+            if (line.fields[end] == '\\') end += 1; // an escaped byte: `\"` or `\\`
+        }
+        if (end >= line.fields.len) return null; // no closing quote
+        return line.fields[start..end];
+    }
 };
 
 /// Iterates over the task lines of a dump, checking the header and the end line on the way.
@@ -188,7 +200,11 @@ test "dump: names what a task waits for: a lane job, a futex, a socket read, a c
     defer rt.deinit();
     const io = rt.io();
 
-    const lane = try Lane.init(testing.allocator, .{ .threads = 1, .queue_limit = 4 });
+    const lane = try Lane.init(testing.allocator, .{
+        .threads = 1,
+        .queue_limit = 4,
+        .name = "legacy \"db\"",
+    });
     defer lane.deinit(io);
     var release: std.atomic.Value(u32) = .init(0);
     var in_lane = try io.concurrent(waitInLane, .{ io, lane, &release });
@@ -222,6 +238,10 @@ test "dump: names what a task waits for: a lane job, a futex, a socket read, a c
     const lane_line = try Parser.find(text, "in a lane job");
     try testing.expectEqualStrings("lane", lane_line.state);
     try expectAddress(lane_line.field("lane"), @intFromPtr(lane));
+    // The lane's name is copied with process_vm_readv, as the stack is: without it, no name.
+    if (std.mem.indexOf(u8, lane_line.trace, "process_vm_readv") == null) {
+        try testing.expectEqualStrings("legacy \\\"db\\\"", lane_line.quoted("lane_name").?);
+    }
     const mutex_line = try Parser.find(text, "on a mutex");
     try testing.expectEqualStrings("futex", mutex_line.state);
     try expectAddress(mutex_line.field("address"), @intFromPtr(&mutex.state));

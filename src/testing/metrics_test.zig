@@ -5,6 +5,7 @@ const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const Metrics = @import("../Metrics.zig");
 const Lane = @import("../lanes/Lane.zig");
+const CpuLane = @import("../lanes/CpuLane.zig");
 const Histogram = @import("../os/Histogram.zig");
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
@@ -750,6 +751,53 @@ test "Metrics: a named Lane.Sharded is one lane, its shards' figures summed" {
     if (!Metrics.enabled) return;
     try testing.expectEqual(@as(u64, 100), figures.run_time.count);
     try testing.expectEqual(@as(u64, 100), figures.queue_wait.count);
+}
+
+test "Metrics: a named CpuLane is listed from init, its jobs counted, its name freed by deinit" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
+    defer rt.deinit();
+    const io = rt.io();
+    const gpa = testing.allocator;
+    try testing.expectError(error.InvalidOptions, CpuLane.init(gpa, .{ .name = "" }));
+    try testing.expectError(error.NameInUse, CpuLane.init(gpa, .{ .name = "cpu" }));
+    try testing.expectError(error.InvalidOptions, Runtime.init(gpa, .{ .cpu = .{ .name = "x" } }));
+    var cpu: CpuLane = try .init(gpa, .{ .threads = 1, .name = "hash" });
+    var live = true;
+    defer if (live) cpu.deinit(io);
+    // Listed before its threads start, with zeros, as the runtime's own lanes are.
+    try testing.expectEqual(@as(u32, 3), rt.metrics().lane_count);
+    try testing.expectEqual(@as(u64, 0), laneNamed(&rt.metrics(), "hash").?.figures.completed);
+    try testing.expectError(error.NameInUse, Lane.init(gpa, .{ .threads = 1, .name = "hash" }));
+    try testing.expectError(error.NameInUse, CpuLane.init(gpa, .{ .name = "hash" }));
+    const sleep_ns = 2 * std.time.ns_per_ms;
+    for (0..5) |_| try testing.expectEqual(sleep_ns, try cpu.run(io, sleepJob, .{sleep_ns}));
+
+    const metrics = rt.metrics();
+    try testing.expectEqual(@as(u32, 3), metrics.lane_count);
+    const figures = laneNamed(&metrics, "hash").?.figures;
+    try testing.expectEqual(@as(u64, 5), figures.completed);
+    // The runtime's own CPU lane ran none of them.
+    try testing.expectEqual(@as(u64, 0), laneNamed(&metrics, "cpu").?.figures.completed);
+    var allocating: Io.Writer.Allocating = .init(testing.allocator);
+    defer allocating.deinit();
+    try metrics.writePrometheus(&allocating.writer);
+    const text = allocating.written();
+    const completed = "weft_lane_jobs_completed_total{lane=\"hash\"}";
+    try testing.expectEqual(@as(f64, 5), try sampleValue(text, completed));
+    if (Metrics.enabled) {
+        try testing.expectEqual(@as(u64, 5), figures.run_time.count);
+        try testing.expectEqual(@as(u64, 5), figures.queue_wait.count);
+        const run_min = Histogram.bucketOf(sleep_ns);
+        try testing.expectEqual(@as(u64, 0), atMost(figures.run_time, run_min - 1));
+        const run_count = "weft_lane_run_seconds_count{lane=\"hash\"}";
+        try testing.expectEqual(@as(f64, 5), try sampleValue(text, run_count));
+    }
+    // Gone with `deinit`, and its name free again.
+    live = false;
+    cpu.deinit(io);
+    try testing.expect(laneNamed(&rt.metrics(), "hash") == null);
+    var again: CpuLane = try .init(gpa, .{ .name = "hash" });
+    again.deinit(io);
 }
 
 fn shardedCanceledFirst(sharded: *Lane.Sharded, io: Io) Lane.Result(square) {

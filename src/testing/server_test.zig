@@ -112,6 +112,14 @@ pub fn optionsOf(shape: Server.Shape) Server.Options {
     return .{ .address = .{ .ip4 = .loopback(0) }, .shape = shape };
 }
 
+/// A `.forked` server of `workers` workers that drain for at most 1 s (the tests that time
+/// the drain set a deadline of their own).
+fn forkedOptions(workers: u32) Server.Options {
+    var options = optionsOf(.{ .forked = workers });
+    options.drain_timeout_ns = std.time.ns_per_s;
+    return options;
+}
+
 /// One keep-alive client connection with its buffers (small: clients live on a fiber's
 /// stack, sixteen at a time in one test, and responses are a few hundred bytes).
 pub const Client = struct {
@@ -190,11 +198,7 @@ test "Server tests: a client waiting on a server that never answers fails, not h
 }
 
 test "Server: .single serves keep-alive requests and stops with nothing cut" {
-    var running: Running = undefined;
-    try running.start(optionsOf(.single), Server.http.handler(&hello.http_handler));
-    errdefer running.abandon();
-    const port = running.server.port();
-    try withClientPort(port, struct {
+    const report = try serveWhile(optionsOf(.single), &hello.http_handler, struct {
         fn body(io: Io, p: u16) !void {
             var client: Client = undefined;
             try client.connect(io, p);
@@ -206,17 +210,30 @@ test "Server: .single serves keep-alive requests and stops with nothing cut" {
             try testing.expectEqual(200, try second.get());
         }
     }.body);
-    const report = try running.finish();
     try testing.expectEqual(2, report.workers.accepted);
     try testing.expectEqual(0, report.workers.cut_at_drain);
 }
 
-/// Runs `body` on a runtime of its own, `bounded`.
-pub fn withClientPort(port: u16, comptime body: fn (io: Io, port: u16) anyerror!void) !void {
+/// Runs `function(io, args...)` on a runtime of its own, `bounded`: the client side of a test.
+fn withClient(comptime function: anytype, args: anytype) !void {
     var rt = try Runtime.init(testing.allocator, .{});
     defer rt.deinit();
     const io = rt.io();
-    try bounded(io, body, .{ io, port });
+    try bounded(io, function, .{io} ++ args);
+}
+
+/// Serves `http_handler` with `options` (`Running`) while `body(io, port)` runs as its client
+/// (`withClient`), then stops the server and returns its report.
+fn serveWhile(
+    options: Server.Options,
+    http_handler: *const Server.http.Handler,
+    comptime body: fn (io: Io, port: u16) anyerror!void,
+) !Server.Report {
+    var running: Running = undefined;
+    try running.start(options, Server.http.handler(http_handler));
+    errdefer running.abandon();
+    try withClient(body, .{running.server.port()});
+    return running.finish();
 }
 
 test "Server: .threaded runs two runtimes in one process, with either kind of listeners" {
@@ -230,10 +247,7 @@ test "Server: .threaded runs two runtimes in one process, with either kind of li
 test "Server: .single on a runtime of two executors serves connections from both threads" {
     var opts = optionsOf(.single);
     opts.runtime.executors = 2;
-    var running: Running = undefined;
-    try running.start(opts, Server.http.handler(&hello.http_handler));
-    errdefer running.abandon();
-    try withClientPort(running.server.port(), struct {
+    const report = try serveWhile(opts, &hello.http_handler, struct {
         fn body(io: Io, p: u16) !void {
             // Connection tasks on both executors take and free slots concurrently.
             var clients: [16]Client = undefined;
@@ -244,7 +258,6 @@ test "Server: .single on a runtime of two executors serves connections from both
             }
         }
     }.body);
-    const report = try running.finish();
     try testing.expectEqual(16, report.workers.accepted);
     try testing.expectEqual(0, report.workers.cut_at_drain);
 }
@@ -257,7 +270,7 @@ fn expectThreadedServes(opts: Server.Options) !void {
         @as(u32, if (opts.listeners == .shared) 1 else 2),
         running.server.listener_count,
     );
-    try withClientPort(running.server.port(), struct {
+    try withClient(struct {
         fn body(io: Io, p: u16) !void {
             // Sixteen connections: the kernel hashes them over both listeners (or both
             // workers take them from the shared one).
@@ -267,7 +280,7 @@ fn expectThreadedServes(opts: Server.Options) !void {
             for (&clients) |*client| try testing.expectEqual(200, try client.get());
             for (&clients) |*client| try testing.expectEqual(200, try client.get());
         }
-    }.body);
+    }.body, .{running.server.port()});
     const report = try running.finish();
     try testing.expectEqual(16, report.workers.accepted);
     // The idle keep-alive connections were closed at the drain, none cut mid-request.
@@ -289,12 +302,9 @@ test "Server: a port in use is reported by init, in every shape" {
 }
 
 test "Server: past connections_max a new connection is closed at once" {
-    var running: Running = undefined;
     var opts = optionsOf(.single);
     opts.connections_max = 2;
-    try running.start(opts, Server.http.handler(&hello.http_handler));
-    errdefer running.abandon();
-    try withClientPort(running.server.port(), struct {
+    const report = try serveWhile(opts, &hello.http_handler, struct {
         fn body(io: Io, p: u16) !void {
             var clients: [2]Client = undefined;
             for (&clients) |*client| try client.connect(io, p);
@@ -308,19 +318,15 @@ test "Server: past connections_max a new connection is closed at once" {
             for (&clients) |*client| try testing.expectEqual(200, try client.get());
         }
     }.body);
-    const report = try running.finish();
     try testing.expectEqual(1, report.workers.rejected_full);
     try testing.expectEqual(3, report.workers.accepted);
 }
 
 test "Server: a header trickle and an idle connection are cut by their timeouts" {
-    var running: Running = undefined;
     var opts = optionsOf(.single);
     opts.header_timeout_ns = 100 * std.time.ns_per_ms;
     opts.idle_timeout_ns = 300 * std.time.ns_per_ms;
-    try running.start(opts, Server.http.handler(&hello.http_handler));
-    errdefer running.abandon();
-    try withClientPort(running.server.port(), struct {
+    const report = try serveWhile(opts, &hello.http_handler, struct {
         fn body(io: Io, p: u16) !void {
             var slow: Client = undefined;
             try slow.connect(io, p);
@@ -339,19 +345,15 @@ test "Server: a header trickle and an idle connection are cut by their timeouts"
             try idle.expectClosed();
         }
     }.body);
-    const report = try running.finish();
     try testing.expectEqual(1, report.workers.cut_header_timeout);
     try testing.expectEqual(1, report.workers.cut_idle_timeout);
 }
 
 test "Server: timeouts cut no phase early: gaps under the idle timeout, an idle cut after it" {
-    var running: Running = undefined;
     var opts = optionsOf(.single);
     opts.header_timeout_ns = 200 * std.time.ns_per_ms;
     opts.idle_timeout_ns = 200 * std.time.ns_per_ms;
-    try running.start(opts, Server.http.handler(&hello.http_handler));
-    errdefer running.abandon();
-    try withClientPort(running.server.port(), struct {
+    const report = try serveWhile(opts, &hello.http_handler, struct {
         fn body(io: Io, p: u16) !void {
             // Six idle gaps of 120 ms: each under the timeout, together well past it.
             var steady: Client = undefined;
@@ -386,16 +388,12 @@ test "Server: timeouts cut no phase early: gaps under the idle timeout, an idle 
             }
         }
     }.body);
-    const report = try running.finish();
     try testing.expectEqual(0, report.workers.cut_header_timeout);
     try testing.expectEqual(1, report.workers.cut_idle_timeout);
 }
 
 test "Server: malformed and oversized requests get 4xx, the server keeps serving" {
-    var running: Running = undefined;
-    try running.start(optionsOf(.single), Server.http.handler(&hello.http_handler));
-    errdefer running.abandon();
-    try withClientPort(running.server.port(), struct {
+    _ = try serveWhile(optionsOf(.single), &hello.http_handler, struct {
         fn body(io: Io, p: u16) !void {
             var good: Client = undefined;
             try good.connect(io, p);
@@ -419,7 +417,6 @@ test "Server: malformed and oversized requests get 4xx, the server keeps serving
             try testing.expectEqual(200, try good.get());
         }
     }.body);
-    _ = try running.finish();
 }
 
 /// Answers after `delay_ms` (from the handler's context): a request in flight during a stop.
@@ -450,11 +447,8 @@ fn stopDuringRequest(delay_ms: i64, drain_timeout_ns: u64) !struct { ?u16, Serve
     opts.drain_timeout_ns = drain_timeout_ns;
     try running.start(opts, Server.http.handler(&http_handler));
     errdefer running.abandon();
-    var rt = try Runtime.init(testing.allocator, .{});
-    defer rt.deinit();
-    const io = rt.io();
     var status: ?u16 = null;
-    try bounded(io, requestDuringStop, .{ io, &running.server, &slow, &status });
+    try withClient(requestDuringStop, .{ &running.server, &slow, &status });
     const report = try running.finish();
     return .{ status, report };
 }
@@ -545,7 +539,7 @@ const Supervisor = struct {
     /// allocator takes no lock a fork could leave held.
     fn start(
         options: Server.Options,
-        handler: Server.Handler,
+        http_handler: *const Server.http.Handler,
         comptime expected: fn (Server.Report) bool,
     ) !Supervisor {
         var server = try Server.init(std.heap.page_allocator, options);
@@ -556,7 +550,7 @@ const Supervisor = struct {
             // The supervisor logs every worker's start (info) and exit (warn for a crash or
             // a kill): these tests kill workers on purpose. `.info` shows the log.
             testing.log_level = .err;
-            const report = server.run(handler) catch linux.exit_group(3);
+            const report = server.run(Server.http.handler(http_handler)) catch linux.exit_group(3);
             // The supervisor makes no runtime of its own, whose end would write its counts.
             coverage.flush();
             linux.exit_group(if (expected(report)) 0 else 4);
@@ -624,20 +618,13 @@ test "Server: .forked restarts a SIGKILLed worker, and SIGTERM drains, reaps and
     // then hung for 2 minutes, as a child forked while another thread held one of TSan's
     // own locks can (TSan does not support fork from a threaded process).
     if (builtin.sanitize_thread) return os.skipTest(@src(), tsan_fork);
-    var supervisor = try Supervisor.start(.{
-        .address = .{ .ip4 = .loopback(0) },
-        .shape = .{ .forked = 2 },
-        .drain_timeout_ns = std.time.ns_per_s,
-    }, Server.http.handler(&hello.http_handler), struct {
+    var supervisor = try Supervisor.start(forkedOptions(2), &hello.http_handler, struct {
         fn expected(report: Server.Report) bool {
             return report.workers_restarted == 1 and report.workers_killed == 0;
         }
     }.expected);
     defer supervisor.reap();
-    var rt = try Runtime.init(testing.allocator, .{});
-    defer rt.deinit();
-    const io = rt.io();
-    try bounded(io, restartAndTerm, .{ io, &supervisor });
+    try withClient(restartAndTerm, .{&supervisor});
 }
 
 fn restartAndTerm(io: Io, supervisor: *Supervisor) !void {
@@ -688,21 +675,14 @@ fn contains(pids: []const linux.pid_t, pid: linux.pid_t) bool {
 
 test "Server: .forked SIGTERM to one worker replaces it alone; the service keeps answering" {
     if (builtin.sanitize_thread) return os.skipTest(@src(), tsan_fork);
-    var supervisor = try Supervisor.start(.{
-        .address = .{ .ip4 = .loopback(0) },
-        .shape = .{ .forked = 2 },
-        .drain_timeout_ns = std.time.ns_per_s,
-    }, Server.http.handler(&hello.http_handler), struct {
+    var supervisor = try Supervisor.start(forkedOptions(2), &hello.http_handler, struct {
         fn expected(report: Server.Report) bool {
             return report.workers_restarted == 1 and report.workers_killed == 0 and
                 report.workers.cut_at_drain == 0;
         }
     }.expected);
     defer supervisor.reap();
-    var rt = try Runtime.init(testing.allocator, .{});
-    defer rt.deinit();
-    const io = rt.io();
-    try bounded(io, termOneWorker, .{ io, &supervisor });
+    try withClient(termOneWorker, .{&supervisor});
 }
 
 fn termOneWorker(io: Io, supervisor: *Supervisor) !void {
@@ -758,20 +738,13 @@ const kill_rounds = 6;
 
 test "Server: .forked workers killed one by one, in turn SIGKILL and SIGTERM: all answered" {
     if (builtin.sanitize_thread) return os.skipTest(@src(), tsan_fork);
-    var supervisor = try Supervisor.start(.{
-        .address = .{ .ip4 = .loopback(0) },
-        .shape = .{ .forked = 2 },
-        .drain_timeout_ns = std.time.ns_per_s,
-    }, Server.http.handler(&hello.http_handler), struct {
+    var supervisor = try Supervisor.start(forkedOptions(2), &hello.http_handler, struct {
         fn expected(report: Server.Report) bool {
             return report.workers_restarted == kill_rounds and report.workers_killed == 0;
         }
     }.expected);
     defer supervisor.reap();
-    var rt = try Runtime.init(testing.allocator, .{});
-    defer rt.deinit();
-    const io = rt.io();
-    try bounded(io, killWhileServing, .{ io, &supervisor });
+    try withClient(killWhileServing, .{&supervisor});
 }
 
 fn killWhileServing(io: Io, supervisor: *Supervisor) !void {
@@ -836,11 +809,7 @@ fn restartAllowanceMs() u64 {
 test "Server: .forked crash loop: each quick death doubles the wait before the restart" {
     if (builtin.sanitize_thread) return os.skipTest(@src(), tsan_fork);
     const crash: Server.http.Handler = .{ .respondFn = &crashRespond };
-    var supervisor = try Supervisor.start(.{
-        .address = .{ .ip4 = .loopback(0) },
-        .shape = .{ .forked = 1 },
-        .drain_timeout_ns = std.time.ns_per_s,
-    }, Server.http.handler(&crash), struct {
+    var supervisor = try Supervisor.start(forkedOptions(1), &crash, struct {
         fn expected(report: Server.Report) bool {
             // Waits of 100, 200, 400 and 800 ms, each waited out before the next crash.
             const min_ns = config.server_restart_backoff_ns_min;
@@ -850,10 +819,7 @@ test "Server: .forked crash loop: each quick death doubles the wait before the r
         }
     }.expected);
     defer supervisor.reap();
-    var rt = try Runtime.init(testing.allocator, .{});
-    defer rt.deinit();
-    const io = rt.io();
-    try bounded(io, crashInTurn, .{ io, &supervisor });
+    try withClient(crashInTurn, .{&supervisor});
 }
 
 /// Crashes the worker `crash_rounds` times; each replacement must start no sooner than its
@@ -958,21 +924,16 @@ test "Server: .forked SIGTERM with a request in flight: it completes, the superv
         .context = slow_path,
         .respondFn = &SlowPath.respond,
     };
-    var supervisor = try Supervisor.start(.{
-        .address = .{ .ip4 = .loopback(0) },
-        .shape = .{ .forked = 2 },
-        .drain_timeout_ns = 5 * std.time.ns_per_s,
-    }, Server.http.handler(&http_handler), struct {
+    var options = forkedOptions(2);
+    options.drain_timeout_ns = 5 * std.time.ns_per_s;
+    var supervisor = try Supervisor.start(options, &http_handler, struct {
         fn expected(report: Server.Report) bool {
             return report.workers.cut_at_drain == 0 and report.workers_killed == 0 and
                 report.workers_restarted == 0;
         }
     }.expected);
     defer supervisor.reap();
-    var rt = try Runtime.init(testing.allocator, .{});
-    defer rt.deinit();
-    const io = rt.io();
-    try bounded(io, termDuringRequest, .{ io, &supervisor, &slow_path.slow });
+    try withClient(termDuringRequest, .{ &supervisor, &slow_path.slow });
 }
 
 fn termDuringRequest(io: Io, supervisor: *Supervisor, slow: *Slow) !void {
@@ -1024,11 +985,9 @@ test "Server: .forked worker stuck past the drain deadline is SIGKILLed at it, t
     const stuck = try mapShared(Stuck, .{});
     defer unmapShared(Stuck, stuck);
     const http_handler: Server.http.Handler = .{ .context = stuck, .respondFn = &Stuck.respond };
-    var supervisor = try Supervisor.start(.{
-        .address = .{ .ip4 = .loopback(0) },
-        .shape = .{ .forked = 2 },
-        .drain_timeout_ns = stuck_drain_timeout_ms * std.time.ns_per_ms,
-    }, Server.http.handler(&http_handler), struct {
+    var options = forkedOptions(2);
+    options.drain_timeout_ns = stuck_drain_timeout_ms * std.time.ns_per_ms;
+    var supervisor = try Supervisor.start(options, &http_handler, struct {
         fn expected(report: Server.Report) bool {
             // The stuck worker killed (its report lost with it), the other one drained.
             return report.workers_killed == 1 and report.workers_restarted == 0;
@@ -1040,10 +999,7 @@ test "Server: .forked worker stuck past the drain deadline is SIGKILLed at it, t
         const pid = stuck.pid.load(.acquire);
         if (pid != 0 and processExists(pid)) _ = linux.kill(pid, .KILL);
     }
-    var rt = try Runtime.init(testing.allocator, .{});
-    defer rt.deinit();
-    const io = rt.io();
-    try bounded(io, stopWithWorkerStuck, .{ io, &supervisor, stuck });
+    try withClient(stopWithWorkerStuck, .{ &supervisor, stuck });
 }
 
 fn stopWithWorkerStuck(io: Io, supervisor: *Supervisor, stuck: *const Stuck) !void {
@@ -1097,14 +1053,7 @@ test "Server: stop_on_signals: SIGTERM stops .single and .threaded; the handlers
         try running.start(options, Server.http.handler(&hello.http_handler));
         errdefer running.abandon();
         // Answered: `run` is serving, so its handlers are in place (installed before).
-        try withClientPort(running.server.port(), struct {
-            fn body(io: Io, port: u16) !void {
-                var client: Client = undefined;
-                try client.connect(io, port);
-                defer client.close(io);
-                try testing.expectEqual(200, try client.get());
-            }
-        }.body);
+        try withClient(getOnNewConnection, .{running.server.port()});
         var during: linux.Sigaction = undefined;
         try testing.expectEqual(@as(usize, 0), linux.sigaction(.TERM, null, &during));
         // Without the server's handler the signal would end the test binary: check first.
@@ -1126,10 +1075,7 @@ test "Server: stop_on_signals: SIGTERM stops .single and .threaded; the handlers
 test "Server.http.WithMetrics: /metrics is the worker runtime's Prometheus text" {
     const metered: Server.http.WithMetrics = .{ .inner = &hello.http_handler };
     const metered_handler = metered.httpHandler();
-    var running: Running = undefined;
-    try running.start(optionsOf(.single), Server.http.handler(&metered_handler));
-    errdefer running.abandon();
-    try withClientPort(running.server.port(), struct {
+    _ = try serveWhile(optionsOf(.single), &metered_handler, struct {
         fn body(io: Io, port: u16) !void {
             var client: Client = undefined;
             try client.connect(io, port);
@@ -1146,7 +1092,6 @@ test "Server.http.WithMetrics: /metrics is the worker runtime's Prometheus text"
             try testing.expect(std.mem.indexOf(u8, response, resumed) != null);
         }
     }.body);
-    _ = try running.finish();
 }
 
 /// Sends `GET /metrics` on `client` (keep-alive) and reads the chunked response's body into
@@ -1185,10 +1130,7 @@ test "Server: /metrics counts K requests, a refusal at connections_max and a hea
     var opts = optionsOf(.single);
     opts.connections_max = 2;
     opts.header_timeout_ns = 100 * std.time.ns_per_ms;
-    var running: Running = undefined;
-    try running.start(opts, Server.http.handler(&metered_handler));
-    errdefer running.abandon();
-    try withClientPort(running.server.port(), struct {
+    const report = try serveWhile(opts, &metered_handler, struct {
         fn body(io: Io, port: u16) !void {
             var client: Client = undefined;
             try client.connect(io, port);
@@ -1242,7 +1184,6 @@ test "Server: /metrics counts K requests, a refusal at connections_max and a hea
             }
         }
     }.body);
-    const report = try running.finish();
     try testing.expectEqual(3, report.workers.accepted);
     try testing.expectEqual(1, report.workers.rejected_full);
     try testing.expectEqual(1, report.workers.cut_header_timeout);
