@@ -359,8 +359,9 @@ pub fn reviewRetired(scheduler: *Scheduler, now_ns: u64) void {
 /// Brings every retired executor back, whatever the contention, and lets none retire before
 /// `until_ns`: for the watchdog, when one task holds an executor and the work queued elsewhere
 /// for it (a held executor's ring, its timers' tasks) would otherwise wait for that task,
-/// retired executors taking no stealable work. Measured on 2 cores under load: an executor
-/// recalled without the delay retired again at its next search, before it took the work.
+/// retired executors taking no stealable work. The delay keeps a recalled executor from
+/// retiring again at its next search, before it took the work (`considerRetiring` runs there
+/// while the contention lasts).
 pub fn recallRetired(scheduler: *Scheduler, until_ns: u64) void {
     _ = scheduler.retire_next_ns.fetchMax(until_ns, .monotonic);
     scheduler.retired.store(0, .monotonic);
