@@ -117,12 +117,19 @@ pub fn update(run_delay: *RunDelay, now_ns: u64, delay_ns: u64) void {
 
 /// The thread's run delay so far, in nanoseconds, or null if the file cannot be read.
 fn read(run_delay: *RunDelay) ?u64 {
+    return readAt(run_delay.fd.?);
+}
+
+/// The run delay so far of the thread whose schedstat `fd` is (`/proc/thread-self/schedstat`
+/// or `/proc/self/task/TID/schedstat`, opened by `os.openSampled`), from any thread; null if
+/// it cannot be read.
+pub fn readAt(fd: os.fd_t) ?u64 {
     var buffer: [96]u8 = undefined;
-    return parseRunDelay(os.preadStart(run_delay.fd.?, &buffer) orelse return null);
+    return parseRunDelay(os.preadStart(fd, &buffer) orelse return null);
 }
 
 /// The second of schedstat's three fields: "<on-cpu ns> <run delay ns> <timeslices>\n".
-pub fn parseRunDelay(text: []const u8) ?u64 {
+fn parseRunDelay(text: []const u8) ?u64 {
     var fields = std.mem.tokenizeAny(u8, text, " \n");
     _ = fields.next() orelse return null;
     const delay = fields.next() orelse return null;

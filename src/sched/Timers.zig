@@ -117,15 +117,7 @@ pub fn remove(timers: *Timers, task: *Task) void {
 /// Fires every timer whose deadline is at or before `now_ns`, earliest first: marks its task
 /// and wakes it. Returns how many fired.
 pub fn expire(timers: *Timers, now_ns: u64) u32 {
-    var fired: u32 = 0;
-    while (timers.earliest()) |task| {
-        if (task.timer_deadline_ns > now_ns) break;
-        timers.remove(task);
-        task.timer_fired.store(true, .monotonic);
-        task.wake();
-        fired += 1;
-    }
-    return fired;
+    return timers.expireUntil(now_ns, .all);
 }
 
 /// `expire`, from a thread that is not the timers' executor's, while one task holds that
@@ -134,10 +126,14 @@ pub fn expire(timers: *Timers, now_ns: u64) u32 {
 /// before they prepare to wait (sched/io_wait.zig), and a wake that finds a task running is
 /// dropped (`Task.wake`), so the timer would be lost.
 pub fn expireParked(timers: *Timers, now_ns: u64) u32 {
+    return timers.expireUntil(now_ns, .parked);
+}
+
+fn expireUntil(timers: *Timers, now_ns: u64, comptime tasks: enum { all, parked }) u32 {
     var fired: u32 = 0;
     while (timers.earliest()) |task| {
         if (task.timer_deadline_ns > now_ns) break;
-        if (task.wait_state.load(.acquire) == .running) break;
+        if (tasks == .parked and task.wait_state.load(.acquire) == .running) break;
         timers.remove(task);
         task.timer_fired.store(true, .monotonic);
         task.wake();

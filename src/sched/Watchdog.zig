@@ -289,9 +289,7 @@ fn heldNs(watchdog: *const Watchdog, executor_index: u32, seen: *const Seen, now
 }
 
 fn runDelayNs(watchdog: *const Watchdog, executor_index: u32) ?u64 {
-    const fd = watchdog.schedstat_fds[executor_index] orelse return null;
-    var buffer: [96]u8 = undefined;
-    return RunDelay.parseRunDelay(os.preadStart(fd, &buffer) orelse return null);
+    return RunDelay.readAt(watchdog.schedstat_fds[executor_index] orelse return null);
 }
 
 test "Watchdog: time an executor's thread waited for a CPU is not held time" {
