@@ -88,6 +88,7 @@ test {
     _ = @import("fiber/frames.zig");
     _ = @import("fiber/stack.zig");
     _ = @import("fs/errno.zig");
+    _ = @import("fs/mounts.zig");
     _ = @import("fs/syscall.zig");
     _ = @import("intrusive.zig");
     _ = @import("lanes/CpuLane.zig");

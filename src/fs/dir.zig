@@ -5,8 +5,10 @@
 //! the syscalls and their errno triage live here, below the VTable, as the socket calls live
 //! in `net/`, so that std_io/ only adapts.
 //!
-//! Opening a cached path is one `openat2(RESOLVE_CACHED)` on the calling executor
-//! (`nowait.zig`). Opening otherwise, creating, stat, deleting, renaming and linking are loop
+//! Opening a cached path happens on the calling executor with `openat2(RESOLVE_CACHED)`
+//! (`nowait.zig`: a directory at once, a regular file after a type check), and stat of a
+//! cached path on a mount that answers from memory is that open as `O_PATH`, a `statx` and a
+//! `close`. Opening otherwise, creating, stat, deleting, renaming and linking are loop
 //! operations (io_uring's openat, statx, unlinkat, renameat, mkdirat, symlinkat, linkat), or
 //! calls on the blocking lane where the loop cannot run them (`BlockingLane.zig`); reading a
 //! directory (`getdents64`), reading a link and `faccessat` have no asynchronous form and
@@ -52,9 +54,7 @@ const PathBuffer = [posix.PATH_MAX]u8;
 fn open(blocking: *BlockingLane, io: Io, op_open: Op.Openat) Io.Cancelable!i32 {
     if (Executor.currentTask()) |task| {
         try task.checkCancel();
-        const other_files = !task.executor.loop.supports(.openat);
-        const flags = op_open.flags;
-        if (nowait.open(op_open.fd, op_open.path, flags, other_files)) |result| return result;
+        if (nowait.open(op_open.fd, op_open.path, op_open.flags)) |result| return result;
     }
     return blocking.perform(io, .{ .openat = op_open });
 }
@@ -187,12 +187,17 @@ pub fn statFile(
     var path_buffer: PathBuffer = undefined;
     const path = try pathToPosix(sub_path, &path_buffer);
     const no_follow: u32 = if (options.follow_symlinks) 0 else linux.AT.SYMLINK_NOFOLLOW;
+    const mask = Threaded.linux_statx_request;
     var statx = std.mem.zeroes(linux.Statx);
-    const result = try blocking.perform(io, .{ .statx = .{
+    const fast: ?i32 = if (Executor.currentTask()) |task| fast: {
+        try task.checkCancel();
+        break :fast nowait.statPath(dir.handle, path, options.follow_symlinks, mask, &statx);
+    } else null;
+    const result = if (fast) |result| result else try blocking.perform(io, .{ .statx = .{
         .fd = dir.handle,
         .path = path.ptr,
         .flags = linux.AT.NO_AUTOMOUNT | no_follow,
-        .mask = Threaded.linux_statx_request,
+        .mask = mask,
         .buffer = &statx,
     } });
     if (result >= 0) return Threaded.statFromLinux(&statx);

@@ -6,8 +6,9 @@
 //!
 //! Reads, writes, stat, sync and truncation are loop operations (`BlockingLane.zig` picks the
 //! loop or the blocking lane); a positional read first tries to take cached data at once
-//! (`nowait.zig`): cancelation points that cancel the kernel operation, so a read blocked on a
-//! pipe ends at once when its task is canceled. A `read` or `write` on a pipe, terminal or
+//! (`nowait.zig`), as does a stat where the file's mount answers from memory. They are
+//! cancelation points that cancel the kernel operation, so a read blocked on a pipe ends at
+//! once when its task is canceled. A `read` or `write` on a pipe, terminal or
 //! socket waits for readiness on either backend, even on a descriptor opened `O_NONBLOCK`
 //! (std.Io.Threaded reports `error.WouldBlock` there). Calls that cannot block (seek,
 //! non-blocking flock, the tty ioctl) are direct syscalls; `fchmod` and `fchown`, which may
@@ -62,7 +63,8 @@ pub fn length(blocking: *BlockingLane, io: Io, file: File) File.LengthError!u64 
     return fs_errno.statFdError(errnoOf(result));
 }
 
-/// `statx` of an open descriptor (`AT_EMPTY_PATH`).
+/// `statx` of an open descriptor (`AT_EMPTY_PATH`): at once where the file's mount answers
+/// from memory (`nowait.zig`), else on the loop or the blocking lane. Cancelation point.
 fn statFd(
     blocking: *BlockingLane,
     io: Io,
@@ -70,6 +72,10 @@ fn statFd(
     mask: linux.STATX,
     statx: *linux.Statx,
 ) Io.Cancelable!i32 {
+    try checkCancel();
+    if (Executor.currentTask() != null) {
+        if (nowait.statFd(fd, mask, statx)) |result| return result;
+    }
     statx.* = std.mem.zeroes(linux.Statx);
     return blocking.perform(io, .{ .statx = .{
         .fd = fd,

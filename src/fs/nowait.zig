@@ -20,18 +20,24 @@
 //!   with `EAGAIN` where a component would have to be read from the disk (or revalidated). A
 //!   directory (`O_DIRECTORY`) or `O_PATH` open is then made at once. Any other open could still
 //!   wait in the file's own `open` (a FIFO waits for its peer, a device for its carrier), so the
-//!   target's type is asked first through an `O_PATH` descriptor (which runs no `open`), and only a
-//!   regular file is opened here. That costs a second path walk, a `statx` and a `close`: in
-//!   bench/files.zig's small-file row (open, 4 KiB read, close) it lost to io_uring's own `OPENAT`
-//!   (7.4-11 µs against 5.1-7.6 µs a file, 8 tasks), which resolves a cached path inline in one
-//!   walk, and won against the epoll backend's lane hop (7.4-10 µs against 16-24 µs). So regular
-//!   files try only where the loop cannot open (epoll); directories and `O_PATH`, one syscall, try
-//!   everywhere. Rejected: opening with `O_NONBLOCK` and clearing it afterwards, because a FIFO
-//!   opened without waiting has already woken its peer's open, which neither closing it nor keeping
-//!   it undoes. Opens that create or truncate (`O_CREAT`, `O_TRUNC`, `O_TMPFILE`) write to the disk
-//!   and never try (RESOLVE_CACHED refuses them anyway). A path swapped for a FIFO between the type
-//!   check and the open blocks this executor in that open, as the same call blocks a
-//!   std.Io.Threaded thread; its result is still the one the call asked for.
+//!   target's type is asked first through an `O_PATH` descriptor (which runs no `open`), and only
+//!   a regular file is opened here: a second path walk, a `statx` and a `close`. Everything else
+//!   goes to io_uring's workers (never its inline attempt, which opens a FIFO as `O_NONBLOCK`:
+//!   see `loop/backend/io_uring.zig`) or to the blocking lane. Rejected: opening with
+//!   `O_NONBLOCK` and clearing it afterwards, because a FIFO opened without waiting has already
+//!   woken its peer's open, which neither closing it nor keeping it undoes. Opens that create or
+//!   truncate (`O_CREAT`, `O_TRUNC`, `O_TMPFILE`) write to the disk and never try
+//!   (RESOLVE_CACHED refuses them anyway). A path swapped for a FIFO between the type check and
+//!   the open blocks this executor in that open, as the same call blocks a std.Io.Threaded
+//!   thread; its result is still the one the call asked for.
+//!
+//! - `stat`: `statx` of an open descriptor, with `AT_STATX_DONT_SYNC` and the mount id, is kept
+//!   where the mount's file system answers from memory (`mounts.zig`: ext4, xfs, btrfs, tmpfs,
+//!   ...); elsewhere (NFS, FUSE, ...) the slow path makes the plain call, so its answer is
+//!   exact. A stat by path opens the path first as above, as `O_PATH` (never a file's `open`),
+//!   stats that descriptor and closes it. Both would otherwise go to io_uring's worker threads
+//!   (`STATX` never completes inline) or the blocking lane: a walk that stats every entry, or an
+//!   open that asks whether it opened a directory, paid a thread hop per call.
 //!
 //! Not fast-pathed, measured and rejected: buffered writes. `pwritev2(RWF_NOWAIT)` of a
 //! buffered file is refused (`EOPNOTSUPP`) by ext4 and tmpfs on this machine's 6.18 kernel
@@ -61,6 +67,7 @@ const linux = std.os.linux;
 const posix = std.posix;
 const assert = std.debug.assert;
 const os = @import("../os/linux.zig");
+const mounts = @import("mounts.zig");
 
 /// Whether the kernel has the call at all; `refused` is final.
 const Support = enum(u8) { unknown, refused };
@@ -71,6 +78,9 @@ var read_support: std.atomic.Value(Support) = .init(.unknown);
 
 /// `openat2` with `RESOLVE_CACHED`, as `read_support`.
 var open_support: std.atomic.Value(Support) = .init(.unknown);
+
+/// `statx` with the mount id (Linux 5.8), as `read_support`.
+var stat_support: std.atomic.Value(Support) = .init(.unknown);
 
 /// Tests only: when non-zero, every attempt fails with this errno instead of calling the
 /// kernel, as on a kernel or file system that refuses the flag.
@@ -129,33 +139,92 @@ fn pathFlags(flags: linux.O) linux.O {
 /// cannot wait (see the file doc). Returns the new descriptor or `-errno` (the kernel's
 /// answer: a cached `ENOENT`, `EACCES`, ...), or null when the caller must take the slow path.
 /// Never blocks, except as the file doc says.
-/// `other_files`: whether an open that is neither `O_PATH` nor `O_DIRECTORY` tries too (see
-/// the file doc: three syscalls, a win only where the slow path is the blocking lane).
-pub fn open(dir_fd: posix.fd_t, path: [*:0]const u8, flags: linux.O, other_files: bool) ?i32 {
+pub fn open(dir_fd: posix.fd_t, path: [*:0]const u8, flags: linux.O) ?i32 {
     if (flags.CREAT or flags.TRUNC or flags.TMPFILE) return slow();
     if (open_support.load(.monotonic) == .refused) return slow();
-    const result = openUncounted(dir_fd, path, flags, other_files) orelse return slow();
+    const result = openUncounted(dir_fd, path, flags) orelse return slow();
     if (builtin.is_test) _ = fast_for_testing.fetchAdd(1, .monotonic);
     return result;
 }
 
-fn openUncounted(
-    dir_fd: posix.fd_t,
-    path: [*:0]const u8,
-    flags: linux.O,
-    other_files: bool,
-) ?i32 {
+fn openUncounted(dir_fd: posix.fd_t, path: [*:0]const u8, flags: linux.O) ?i32 {
     if (flags.PATH) return openCached(dir_fd, path, pathFlags(flags));
     if (flags.DIRECTORY) return openCached(dir_fd, path, flags);
-    if (!other_files) return null;
+    // The type check's `statx` must not wait either (see `mounts.zig`); a file's type never
+    // changes, so `DONT_SYNC`'s cached answer is exact.
+    if (!mounts.probeAllowed()) return null;
     const probe = openCached(dir_fd, path, pathFlags(flags)) orelse return null;
     if (probe < 0) return probe; // the lookup's answer: the real open would fail alike
     defer os.closeFd(probe);
     var statx: linux.Statx = undefined;
-    const rc = linux.statx(probe, "", linux.AT.EMPTY_PATH, .{ .TYPE = true }, &statx);
+    const type_flags = linux.AT.EMPTY_PATH | linux.AT.STATX_DONT_SYNC;
+    const rc = linux.statx(probe, "", type_flags, .{ .TYPE = true }, &statx);
     if (os.errno(rc) != .SUCCESS or !statx.mask.TYPE) return null;
     if (statx.mode & linux.S.IFMT != linux.S.IFREG) return null;
     return openCached(dir_fd, path, flags);
+}
+
+/// `statx` of an open descriptor (`AT_EMPTY_PATH`), answered from memory where the file's
+/// mount allows it (see the file doc). Returns the kernel's answer (0; `statx` is filled), or
+/// null when the caller must take the slow path. Never blocks.
+pub fn statFd(fd: posix.fd_t, mask: linux.STATX, statx: *linux.Statx) ?i32 {
+    if (stat_support.load(.monotonic) == .refused or !mounts.probeAllowed()) return slow();
+    const kept = statLocal(fd, mask, statx) orelse return slow();
+    if (builtin.is_test) _ = fast_for_testing.fetchAdd(1, .monotonic);
+    return kept;
+}
+
+/// `statx` of `path` relative to `dir_fd`, where every component is in the dentry cache and
+/// the mount allows it: an `O_PATH` open with `RESOLVE_CACHED` (which runs no file's `open`),
+/// `statx` of that descriptor, and its `close`. `follow`: whether a final symbolic link is
+/// followed. Returns 0 (`statx` is filled) or `-errno` for a lookup's answer (`ENOENT`,
+/// `ENOTDIR`, `EACCES`, `ELOOP`: what `statx` would answer), or null for the slow path.
+pub fn statPath(
+    dir_fd: posix.fd_t,
+    path: [*:0]const u8,
+    follow: bool,
+    mask: linux.STATX,
+    statx: *linux.Statx,
+) ?i32 {
+    if (stat_support.load(.monotonic) == .refused) return slow();
+    if (open_support.load(.monotonic) == .refused or !mounts.probeAllowed()) return slow();
+    const flags: linux.O = .{ .PATH = true, .CLOEXEC = true, .NOFOLLOW = !follow };
+    const probe = openCached(dir_fd, path, flags) orelse return slow();
+    if (probe < 0) return switch (@as(os.E, @enumFromInt(-probe))) {
+        .NOENT, .NOTDIR, .ACCES, .LOOP => |e| answer(e),
+        // Out of descriptors (`statx` needs none), or anything only the real call should
+        // judge.
+        else => slow(),
+    };
+    defer os.closeFd(probe);
+    const kept = statLocal(probe, mask, statx) orelse return slow();
+    if (builtin.is_test) _ = fast_for_testing.fetchAdd(1, .monotonic);
+    return kept;
+}
+
+/// The probe: `statx` with `DONT_SYNC` and the mount id; 0 when the mount is `local`, else
+/// null. Counts nothing.
+fn statLocal(fd: posix.fd_t, mask: linux.STATX, statx: *linux.Statx) ?i32 {
+    var mask_and_mount = mask;
+    mask_and_mount.MNT_ID = true;
+    statx.* = std.mem.zeroes(linux.Statx);
+    const flags = linux.AT.EMPTY_PATH | linux.AT.STATX_DONT_SYNC;
+    const rc = if (injected()) |rc| rc else linux.statx(fd, "", flags, mask_and_mount, statx);
+    switch (os.errno(rc)) {
+        .SUCCESS => {},
+        .NOSYS => {
+            stat_support.store(.refused, .monotonic);
+            return null;
+        },
+        else => return null,
+    }
+    if (!statx.mask.MNT_ID) {
+        // Before Linux 5.8: the mount, and so whether to keep the answer, is unknown.
+        stat_support.store(.refused, .monotonic);
+        return null;
+    }
+    if (mounts.kindOf(statx.mnt_id) != .local) return null;
+    return 0;
 }
 
 /// One `openat2(RESOLVE_CACHED)`: the descriptor, `-errno` (the kernel's answer), or null
@@ -238,5 +307,7 @@ pub fn resetForTesting() void {
     comptime assert(builtin.is_test);
     read_support.store(.unknown, .monotonic);
     open_support.store(.unknown, .monotonic);
+    stat_support.store(.unknown, .monotonic);
+    mounts.resetForTesting();
     refusal_for_testing.store(0, .monotonic);
 }

@@ -732,6 +732,7 @@ test "fs: createFileAtomic errors are std.Io.Threaded's" {
 // The synchronous fast path (fs/nowait.zig) -----------------------------------------------------
 
 const nowait = @import("../fs/nowait.zig");
+const mounts = @import("../fs/mounts.zig");
 
 const nowait_block_bytes = 4096;
 
@@ -960,12 +961,6 @@ test "fs: a read that took the async path is canceled" {
     }.body);
 }
 
-/// Whether regular files try the fast open here: only where the loop cannot open (epoll).
-fn regularOpensTry() bool {
-    const Executor = @import("../sched/Executor.zig");
-    return !Executor.currentTask().?.executor.loop.supports(.openat);
-}
-
 test "fs: cached opens are made at once; refused or uncached ones take the async path" {
     try qemu.skipUnderQemu(.nowait, @src());
     try withRuntime(struct {
@@ -977,14 +972,13 @@ test "fs: cached opens are made at once; refused or uncached ones take the async
             const created = try tmp.dir.createFile(io, "sub/file", .{});
             try created.writePositionalAll(io, "contents", 0);
             created.close(io);
-            const regular: u64 = @intFromBool(regularOpensTry());
 
             const cached = NowaitCounts.start();
             var sub = try tmp.dir.openDir(io, "sub", .{ .iterate = true });
             defer sub.close(io);
             try expectContents(io, sub, "file");
-            // The directory, the file (where regular files try) and the read of it.
-            const expected: NowaitCounts = .{ .fast = 2 + regular, .slow = 1 - regular };
+            // The directory, the file and the read of it.
+            const expected: NowaitCounts = .{ .fast = 3, .slow = 0 };
             try testing.expectEqual(expected, cached.since());
             // A cached miss (the negative entry the first lookup left) is the kernel's
             // answer, at once.
@@ -992,7 +986,7 @@ test "fs: cached opens are made at once; refused or uncached ones take the async
             const missing = NowaitCounts.start();
             try testing.expectError(error.FileNotFound, sub.openFile(io, "none", .{}));
             try testing.expectError(error.FileNotFound, sub.openDir(io, "none", .{}));
-            const expected_missing: NowaitCounts = .{ .fast = 1 + regular, .slow = 1 - regular };
+            const expected_missing: NowaitCounts = .{ .fast = 2, .slow = 0 };
             try testing.expectEqual(expected_missing, missing.since());
             // Not cached (simulated, the read too): the slow path opens the same file.
             nowait.refusal_for_testing.store(@intFromEnum(linux.E.AGAIN), .monotonic);
@@ -1033,32 +1027,135 @@ test "fs: cached opens are made at once; refused or uncached ones take the async
     }.body);
 }
 
+test "fs: a cached stat is answered at once, by path and by descriptor, as the slow path" {
+    try qemu.skipUnderQemu(.nowait, @src());
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            defer nowait.resetForTesting();
+            const file = try tmp.dir.createFile(io, "file", .{ .read = true });
+            defer file.close(io);
+            try file.writePositionalAll(io, "contents", 0);
+            try tmp.dir.symLink(io, "file", "link", .{});
+            // Following a link updates its access time when it is not later than its change
+            // time (relatime), and such a walk is not made from the cache alone: a link made
+            // in this clock tick would take the slow path on every follow. Its access time is
+            // set an hour ahead (its change time becomes now).
+            const now_s = @divTrunc(Io.Clock.real.now(io).nanoseconds, std.time.ns_per_s);
+            const times = [2]linux.timespec{
+                .{ .sec = @intCast(now_s + 3600), .nsec = 0 },
+                .{ .sec = @intCast(now_s), .nsec = 0 },
+            };
+            const no_follow = linux.AT.SYMLINK_NOFOLLOW;
+            const utimens = linux.utimensat(tmp.dir.handle, "link", &times, no_follow);
+            try testing.expectEqual(linux.E.SUCCESS, linux.errno(utimens));
+
+            // The answers of the slow path (every probe refused as not cached), then the same
+            // calls answered at once.
+            nowait.refusal_for_testing.store(@intFromEnum(linux.E.AGAIN), .monotonic);
+            const slow_counts = NowaitCounts.start();
+            const slow = try Stats.of(io, tmp.dir, file);
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 4 }, slow_counts.since());
+            nowait.refusal_for_testing.store(0, .monotonic);
+            const fast_counts = NowaitCounts.start();
+            const fast = try Stats.of(io, tmp.dir, file);
+            try testing.expectEqual(NowaitCounts{ .fast = 4, .slow = 0 }, fast_counts.since());
+            try slow.expectSame(fast);
+            try testing.expectEqual(File.Kind.sym_link, fast.link.kind);
+            try testing.expectEqual(File.Kind.file, fast.followed.kind);
+            try testing.expectEqual(@as(u64, 8), fast.path.size);
+            // A missing path: the first lookup leaves a negative entry in the cache, and the
+            // next is answered from it at once. The errors are the slow path's either way.
+            try testing.expectError(error.FileNotFound, tmp.dir.statFile(io, "none", .{}));
+            const missing_counts = NowaitCounts.start();
+            try testing.expectError(error.FileNotFound, tmp.dir.statFile(io, "none", .{}));
+            try testing.expectEqual(NowaitCounts{ .fast = 1, .slow = 0 }, missing_counts.since());
+            try testing.expectError(error.NotDir, tmp.dir.statFile(io, "file/x", .{}));
+
+            // A mount whose file system may ask a server (NFS, FUSE): the probe's answer is
+            // not kept, the slow path asks. One that ignores DONT_SYNC (9p): no probe at all.
+            for ([_]mounts.Kind{ .other, .waits_always }) |kind| {
+                mounts.kind_for_testing.store(@intFromEnum(kind) + 1, .monotonic);
+                const remote_counts = NowaitCounts.start();
+                const remote = try Stats.of(io, tmp.dir, file);
+                const expected_remote: NowaitCounts = .{ .fast = 0, .slow = 4 };
+                try testing.expectEqual(expected_remote, remote_counts.since());
+                try slow.expectSame(remote);
+                mounts.kind_for_testing.store(0, .monotonic);
+            }
+
+            // A kernel without statx's mount id (ENOSYS here): remembered.
+            nowait.refusal_for_testing.store(@intFromEnum(linux.E.NOSYS), .monotonic);
+            _ = try file.stat(io);
+            nowait.refusal_for_testing.store(0, .monotonic);
+            const latched = NowaitCounts.start();
+            try slow.expectSame(try Stats.of(io, tmp.dir, file));
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 4 }, latched.since());
+        }
+
+        const Stats = struct {
+            path: File.Stat,
+            followed: File.Stat,
+            link: File.Stat,
+            descriptor: File.Stat,
+
+            fn of(io: Io, dir: Dir, file: File) !Stats {
+                return .{
+                    .path = try dir.statFile(io, "file", .{}),
+                    .followed = try dir.statFile(io, "link", .{}),
+                    .link = try dir.statFile(io, "link", .{ .follow_symlinks = false }),
+                    .descriptor = try file.stat(io),
+                };
+            }
+
+            fn expectSame(expected: Stats, actual: Stats) !void {
+                inline for (.{ "path", "followed", "link", "descriptor" }) |name| {
+                    const want = @field(expected, name);
+                    const got = @field(actual, name);
+                    try testing.expectEqual(want.inode, got.inode);
+                    try testing.expectEqual(want.kind, got.kind);
+                    try testing.expectEqual(want.size, got.size);
+                    try testing.expectEqual(want.permissions, got.permissions);
+                    try testing.expectEqual(want.mtime, got.mtime);
+                    try testing.expectEqual(want.nlink, got.nlink);
+                }
+            }
+        };
+    }.body);
+}
+
 test "fs: opening a FIFO waits for its peer without holding the executor" {
     try withRuntime(struct {
         fn openEnd(io: Io, dir: Dir, mode: File.OpenMode) !File {
             return dir.openFile(io, "fifo", .{ .mode = mode });
         }
         fn body(io: Io) !void {
-            // Known, and not the fast path's: io_uring runs an OPENAT of a FIFO inline in
-            // `io_uring_enter`, so the executor thread blocks there until the peer opens.
-            const reason = "io_uring's OPENAT of a FIFO blocks";
-            if (!regularOpensTry()) return os.skipTest(@src(), reason);
             var tmp: TmpDir = try .init(io);
             defer tmp.deinit(io);
             const rc = linux.mknodat(tmp.dir.handle, "fifo", linux.S.IFIFO | 0o600, 0);
             try testing.expectEqual(linux.E.SUCCESS, linux.errno(rc));
-            // The reader's open waits for a writer; on one executor, a reader that held its
-            // thread in `open` would keep the writer from ever running.
-            var reader = try io.concurrent(openEnd, .{ io, tmp.dir, .read_only });
-            try parked.waitParked(io, &reader, .either);
-            const writer = try openEnd(io, tmp.dir, .write_only);
-            defer writer.close(io);
-            const read_end = try reader.await(io);
-            defer read_end.close(io);
-            try writer.writeStreamingAll(io, "through");
-            var buffer: [16]u8 = undefined;
-            const n = try read_end.readStreaming(io, &.{&buffer});
-            try testing.expectEqualStrings("through", buffer[0..n]);
+            // Each end's open waits for the other; on one executor, an open that held its
+            // thread would keep the other end from ever running. Either end may come first
+            // (io_uring's inline open, were it used, would open a lone reader at once and
+            // fail a lone writer with ENXIO).
+            for ([_]File.OpenMode{ .read_only, .write_only }) |first| {
+                const second: File.OpenMode = if (first == .read_only) .write_only else .read_only;
+                var waiting = try io.concurrent(openEnd, .{ io, tmp.dir, first });
+                try parked.waitParked(io, &waiting, .either);
+                const second_end = try openEnd(io, tmp.dir, second);
+                defer second_end.close(io);
+                const first_end = try waiting.await(io);
+                defer first_end.close(io);
+                const reader, const writer = if (first == .read_only)
+                    .{ first_end, second_end }
+                else
+                    .{ second_end, first_end };
+                try writer.writeStreamingAll(io, "through");
+                var buffer: [16]u8 = undefined;
+                const n = try reader.readStreaming(io, &.{&buffer});
+                try testing.expectEqualStrings("through", buffer[0..n]);
+            }
         }
     }.body);
 }
