@@ -215,8 +215,7 @@ pub fn collect(scheduler: *const Scheduler, sources: Sources) Metrics {
 }
 
 fn collectExecutors(metrics: *Metrics, scheduler: *const Scheduler, uptime_ns: u64) void {
-    var acquired: u64 = 0;
-    var released: u64 = 0;
+    var idle: u64 = 0;
     for (scheduler.executors, metrics.executors[0..scheduler.executors.len]) |*executor, *out| {
         const counters = &executor.counters;
         const loop = &executor.loop.counters;
@@ -241,13 +240,13 @@ fn collectExecutors(metrics: *Metrics, scheduler: *const Scheduler, uptime_ns: u
         };
         metrics.tasks_spawned += out.tasks_spawned;
         metrics.stacks_mapped += executor.stacks.counters.mapped.read();
-        acquired += executor.stacks.counters.acquired.read();
-        released += executor.stacks.counters.released.read();
+        idle += executor.stacks.idleStacks();
         metrics.stack_size_bytes = executor.stacks.stack_size_bytes;
     }
-    // Read one pool after another while stacks move between them: a release may be seen
-    // without its acquire.
-    metrics.stacks_in_use = acquired -| released;
+    // Read one pool after another while stacks move between them: a stack may be counted
+    // idle twice, or not at all, for a moment.
+    idle += scheduler.stacks_shared.count.load(.monotonic);
+    metrics.stacks_in_use = if (enabled) metrics.stacks_mapped -| idle else 0;
 }
 
 pub fn executorsSlice(metrics: *const Metrics) []const Executor {

@@ -96,8 +96,9 @@ pub const Pool = struct {
     guard: Guard,
     /// The runtime's shared free list; null for a pool on its own.
     shared: ?*Shared = null,
-    /// Stacks on `free_head`'s list.
-    free_count: usize = 0,
+    /// Stacks on `free_head`'s list. Written by the pool's owner only; atomic so that
+    /// `weft.Metrics` may read it from any thread (`idleStacks`).
+    free_count: std.atomic.Value(usize) = .init(0),
     /// Set when `MADV_GUARD_INSTALL` is unavailable and guards are `mprotect`ed instead.
     guard_splits_mappings: bool = false,
     /// Set when `process_madvise` cannot install guards, so they go one `madvise` at a time.
@@ -107,18 +108,20 @@ pub const Pool = struct {
     /// Stacks of the newest slab never handed out yet, taken from the top of the slab down
     /// so that the slab is touched from its top first; none of their pages is committed.
     fresh: []align(page_size) u8 = &.{},
+    /// `fresh`'s stacks, for `idleStacks`, as `free_count`.
+    fresh_count: std.atomic.Value(usize) = .init(0),
     slabs: std.ArrayList([]align(page_size) u8) = .empty,
     /// Set once the failure to map more stacks has been logged, so it is logged once.
     logged_exhaustion: bool = false,
     /// For `weft.Metrics`, written by the pool's owner. A stack may be acquired from one pool
-    /// and released to another: only the sums over a runtime's pools tell how many are in use.
+    /// and released to another: only the sums over a runtime's pools tell how many are in use
+    /// (mapped, less idle, less those on the shared list). The idle counts are the pool's own
+    /// bookkeeping, so counting costs nothing per acquire or release.
     counters: Counters = .{},
 
     pub const Counters = struct {
         /// Stacks in the slabs this pool mapped.
         mapped: Counter = .{},
-        acquired: Counter = .{},
-        released: Counter = .{},
     };
 
     /// Written at the top of a released stack.
@@ -155,23 +158,33 @@ pub const Pool = struct {
         return pool.slabs.items.len * config.slab_stacks;
     }
 
+    /// Stacks this pool holds and has not handed out (free or fresh). Any thread; a value
+    /// from some recent moment.
+    pub fn idleStacks(pool: *const Pool) usize {
+        return pool.free_count.load(.monotonic) + pool.fresh_count.load(.monotonic);
+    }
+
+    fn setFreeCount(pool: *Pool, count: usize) void {
+        pool.free_count.store(count, .monotonic);
+    }
+
     pub fn acquire(pool: *Pool) AcquireError!Stack {
         if (pool.free_head == null) pool.refill();
         if (pool.free_head) |base| {
-            assert(pool.free_count > 0);
+            assert(pool.free_count.raw > 0);
             const stack: Stack = .{ .memory = base[0..pool.stack_size_bytes] };
             pool.free_head = linkOf(stack).next;
-            pool.free_count -= 1;
-            pool.counters.acquired.increment();
+            pool.setFreeCount(pool.free_count.raw - 1);
             return stack;
         }
-        assert(pool.free_count == 0);
+        assert(pool.free_count.raw == 0);
         if (pool.fresh.len == 0) try pool.grow();
         assert(pool.fresh.len >= pool.stack_size_bytes);
         const offset = pool.fresh.len - pool.stack_size_bytes;
         const stack: Stack = .{ .memory = @alignCast(pool.fresh[offset..]) };
         pool.fresh = pool.fresh[0..offset];
-        pool.counters.acquired.increment();
+        pool.fresh_count.store(pool.fresh_count.raw - 1, .monotonic);
+        assert(pool.fresh_count.raw == pool.fresh.len / pool.stack_size_bytes);
         return stack;
     }
 
@@ -180,26 +193,25 @@ pub const Pool = struct {
         assert(stack.memory.len == pool.stack_size_bytes);
         linkOf(stack).* = .{ .next = pool.free_head };
         pool.free_head = stack.memory.ptr;
-        pool.free_count += 1;
-        pool.counters.released.increment();
-        if (pool.free_count > config.pool_free_max) pool.spill();
+        pool.setFreeCount(pool.free_count.raw + 1);
+        if (pool.free_count.raw > config.pool_free_max) pool.spill();
     }
 
     /// Hands the `config.pool_spill_stacks` least recently freed stacks to the shared list;
     /// the most recently freed, warm in this CPU's cache, stay here.
     fn spill(pool: *Pool) void {
         const shared = pool.shared orelse return;
-        assert(pool.free_count > config.pool_spill_stacks);
+        assert(pool.free_count.raw > config.pool_spill_stacks);
         // Keep the warmest stacks: skip to the last one kept, cut the batch after it.
         var last_kept = pool.free_head.?;
-        for (1..pool.free_count - config.pool_spill_stacks) |_| {
+        for (1..pool.free_count.raw - config.pool_spill_stacks) |_| {
             last_kept = pool.linkAt(last_kept).next.?;
         }
         const first = pool.linkAt(last_kept).next.?;
         pool.linkAt(last_kept).next = null;
         var last = first;
         while (pool.linkAt(last).next) |next| last = next;
-        pool.free_count -= config.pool_spill_stacks;
+        pool.setFreeCount(pool.free_count.raw - config.pool_spill_stacks);
 
         shared.lock.lock();
         defer shared.lock.unlock();
@@ -211,7 +223,7 @@ pub const Pool = struct {
     /// Takes up to `config.pool_spill_stacks` stacks from the shared list, for a pool whose
     /// own list is empty.
     fn refill(pool: *Pool) void {
-        assert(pool.free_head == null and pool.free_count == 0);
+        assert(pool.free_head == null and pool.free_count.raw == 0);
         const shared = pool.shared orelse return;
         // A racy peek: an empty shared list is the common case, and costs no lock.
         if (shared.count.load(.monotonic) == 0) return;
@@ -227,7 +239,7 @@ pub const Pool = struct {
         shared.count.store(shared.count.load(.monotonic) - taken, .monotonic);
         pool.linkAt(last).next = null;
         pool.free_head = first;
-        pool.free_count = taken;
+        pool.setFreeCount(taken);
     }
 
     fn linkAt(pool: *const Pool, base: [*]align(page_size) u8) *FreeLink {
@@ -256,6 +268,7 @@ pub const Pool = struct {
         };
         pool.slabs.appendAssumeCapacity(slab);
         pool.fresh = slab;
+        pool.fresh_count.store(config.slab_stacks, .monotonic);
         pool.counters.mapped.add(config.slab_stacks);
     }
 
@@ -390,14 +403,17 @@ test "Pool: stacks freed past the limit go to the shared list, and come back bef
     for (0..100) |_| {
         for (&alive) |*stack| stack.* = try starter.acquire();
         for (alive) |stack| ender.release(stack);
-        try std.testing.expect(ender.free_count <= config.pool_free_max);
+        try std.testing.expect(ender.free_count.raw <= config.pool_free_max);
     }
     try std.testing.expectEqual(@as(usize, 0), ender.mapped());
     // 800 stacks acquired, at most 8 alive: one slab, and the ones `ender` keeps past it.
     try std.testing.expectEqual(@as(usize, config.slab_stacks), starter.mapped());
-    const on_lists = starter.free_count + ender.free_count + shared.count.load(.monotonic);
+    const on_lists = starter.free_count.raw + ender.free_count.raw + shared.count.raw;
     const fresh_stacks = starter.fresh.len / starter.stack_size_bytes;
     try std.testing.expectEqual(@as(usize, config.slab_stacks) - fresh_stacks, on_lists);
+    // What weft.Metrics reads: every stack mapped is idle in a pool or shared, none in use.
+    const idle = starter.idleStacks() + ender.idleStacks() + shared.count.raw;
+    try std.testing.expectEqual(starter.mapped() + ender.mapped(), idle);
     // A spill keeps the warmest: the stack released last comes back first.
     const last = alive[alive.len - 1];
     try std.testing.expectEqual(last.memory.ptr, (try ender.acquire()).memory.ptr);
@@ -415,7 +431,7 @@ test "Pool: a refill takes at most one batch and leaves the rest shared" {
     for (stacks) |stack| b.release(stack);
     const spilled = shared.count.load(.monotonic);
     try std.testing.expectEqual(@as(usize, 2 * config.pool_spill_stacks), spilled);
-    try std.testing.expectEqual(@as(usize, config.pool_free_max), b.free_count);
+    try std.testing.expectEqual(@as(usize, config.pool_free_max), b.free_count.raw);
     // `a` has fresh stacks of its slab left, but its free list is empty: it takes a batch
     // from the shared list first (freed stacks are committed; fresh ones are not yet).
     const mapped = a.mapped();
@@ -423,7 +439,7 @@ test "Pool: a refill takes at most one batch and leaves the rest shared" {
     _ = try a.acquire();
     try std.testing.expectEqual(fresh, a.fresh.len);
     try std.testing.expectEqual(mapped, a.mapped());
-    try std.testing.expectEqual(@as(usize, config.pool_spill_stacks - 1), a.free_count);
+    try std.testing.expectEqual(@as(usize, config.pool_spill_stacks - 1), a.free_count.raw);
     const spilled_left = shared.count.load(.monotonic);
     try std.testing.expectEqual(@as(usize, config.pool_spill_stacks), spilled_left);
 }

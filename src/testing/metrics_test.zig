@@ -22,6 +22,9 @@ test "Metrics: 100 sleepers on one executor: spawned, peak, resumed and timers e
     const io = rt.io();
     var group: Io.Group = .init;
     for (0..100) |_| try group.concurrent(io, sleeper, .{ io, 100 });
+    // Each has its stack from its spawn on, asleep or not yet started.
+    const during = rt.metrics();
+    if (Metrics.enabled) try testing.expectEqual(@as(u64, 100), during.stacks_in_use);
     try group.await(io);
 
     const metrics = rt.metrics();
