@@ -364,7 +364,7 @@ pub fn executorCount(rt: Runtime) usize {
 
 /// Lets the other ready tasks run, then continues (on this executor or, after a steal, on
 /// another): what Tokio's `yield_now` and Go's `runtime.Gosched` do. std.Io has no yield of its
-/// own (`checkCancel` yields only every `config.check_cancel_calls_per_yield` calls, so that a
+/// own (`checkCancel` yields only every `config.calls_per_yield` calls, so that a
 /// CPU loop cannot starve its executor); this is the explicit one, for code that knows it may
 /// run on weft. Cancelation point.
 ///

@@ -48,9 +48,11 @@ pub const futex_buckets = 256;
 /// stream of always-ready fibers cannot starve I/O completions and timers.
 pub const dispatches_per_poll = 61;
 
-/// `checkCancel` calls between two yields: a CPU loop that checks for cancelation lets the
-/// other fibers of its executor run without paying for a switch on every check.
-pub const check_cancel_calls_per_yield = 64;
+/// Calls that return without waiting between two yields of a task (`Executor.cooperate`):
+/// `checkCancel`, and file operations answered from the kernel's caches (`fs/nowait.zig`). A
+/// loop of them lets the other fibers of its executor run without paying for a switch on
+/// every call.
+pub const calls_per_yield = 64;
 
 /// Granularity of an executor's timed sleep: when it blocks until the next deadline, it wakes
 /// at that deadline rounded up to a multiple of this, and fires every timer due by then. Timers
@@ -335,7 +337,7 @@ comptime {
     assert(stack_size_bytes_default % std.heap.page_size_min == 0);
     assert(stack_size_bytes_min % std.heap.page_size_min == 0);
     assert(stack_size_bytes_min <= stack_size_bytes_default);
-    assert(dispatches_per_poll > 0 and check_cancel_calls_per_yield > 0);
+    assert(dispatches_per_poll > 0 and calls_per_yield > 0);
     assert(map_count_reserve < 65530);
     assert(server_workers_max > 0 and server_connections_max_default > 0);
     assert(server_head_bytes_max >= 1024);

@@ -54,7 +54,10 @@ const PathBuffer = [posix.PATH_MAX]u8;
 fn open(blocking: *BlockingLane, io: Io, op_open: Op.Openat) Io.Cancelable!i32 {
     if (Executor.currentTask()) |task| {
         try task.checkCancel();
-        if (nowait.open(op_open.fd, op_open.path, op_open.flags)) |result| return result;
+        if (nowait.open(op_open.fd, op_open.path, op_open.flags)) |result| {
+            _ = Executor.cooperate(task);
+            return result;
+        }
     }
     return blocking.perform(io, .{ .openat = op_open });
 }
@@ -191,7 +194,9 @@ pub fn statFile(
     var statx = std.mem.zeroes(linux.Statx);
     const fast: ?i32 = if (Executor.currentTask()) |task| fast: {
         try task.checkCancel();
-        break :fast nowait.statPath(dir.handle, path, options.follow_symlinks, mask, &statx);
+        const result = nowait.statPath(dir.handle, path, options.follow_symlinks, mask, &statx);
+        if (result != null) _ = Executor.cooperate(task);
+        break :fast result;
     } else null;
     const result = if (fast) |result| result else try blocking.perform(io, .{ .statx = .{
         .fd = dir.handle,

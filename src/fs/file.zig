@@ -73,8 +73,11 @@ fn statFd(
     statx: *linux.Statx,
 ) Io.Cancelable!i32 {
     try checkCancel();
-    if (Executor.currentTask() != null) {
-        if (nowait.statFd(fd, mask, statx)) |result| return result;
+    if (Executor.currentTask()) |task| {
+        if (nowait.statFd(fd, mask, statx)) |result| {
+            _ = Executor.cooperate(task);
+            return result;
+        }
     }
     statx.* = std.mem.zeroes(linux.Statx);
     return blocking.perform(io, .{ .statx = .{
@@ -99,8 +102,9 @@ pub fn readPositional(
     try checkCancel();
     // On a task, data the kernel has cached is read right here (see `nowait.zig`); a thread
     // weft does not run makes the blocking call below anyway.
-    if (Executor.currentTask() != null) {
+    if (Executor.currentTask()) |task| {
         if (nowait.read(file.handle, iovecs, offset)) |result| {
+            _ = Executor.cooperate(task);
             return readPositionalResult(result);
         }
     }

@@ -611,6 +611,20 @@ pub fn yield(task: *Task) void {
     park(task);
 }
 
+/// Counts one call of the running `task` that returned without waiting (a cancelation point
+/// checked, a file operation answered from the kernel's caches) and yields after every
+/// `config.calls_per_yield` of them; returns whether it yielded. Such calls never go back to
+/// the scheduler on their own, so a loop of them would hold the executor as a computation
+/// does (and be reported as a stall), the other tasks waiting meanwhile.
+pub fn cooperate(task: *Task) bool {
+    assert(task.executor.current == task);
+    task.calls_since_yield += 1;
+    if (task.calls_since_yield < config.calls_per_yield) return false;
+    task.calls_since_yield = 0;
+    yield(task);
+    return true;
+}
+
 /// Moves the running `task` to the global queue, for an executor that is not retired to
 /// continue, when its own executor retired (Scheduler.zig, "Retiring executors") and nothing
 /// binds it here. Called between two I/O operations: the completion of one wakes the task

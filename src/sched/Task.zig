@@ -66,8 +66,8 @@ wait_state: atomic.Value(WaitState) = .init(.running),
 cancel_state: atomic.Value(CancelState) = .init(.none),
 /// Owned by the task itself.
 cancel_protection: Io.CancelProtection = .unblocked,
-/// `checkCancel` calls since the task last yielded.
-check_cancel_calls: u32 = 0,
+/// Calls that returned without waiting since the task last yielded (`Executor.cooperate`).
+calls_since_yield: u32 = 0,
 kind: Kind,
 
 /// What to run, and where its bytes live (all inside `allocation()`).

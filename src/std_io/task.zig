@@ -300,12 +300,7 @@ pub fn checkCancel(userdata: ?*anyopaque) Io.Cancelable!void {
     _ = userdata;
     const task = Executor.currentTask() orelse return;
     try task.checkCancel();
-    task.check_cancel_calls += 1;
-    if (task.check_cancel_calls >= @import("../config.zig").check_cancel_calls_per_yield) {
-        task.check_cancel_calls = 0;
-        Executor.yield(task);
-        try task.checkCancel();
-    }
+    if (Executor.cooperate(task)) try task.checkCancel();
 }
 
 pub fn crashHandler(userdata: ?*anyopaque) void {

@@ -11,6 +11,7 @@ const Runtime = @import("../Runtime.zig");
 const parked = @import("parked.zig");
 const os = @import("../os/linux.zig");
 const qemu = @import("qemu.zig");
+const weft_config = @import("../config.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
@@ -1123,6 +1124,37 @@ test "fs: a cached stat is answered at once, by path and by descriptor, as the s
             }
         };
     }.body);
+}
+
+test "fs: a loop of calls answered from the cache lets the other tasks of its executor run" {
+    try qemu.skipUnderQemu(.nowait, @src());
+    // One executor: the other task can only run when the looping one yields.
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
+    defer rt.deinit();
+    const io = rt.io();
+    var tmp: TmpDir = try .init(io);
+    defer tmp.deinit(io);
+    const file = try tmp.dir.createFile(io, "file", .{});
+    file.close(io);
+    _ = try tmp.dir.statFile(io, "file", .{}); // cached from now on
+    var ran: std.atomic.Value(bool) = .init(false);
+    // It starts at once (one executor runs a new task first) and yields: from then on it is
+    // ready, behind this task.
+    var other = try io.concurrent(struct {
+        fn run(inner: Io, flag: *std.atomic.Value(bool)) Io.Cancelable!void {
+            try Runtime.yield(inner);
+            flag.store(true, .monotonic);
+        }
+    }.run, .{ io, &ran });
+    defer other.await(io) catch {};
+    try testing.expect(!ran.load(.monotonic));
+    var calls: usize = 0;
+    while (!ran.load(.monotonic)) : (calls += 1) {
+        // Without a yield every so often, this loop would hold the executor for good.
+        if (calls > 10 * weft_config.calls_per_yield) return error.NeverYielded;
+        _ = try tmp.dir.statFile(io, "file", .{});
+    }
+    try testing.expect(calls <= weft_config.calls_per_yield);
 }
 
 test "fs: opening a FIFO waits for its peer without holding the executor" {

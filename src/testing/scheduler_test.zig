@@ -588,7 +588,7 @@ test "scheduler: the one executor left when the others retired polls like a lone
 // ------------------------------------------------------------------- fairness between queues
 
 fn yieldOnceThenFinish(io: Io, done: *std.atomic.Value(bool)) Io.Cancelable!void {
-    for (0..weft_config.check_cancel_calls_per_yield) |_| try io.checkCancel();
+    for (0..weft_config.calls_per_yield) |_| try io.checkCancel();
     done.store(true, .release);
 }
 
@@ -604,7 +604,7 @@ test "scheduler: a bound task that keeps yielding lets the stealable queue run" 
             const yields_max = 4;
             var calls: usize = 0;
             while (!done.load(.acquire) and
-                calls < yields_max * weft_config.check_cancel_calls_per_yield) : (calls += 1)
+                calls < yields_max * weft_config.calls_per_yield) : (calls += 1)
             {
                 try io.checkCancel();
             }
