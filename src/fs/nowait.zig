@@ -155,10 +155,12 @@ fn openUncounted(dir_fd: posix.fd_t, path: [*:0]const u8, flags: linux.O) ?i32 {
     if (!mounts.probeAllowed()) return null;
     const probe = openCached(dir_fd, path, pathFlags(flags)) orelse return null;
     if (probe < 0) return probe; // the lookup's answer: the real open would fail alike
-    defer os.closeFd(probe);
     var statx: linux.Statx = undefined;
     const type_flags = linux.AT.EMPTY_PATH | linux.AT.STATX_DONT_SYNC;
     const rc = linux.statx(probe, "", type_flags, .{ .TYPE = true }, &statx);
+    // Closed before the open: with one descriptor left, the open must get it (EMFILE is
+    // otherwise an answer the plain open would not give), and the same number as on Threaded.
+    os.closeFd(probe);
     if (os.errno(rc) != .SUCCESS or !statx.mask.TYPE) return null;
     if (statx.mode & linux.S.IFMT != linux.S.IFREG) return null;
     return openCached(dir_fd, path, flags);

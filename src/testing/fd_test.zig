@@ -79,7 +79,7 @@ fn highestOpenFd() !i32 {
 
 /// The process's fd table made full: the soft RLIMIT_NOFILE lowered to just above the highest
 /// open descriptor, and every free slot below it taken by a dup of `source`.
-const Exhaustion = struct {
+pub const Exhaustion = struct {
     saved: linux.rlimit,
     fillers: [fillers_max]i32 = undefined,
     len: usize = 0,
@@ -88,7 +88,7 @@ const Exhaustion = struct {
     const fillers_max = 4096;
     const spare = 8;
 
-    fn start(exhaustion: *Exhaustion, source: i32) !void {
+    pub fn start(exhaustion: *Exhaustion, source: i32) !void {
         exhaustion.* = .{ .saved = undefined };
         if (linux.getrlimit(.NOFILE, &exhaustion.saved) != 0) {
             return os.skipTest(@src(), "no RLIMIT_NOFILE");
@@ -116,12 +116,12 @@ const Exhaustion = struct {
     }
 
     /// Frees the descriptors; the lowered limit stays (there is room below it again).
-    fn release(exhaustion: *Exhaustion) void {
+    pub fn release(exhaustion: *Exhaustion) void {
         for (exhaustion.fillers[0..exhaustion.len]) |fd| _ = linux.close(fd);
         exhaustion.len = 0;
     }
 
-    fn end(exhaustion: *Exhaustion) void {
+    pub fn end(exhaustion: *Exhaustion) void {
         exhaustion.release();
         _ = linux.setrlimit(.NOFILE, &exhaustion.saved);
     }

@@ -1191,3 +1191,40 @@ test "fs: opening a FIFO waits for its peer without holding the executor" {
         }
     }.body);
 }
+
+const fd_test = @import("fd_test.zig");
+
+test "fs: with one descriptor left a file opens, as on Threaded; with none, stat still works" {
+    var threaded: Io.Threaded = .init(testing.allocator, .{});
+    defer threaded.deinit();
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    var tmp: TmpDir = try .init(io);
+    defer tmp.deinit(io);
+    try tmp.dir.writeFile(io, .{ .sub_path = "file", .data = "contents" });
+    // Cached, and every thread either runtime starts for these calls started.
+    for ([_]Io{ threaded.io(), io }) |each| {
+        _ = try tmp.dir.statFile(each, "file", .{});
+        (try tmp.dir.openFile(each, "file", .{})).close(each);
+    }
+    var exhaustion: fd_test.Exhaustion = undefined;
+    try exhaustion.start(tmp.dir.handle);
+    defer exhaustion.end();
+    // No descriptor left: a stat needs none, an open fails alike.
+    for ([_]Io{ threaded.io(), io }) |each| {
+        try testing.expectEqual(File.Kind.file, (try tmp.dir.statFile(each, "file", .{})).kind);
+        const refused = tmp.dir.openFile(each, "file", .{});
+        try testing.expectError(error.ProcessFdQuotaExceeded, refused);
+    }
+    // One left: the open takes it (the fast path's type probe must not hold a second one).
+    exhaustion.len -= 1;
+    _ = linux.close(exhaustion.fillers[exhaustion.len]);
+    for ([_]Io{ threaded.io(), io }) |each| {
+        const file = try tmp.dir.openFile(each, "file", .{});
+        defer file.close(each);
+        var buffer: [16]u8 = undefined;
+        const n = try file.readPositional(each, &.{&buffer}, 0);
+        try testing.expectEqualStrings("contents", buffer[0..n]);
+    }
+}
