@@ -1228,3 +1228,342 @@ test "fs: with one descriptor left a file opens, as on Threaded; with none, stat
         try testing.expectEqualStrings("contents", buffer[0..n]);
     }
 }
+
+/// What a call saw, in a form both runtimes can be compared on (no inode or time: each
+/// runtime's call runs in a directory of its own).
+const Seen = struct {
+    kind: File.Kind = .unknown,
+    size: u64 = 0,
+    nlink: u64 = 0,
+    bytes: [16]u8 = @splat(0),
+    len: usize = 0,
+
+    fn ofStat(stat: File.Stat) Seen {
+        return .{ .kind = stat.kind, .size = stat.size, .nlink = stat.nlink };
+    }
+
+    /// The stat of `file` and up to 16 bytes read from its start.
+    fn ofFile(io: Io, file: File) !Seen {
+        var seen: Seen = .ofStat(try file.stat(io));
+        seen.len = try file.readPositional(io, &.{&seen.bytes}, 0);
+        return seen;
+    }
+};
+
+/// Runs `call` on std.Io.Threaded and on weft (on a task, where the fast paths run) and
+/// expects the same result or the same error. Returns the fast and slow attempts of weft's.
+fn expectSeenAsThreaded(comptime call: fn (io: Io, dir: Dir) anyerror!Seen) !NowaitCounts {
+    var threaded: Io.Threaded = .init(testing.allocator, .{});
+    defer threaded.deinit();
+    const reference: anyerror!Seen = reference: {
+        const t_io = threaded.io();
+        var tmp: TmpDir = try .init(t_io);
+        defer tmp.deinit(t_io);
+        break :reference call(t_io, tmp.dir);
+    };
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    var tmp: TmpDir = try .init(io);
+    defer tmp.deinit(io);
+    const before = NowaitCounts.start();
+    const outcome = call(io, tmp.dir);
+    const counts = before.since();
+    if (reference) |expected| {
+        try testing.expectEqualDeep(expected, try outcome);
+    } else |expected| {
+        // A check inside `call` failed on Threaded: the call is wrong, not weft.
+        if (std.mem.startsWith(u8, @errorName(expected), "Test")) return expected;
+        try testing.expectError(expected, outcome);
+    }
+    return counts;
+}
+
+fn openSeen(io: Io, dir: Dir, path: []const u8, options: Dir.OpenFileOptions) !Seen {
+    const file = try dir.openFile(io, path, options);
+    defer file.close(io);
+    return .ofFile(io, file);
+}
+
+fn statSeen(io: Io, dir: Dir, path: []const u8, follow: bool) !Seen {
+    return .ofStat(try dir.statFile(io, path, .{ .follow_symlinks = follow }));
+}
+
+test "fs: /proc, /sys and /dev files stat, open and read as on Threaded" {
+    const Calls = struct {
+        fn procStatus(io: Io, _: Dir) !Seen {
+            _ = try statSeen(io, .cwd(), "/proc/self/status", true);
+            const seen = try openSeen(io, .cwd(), "/proc/self/status", .{});
+            try testing.expectEqualStrings("Name:", seen.bytes[0..5]);
+            return seen;
+        }
+        fn procStatusStat(io: Io, _: Dir) !Seen {
+            return statSeen(io, .cwd(), "/proc/self/status", true);
+        }
+        fn procSelfLink(io: Io, _: Dir) !Seen {
+            return statSeen(io, .cwd(), "/proc/self", false);
+        }
+        fn procMissingPid(io: Io, _: Dir) !Seen {
+            return openSeen(io, .cwd(), "/proc/999999999/status", .{});
+        }
+        fn sysFile(io: Io, _: Dir) !Seen {
+            _ = try statSeen(io, .cwd(), "/sys/kernel/mm", true);
+            return openSeen(io, .cwd(), "/sys/devices/system/cpu/online", .{});
+        }
+        fn sysWriteOnly(io: Io, _: Dir) !Seen {
+            // Write-only (0200): sysfs refuses an open for reading even to root.
+            return openSeen(io, .cwd(), "/sys/bus/pci/rescan", .{});
+        }
+        fn devNull(io: Io, _: Dir) !Seen {
+            _ = try statSeen(io, .cwd(), "/dev/null", true);
+            return openSeen(io, .cwd(), "/dev/null", .{ .mode = .read_write });
+        }
+        fn devZero(io: Io, _: Dir) !Seen {
+            var seen = try openSeen(io, .cwd(), "/dev/zero", .{});
+            if (seen.len != seen.bytes.len) return error.TestShortZero;
+            seen.bytes[0] +%= 1; // a sign that the bytes were zeroes
+            return seen;
+        }
+        fn devTty(io: Io, _: Dir) !Seen {
+            // No controlling terminal under the test runner: ENXIO; else the terminal.
+            return openSeen(io, .cwd(), "/dev/tty", .{ .mode = .read_write });
+        }
+        fn devDirectory(io: Io, _: Dir) !Seen {
+            return openSeen(io, .cwd(), "/dev", .{ .allow_directory = false });
+        }
+    };
+    _ = try expectSeenAsThreaded(Calls.procStatus);
+    const proc_counts = try expectSeenAsThreaded(Calls.procStatusStat);
+    // proc is a local mount: its stat is answered at once.
+    try testing.expect(proc_counts.fast >= 1);
+    _ = try expectSeenAsThreaded(Calls.procSelfLink);
+    _ = try expectSeenAsThreaded(Calls.procMissingPid);
+    _ = try expectSeenAsThreaded(Calls.sysFile);
+    _ = try expectSeenAsThreaded(Calls.sysWriteOnly);
+    _ = try expectSeenAsThreaded(Calls.devNull);
+    _ = try expectSeenAsThreaded(Calls.devZero);
+    _ = try expectSeenAsThreaded(Calls.devTty);
+    _ = try expectSeenAsThreaded(Calls.devDirectory);
+}
+
+test "fs: /proc/self/fd links to a pipe, a deleted file and a socket open as on Threaded" {
+    const Calls = struct {
+        fn fdPath(buffer: []u8, fd: i32) []const u8 {
+            return std.fmt.bufPrint(buffer, "/proc/self/fd/{d}", .{fd}) catch unreachable;
+        }
+        fn pipeLink(io: Io, _: Dir) !Seen {
+            const ends = try pipe();
+            defer File.closeMany(io, &ends);
+            try ends[1].writeStreamingAll(io, "piped");
+            var buffer: [32]u8 = undefined;
+            const path = fdPath(&buffer, ends[0].handle);
+            const seen = try statSeen(io, .cwd(), path, true);
+            try testing.expectEqual(File.Kind.named_pipe, seen.kind);
+            const reopened = try Dir.cwd().openFile(io, path, .{});
+            defer reopened.close(io);
+            var read_seen: Seen = .ofStat(try reopened.stat(io));
+            read_seen.len = try reopened.readStreaming(io, &.{&read_seen.bytes});
+            // A positional read of a pipe: Unseekable, from the fast path's ESPIPE.
+            const positional = reopened.readPositional(io, &.{&read_seen.bytes}, 0);
+            try testing.expectError(error.Unseekable, positional);
+            return read_seen;
+        }
+        fn deletedFile(io: Io, dir: Dir) !Seen {
+            const file = try dir.createFile(io, "gone", .{ .read = true });
+            defer file.close(io);
+            try file.writePositionalAll(io, "deleted", 0);
+            _ = try dir.statFile(io, "gone", .{});
+            try dir.deleteFile(io, "gone");
+            try testing.expectError(error.FileNotFound, dir.statFile(io, "gone", .{}));
+            try testing.expectError(error.FileNotFound, dir.openFile(io, "gone", .{}));
+            var buffer: [32]u8 = undefined;
+            const path = fdPath(&buffer, file.handle);
+            const by_link = try openSeen(io, .cwd(), path, .{});
+            const by_fd = try Seen.ofFile(io, file);
+            try testing.expectEqualDeep(by_fd, by_link);
+            try testing.expectEqual(@as(u64, 0), by_fd.nlink);
+            return by_link;
+        }
+        fn socketLink(io: Io, _: Dir) !Seen {
+            const rc = linux.socket(linux.AF.UNIX, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0);
+            try testing.expectEqual(linux.E.SUCCESS, linux.errno(rc));
+            const fd: i32 = @intCast(rc);
+            defer _ = linux.close(fd);
+            var buffer: [32]u8 = undefined;
+            const path = fdPath(&buffer, fd);
+            const seen = try statSeen(io, .cwd(), path, true);
+            try testing.expectEqual(File.Kind.unix_domain_socket, seen.kind);
+            return openSeen(io, .cwd(), path, .{});
+        }
+    };
+    _ = try expectSeenAsThreaded(Calls.pipeLink);
+    _ = try expectSeenAsThreaded(Calls.deletedFile);
+    _ = try expectSeenAsThreaded(Calls.socketLink);
+}
+
+test "fs: a pty, a unix socket path and a FIFO opened read-write open as on Threaded" {
+    const Calls = struct {
+        fn pty(io: Io, _: Dir) !Seen {
+            const flags: linux.O = .{ .ACCMODE = .RDWR, .NOCTTY = true, .CLOEXEC = true };
+            const rc = linux.open("/dev/ptmx", flags, 0);
+            if (linux.errno(rc) != .SUCCESS) return error.NoPtmx;
+            const master: i32 = @intCast(rc);
+            defer _ = linux.close(master);
+            var unlock: i32 = 0;
+            const request = linux.T.IOCSPTLCK;
+            if (linux.ioctl(master, request, @intFromPtr(&unlock)) != 0) return error.NoUnlock;
+            var index: u32 = 0;
+            if (linux.ioctl(master, linux.T.IOCGPTN, @intFromPtr(&index)) != 0) {
+                return error.NoIndex;
+            }
+            var buffer: [32]u8 = undefined;
+            const path = try std.fmt.bufPrint(&buffer, "/dev/pts/{d}", .{index});
+            const stat_seen = try statSeen(io, .cwd(), path, true);
+            try testing.expectEqual(File.Kind.character_device, stat_seen.kind);
+            const terminal = try Dir.cwd().openFile(io, path, .{ .mode = .read_write });
+            defer terminal.close(io);
+            try testing.expect(try terminal.isTty(io));
+            var seen: Seen = .ofStat(try terminal.stat(io));
+            seen.size = 0;
+            const positional = terminal.readPositional(io, &.{&seen.bytes}, 0);
+            try testing.expectError(error.Unseekable, positional);
+            const master_file: File = .{ .handle = master, .flags = .{ .nonblocking = false } };
+            const master_read = master_file.readPositional(io, &.{&buffer}, 0);
+            try testing.expectError(error.Unseekable, master_read);
+            return seen;
+        }
+        fn socketPath(io: Io, dir: Dir) !Seen {
+            const rc = linux.socket(linux.AF.UNIX, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0);
+            try testing.expectEqual(linux.E.SUCCESS, linux.errno(rc));
+            const fd: i32 = @intCast(rc);
+            defer _ = linux.close(fd);
+            var address: linux.sockaddr.un = .{ .path = @splat(0) };
+            _ = try std.fmt.bufPrint(&address.path, "/proc/self/fd/{d}/sock", .{dir.handle});
+            const size = @sizeOf(linux.sockaddr.un);
+            const bound = linux.bind(fd, @ptrCast(&address), size);
+            try testing.expectEqual(linux.E.SUCCESS, linux.errno(bound));
+            const seen = try statSeen(io, dir, "sock", true);
+            try testing.expectEqual(File.Kind.unix_domain_socket, seen.kind);
+            const path_only = try dir.openFile(io, "sock", .{ .path_only = true });
+            path_only.close(io);
+            return openSeen(io, dir, "sock", .{});
+        }
+        fn fifoReadWrite(io: Io, dir: Dir) !Seen {
+            const rc = linux.mknodat(dir.handle, "fifo", linux.S.IFIFO | 0o600, 0);
+            try testing.expectEqual(linux.E.SUCCESS, linux.errno(rc));
+            _ = try dir.statFile(io, "fifo", .{});
+            // O_RDWR on a FIFO opens at once on Linux, with no peer.
+            const file = try dir.openFile(io, "fifo", .{
+                .mode = .read_write,
+                .allow_directory = false,
+            });
+            defer file.close(io);
+            try file.writeStreamingAll(io, "loop");
+            var seen: Seen = .ofStat(try file.stat(io));
+            seen.len = try file.readStreaming(io, &.{&seen.bytes});
+            return seen;
+        }
+    };
+    _ = try expectSeenAsThreaded(Calls.pty);
+    _ = try expectSeenAsThreaded(Calls.socketPath);
+    _ = try expectSeenAsThreaded(Calls.fifoReadWrite);
+}
+
+test "fs: symlink loops, dangling links, files as directories and long names as on Threaded" {
+    const Calls = struct {
+        fn loop(io: Io, dir: Dir) !Seen {
+            try dir.symLink(io, "b", "a", .{});
+            try dir.symLink(io, "a", "b", .{});
+            const link = try statSeen(io, dir, "a", false);
+            try testing.expectEqual(File.Kind.sym_link, link.kind);
+            try testing.expectError(error.SymLinkLoop, dir.statFile(io, "a", .{}));
+            try testing.expectError(error.SymLinkLoop, dir.statFile(io, "a/x", .{}));
+            const no_follow: Dir.OpenFileOptions = .{ .follow_symlinks = false };
+            try testing.expectError(error.SymLinkLoop, dir.openFile(io, "a", no_follow));
+            try testing.expectError(error.SymLinkLoop, dir.openDir(io, "a", .{}));
+            _ = try openSeen(io, dir, "a", .{});
+            return link;
+        }
+        fn loopNoFollow(io: Io, dir: Dir) !Seen {
+            try dir.symLink(io, "self", "self", .{});
+            return openSeen(io, dir, "self", .{ .follow_symlinks = false });
+        }
+        fn loopPathOnly(io: Io, dir: Dir) !Seen {
+            try dir.symLink(io, "self", "self", .{});
+            const file = try dir.openFile(io, "self", .{
+                .follow_symlinks = false,
+                .path_only = true,
+            });
+            defer file.close(io);
+            return .ofStat(try file.stat(io));
+        }
+        fn dangling(io: Io, dir: Dir) !Seen {
+            try dir.symLink(io, "missing", "link", .{});
+            const link = try statSeen(io, dir, "link", false);
+            try testing.expectEqual(File.Kind.sym_link, link.kind);
+            try testing.expectError(error.FileNotFound, dir.statFile(io, "link", .{}));
+            try testing.expectError(error.FileNotFound, dir.openDir(io, "link", .{}));
+            const no_follow: Dir.OpenFileOptions = .{ .follow_symlinks = false };
+            try testing.expectError(error.SymLinkLoop, dir.openFile(io, "link", no_follow));
+            return openSeen(io, dir, "link", .{});
+        }
+        fn fileAsDirectory(io: Io, dir: Dir) !Seen {
+            try dir.writeFile(io, .{ .sub_path = "file", .data = "x" });
+            try testing.expectError(error.NotDir, dir.statFile(io, "file/x", .{}));
+            try testing.expectError(error.NotDir, dir.statFile(io, "file/", .{}));
+            try testing.expectError(error.NotDir, dir.statFile(io, "file/.", .{}));
+            try testing.expectError(error.NotDir, dir.openDir(io, "file", .{}));
+            try testing.expectError(error.NotDir, dir.openDir(io, "file", .{ .iterate = true }));
+            return openSeen(io, dir, "file/", .{});
+        }
+        fn fileComponent(io: Io, dir: Dir) !Seen {
+            try dir.writeFile(io, .{ .sub_path = "file", .data = "x" });
+            return openSeen(io, dir, "file/x", .{});
+        }
+        fn linkToFileWithSlash(io: Io, dir: Dir) !Seen {
+            try dir.writeFile(io, .{ .sub_path = "file", .data = "x" });
+            try dir.symLink(io, "file", "link", .{});
+            return openSeen(io, dir, "link/", .{});
+        }
+        fn longName(io: Io, dir: Dir) !Seen {
+            const name: [300]u8 = @splat('n');
+            return openSeen(io, dir, &name, .{});
+        }
+        fn longNameInPath(io: Io, dir: Dir) !Seen {
+            var name: [260]u8 = @splat('n');
+            @memcpy(name[0..2], "d/");
+            try dir.createDir(io, "d", .default_dir);
+            return openSeen(io, dir, &name, .{});
+        }
+        fn escapes(io: Io, dir: Dir) !Seen {
+            // `..` past the directory and past the root: no confinement.
+            const up = "../../../../../../../../../../proc/self/status";
+            const seen = try statSeen(io, dir, up, true);
+            try testing.expectEqual(File.Kind.file, seen.kind);
+            return openSeen(io, dir, up, .{});
+        }
+        fn directoryAsFile(io: Io, dir: Dir) !Seen {
+            try dir.createDir(io, "d", .default_dir);
+            const no_dir: Dir.OpenFileOptions = .{ .allow_directory = false };
+            try testing.expectError(error.IsDir, dir.openFile(io, "d", no_dir));
+            const write: Dir.OpenFileOptions = .{ .mode = .write_only, .allow_directory = true };
+            try testing.expectError(error.IsDir, dir.openFile(io, "d", write));
+            const file = try dir.openFile(io, "d", .{ .allow_directory = true });
+            defer file.close(io);
+            var buffer: [4]u8 = undefined;
+            try testing.expectError(error.IsDir, file.readPositional(io, &.{&buffer}, 0));
+            return .ofStat(try file.stat(io));
+        }
+    };
+    _ = try expectSeenAsThreaded(Calls.loop);
+    _ = try expectSeenAsThreaded(Calls.loopNoFollow);
+    _ = try expectSeenAsThreaded(Calls.loopPathOnly);
+    _ = try expectSeenAsThreaded(Calls.dangling);
+    _ = try expectSeenAsThreaded(Calls.fileAsDirectory);
+    _ = try expectSeenAsThreaded(Calls.fileComponent);
+    _ = try expectSeenAsThreaded(Calls.linkToFileWithSlash);
+    _ = try expectSeenAsThreaded(Calls.longName);
+    _ = try expectSeenAsThreaded(Calls.longNameInPath);
+    _ = try expectSeenAsThreaded(Calls.escapes);
+    _ = try expectSeenAsThreaded(Calls.directoryAsFile);
+}
