@@ -21,7 +21,8 @@
 //!   directory (`O_DIRECTORY`) or `O_PATH` open is then made at once. Any other open could still
 //!   wait in the file's own `open` (a FIFO waits for its peer, a device for its carrier), so the
 //!   target's type is asked first through an `O_PATH` descriptor (which runs no `open`), and only
-//!   a regular file is opened here: a second path walk, a `statx` and a `close`. Everything else
+//!   a regular file on a local mount (as for `stat` below: a FUSE or NFS file's `open` asks
+//!   its server) is opened here: a second path walk, a `statx` and a `close`. Everything else
 //!   goes to io_uring's workers (never its inline attempt, which opens a FIFO as `O_NONBLOCK`:
 //!   see `loop/backend/io_uring.zig`) or to the blocking lane. Rejected: opening with
 //!   `O_NONBLOCK` and clearing it afterwards, because a FIFO opened without waiting has already
@@ -157,12 +158,15 @@ fn openUncounted(dir_fd: posix.fd_t, path: [*:0]const u8, flags: linux.O) ?i32 {
     if (probe < 0) return probe; // the lookup's answer: the real open would fail alike
     var statx: linux.Statx = undefined;
     const type_flags = linux.AT.EMPTY_PATH | linux.AT.STATX_DONT_SYNC;
-    const rc = linux.statx(probe, "", type_flags, .{ .TYPE = true }, &statx);
+    const rc = linux.statx(probe, "", type_flags, .{ .TYPE = true, .MNT_ID = true }, &statx);
     // Closed before the open: with one descriptor left, the open must get it (EMFILE is
     // otherwise an answer the plain open would not give), and the same number as on Threaded.
     os.closeFd(probe);
     if (os.errno(rc) != .SUCCESS or !statx.mask.TYPE) return null;
     if (statx.mode & linux.S.IFMT != linux.S.IFREG) return null;
+    // A regular file's `open` waits for a server on FUSE (FUSE_OPEN) and NFSv4 (OPEN), whose
+    // names RESOLVE_CACHED finds in the dentry cache all the same: only local mounts.
+    if (!statx.mask.MNT_ID or mounts.kindOf(statx.mnt_id) != .local) return null;
     return openCached(dir_fd, path, flags);
 }
 

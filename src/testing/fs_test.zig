@@ -1567,3 +1567,41 @@ test "fs: symlink loops, dangling links, files as directories and long names as 
     _ = try expectSeenAsThreaded(Calls.escapes);
     _ = try expectSeenAsThreaded(Calls.directoryAsFile);
 }
+
+test "fs: on a mount that may ask a server, files are opened off the executor" {
+    try qemu.skipUnderQemu(.nowait, @src());
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            defer nowait.resetForTesting();
+            try tmp.dir.writeFile(io, .{ .sub_path = "file", .data = "contents" });
+            try tmp.dir.createDir(io, "sub", .default_dir);
+            _ = try tmp.dir.statFile(io, "file", .{});
+            _ = try tmp.dir.statFile(io, "sub", .{});
+            // A FUSE file's `open` sends FUSE_OPEN to its daemon and waits for the answer;
+            // an NFSv4 file's sends OPEN to the server: RESOLVE_CACHED finds the name in the
+            // dentry cache all the same, so only the mount's kind can keep such an open off
+            // the executor.
+            mounts.kind_for_testing.store(@intFromEnum(mounts.Kind.other) + 1, .monotonic);
+            const remote = NowaitCounts.start();
+            const file = try tmp.dir.openFile(io, "file", .{ .allow_directory = true });
+            defer file.close(io);
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 1 }, remote.since());
+            var buffer: [16]u8 = undefined;
+            const n = try file.readPositional(io, &.{&buffer}, 0);
+            try testing.expectEqualStrings("contents", buffer[0..n]);
+            // A path-only open runs no file system `open`: still at once.
+            const path_only = NowaitCounts.start();
+            var base = try tmp.dir.openDir(io, "sub", .{});
+            base.close(io);
+            try testing.expectEqual(NowaitCounts{ .fast = 1, .slow = 0 }, path_only.since());
+            // A local mount: at once.
+            mounts.kind_for_testing.store(@intFromEnum(mounts.Kind.local) + 1, .monotonic);
+            const local = NowaitCounts.start();
+            const again = try tmp.dir.openFile(io, "file", .{ .allow_directory = true });
+            again.close(io);
+            try testing.expectEqual(NowaitCounts{ .fast = 1, .slow = 0 }, local.since());
+        }
+    }.body);
+}
