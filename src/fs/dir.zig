@@ -6,7 +6,7 @@
 //! in `net/`, so that std_io/ only adapts.
 //!
 //! Opening a cached path happens on the calling executor with `openat2(RESOLVE_CACHED)`
-//! (`nowait.zig`: a directory at once, a regular file after a type check), and stat of a
+//! (`nowait.zig`: a directory or regular file after a type and mount check), and stat of a
 //! cached path on a mount that answers from memory is that open as `O_PATH`, a `statx` and a
 //! `close`. Opening otherwise, creating, stat, deleting, renaming and linking are loop
 //! operations (io_uring's openat, statx, unlinkat, renameat, mkdirat, symlinkat, linkat), or

@@ -17,16 +17,18 @@
 //!   takes the slow path for the rest, as std's readers loop on short reads anyway.
 //!
 //! - `open`: `openat2(RESOLVE_CACHED)` resolves the path only from the dentry cache, and fails
-//!   with `EAGAIN` where a component would have to be read from the disk (or revalidated). A
-//!   directory (`O_DIRECTORY`) or `O_PATH` open is then made at once. Any other open could still
-//!   wait in the file's own `open` (a FIFO waits for its peer, a device for its carrier), so the
-//!   target's type is asked first through an `O_PATH` descriptor (which runs no `open`), and only
-//!   a regular file on a local mount (as for `stat` below: a FUSE or NFS file's `open` asks
-//!   its server) is opened here: a second path walk, a `statx` and a `close`. Everything else
-//!   goes to io_uring's workers (never its inline attempt, which opens a FIFO as `O_NONBLOCK`:
-//!   see `loop/backend/io_uring.zig`) or to the blocking lane. Rejected: opening with
-//!   `O_NONBLOCK` and clearing it afterwards, because a FIFO opened without waiting has already
-//!   woken its peer's open, which neither closing it nor keeping it undoes. Opens that create or
+//!   with `EAGAIN` where a component would have to be read from the disk (or revalidated). An
+//!   `O_PATH` open is then made at once. Any other open could still wait in the file's own
+//!   `open` (a FIFO waits for its peer, a device for its carrier, a FUSE file or directory and
+//!   an NFSv4 file for their server), so the target's type and mount are asked first through an
+//!   `O_PATH` descriptor (which runs no `open`), and only a regular file or a directory on a
+//!   local mount (as for `stat` below) is opened here: a second path walk, a `statx` and a
+//!   `close`. Everything else goes to io_uring's workers (never its inline attempt, which opens
+//!   a FIFO as `O_NONBLOCK`: see `loop/backend/io_uring.zig`) or to the blocking lane.
+//!   Rejected: opening a directory at once without the probe (a FUSE directory's open waits
+//!   for its daemon); opening with `O_NONBLOCK` and clearing it afterwards, because a FIFO
+//!   opened without waiting has already woken its peer's open, which neither closing it nor
+//!   keeping it undoes. Opens that create or
 //!   truncate (`O_CREAT`, `O_TRUNC`, `O_TMPFILE`) write to the disk and never try
 //!   (RESOLVE_CACHED refuses them anyway). A path swapped for a FIFO between the type check and
 //!   the open blocks this executor in that open, as the same call blocks a std.Io.Threaded
@@ -150,7 +152,6 @@ pub fn open(dir_fd: posix.fd_t, path: [*:0]const u8, flags: linux.O) ?i32 {
 
 fn openUncounted(dir_fd: posix.fd_t, path: [*:0]const u8, flags: linux.O) ?i32 {
     if (flags.PATH) return openCached(dir_fd, path, pathFlags(flags));
-    if (flags.DIRECTORY) return openCached(dir_fd, path, flags);
     // The type check's `statx` must not wait either (see `mounts.zig`); a file's type never
     // changes, so `DONT_SYNC`'s cached answer is exact.
     if (!mounts.probeAllowed()) return null;
@@ -163,9 +164,12 @@ fn openUncounted(dir_fd: posix.fd_t, path: [*:0]const u8, flags: linux.O) ?i32 {
     // otherwise an answer the plain open would not give), and the same number as on Threaded.
     os.closeFd(probe);
     if (os.errno(rc) != .SUCCESS or !statx.mask.TYPE) return null;
-    if (statx.mode & linux.S.IFMT != linux.S.IFREG) return null;
-    // A regular file's `open` waits for a server on FUSE (FUSE_OPEN) and NFSv4 (OPEN), whose
-    // names RESOLVE_CACHED finds in the dentry cache all the same: only local mounts.
+    // `O_DIRECTORY` made the probe fail unless it found a directory (as the open would).
+    const wanted: u32 = if (flags.DIRECTORY) linux.S.IFDIR else linux.S.IFREG;
+    if (statx.mode & linux.S.IFMT != wanted) return null;
+    // A file's or directory's `open` waits for a server on FUSE (FUSE_OPEN, FUSE_OPENDIR) and
+    // a file's on NFSv4 (OPEN), whose names RESOLVE_CACHED finds in the dentry cache all the
+    // same: only local mounts.
     if (!statx.mask.MNT_ID or mounts.kindOf(statx.mnt_id) != .local) return null;
     return openCached(dir_fd, path, flags);
 }

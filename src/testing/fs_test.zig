@@ -1582,12 +1582,14 @@ test "fs: on a mount that may ask a server, files are opened off the executor" {
             // A FUSE file's `open` sends FUSE_OPEN to its daemon and waits for the answer;
             // an NFSv4 file's sends OPEN to the server: RESOLVE_CACHED finds the name in the
             // dentry cache all the same, so only the mount's kind can keep such an open off
-            // the executor.
+            // the executor. Same for a directory opened for reading (FUSE_OPENDIR).
             mounts.kind_for_testing.store(@intFromEnum(mounts.Kind.other) + 1, .monotonic);
             const remote = NowaitCounts.start();
             const file = try tmp.dir.openFile(io, "file", .{ .allow_directory = true });
             defer file.close(io);
-            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 1 }, remote.since());
+            var sub = try tmp.dir.openDir(io, "sub", .{ .iterate = true });
+            sub.close(io);
+            try testing.expectEqual(NowaitCounts{ .fast = 0, .slow = 2 }, remote.since());
             var buffer: [16]u8 = undefined;
             const n = try file.readPositional(io, &.{&buffer}, 0);
             try testing.expectEqualStrings("contents", buffer[0..n]);
@@ -1601,7 +1603,14 @@ test "fs: on a mount that may ask a server, files are opened off the executor" {
             const local = NowaitCounts.start();
             const again = try tmp.dir.openFile(io, "file", .{ .allow_directory = true });
             again.close(io);
-            try testing.expectEqual(NowaitCounts{ .fast = 1, .slow = 0 }, local.since());
+            sub = try tmp.dir.openDir(io, "sub", .{ .iterate = true });
+            sub.close(io);
+            try testing.expectEqual(NowaitCounts{ .fast = 2, .slow = 0 }, local.since());
+            // What the probe finds is what the open would: not a directory, a missing path.
+            const not_dir = tmp.dir.openDir(io, "file", .{ .iterate = true });
+            try testing.expectError(error.NotDir, not_dir);
+            const missing = tmp.dir.openDir(io, "none", .{ .iterate = true });
+            try testing.expectError(error.FileNotFound, missing);
         }
     }.body);
 }
