@@ -1193,6 +1193,7 @@ test "fs: opening a FIFO waits for its peer without holding the executor" {
 }
 
 const fd_test = @import("fd_test.zig");
+const Metrics = @import("../Metrics.zig");
 
 test "fs: with one descriptor left a file opens, as on Threaded; with none, stat still works" {
     var threaded: Io.Threaded = .init(testing.allocator, .{});
@@ -1611,6 +1612,238 @@ test "fs: on a mount that may ask a server, files are opened off the executor" {
             try testing.expectError(error.NotDir, not_dir);
             const missing = tmp.dir.openDir(io, "none", .{ .iterate = true });
             try testing.expectError(error.FileNotFound, missing);
+        }
+    }.body);
+}
+
+test "fs: rename and replace of cached names, stat of the open file, as on Threaded" {
+    const Calls = struct {
+        fn renamed(io: Io, dir: Dir) !Seen {
+            try dir.writeFile(io, .{ .sub_path = "a", .data = "first" });
+            try dir.writeFile(io, .{ .sub_path = "c", .data = "other file" });
+            const file = try dir.openFile(io, "a", .{});
+            defer file.close(io);
+            _ = try dir.statFile(io, "a", .{});
+            _ = try dir.statFile(io, "c", .{});
+            try dir.rename("a", dir, "b", io);
+            try testing.expectError(error.FileNotFound, dir.statFile(io, "a", .{}));
+            try testing.expectError(error.FileNotFound, dir.openFile(io, "a", .{}));
+            const b = try dir.statFile(io, "b", .{});
+            try testing.expectEqual((try file.stat(io)).inode, b.inode);
+            try dir.rename("b", dir, "c", io);
+            const c = try dir.statFile(io, "c", .{});
+            try testing.expectEqual(b.inode, c.inode);
+            try testing.expectEqual(@as(u64, 5), c.size);
+            return openSeen(io, dir, "c", .{});
+        }
+    };
+    _ = try expectSeenAsThreaded(Calls.renamed);
+}
+
+test "fs: files on tmpfs (/dev/shm) and ext4 (/var/tmp) stat, open and read as on Threaded" {
+    const Calls = struct {
+        fn under(io: Io, parent_path: []const u8) !Seen {
+            var parent = Dir.cwd().openDir(io, parent_path, .{}) catch |err| switch (err) {
+                error.FileNotFound => return error.NoParent,
+                else => |e| return e,
+            };
+            defer parent.close(io);
+            var suffix: [8]u8 = undefined;
+            io.random(&suffix);
+            var name_buffer: [32]u8 = undefined;
+            const name = try std.fmt.bufPrint(&name_buffer, "weft-hostile-{x}", .{suffix});
+            try parent.writeFile(io, .{ .sub_path = name, .data = "on this mount" });
+            defer parent.deleteFile(io, name) catch {};
+            const by_path = try statSeen(io, parent, name, true);
+            const seen = try openSeen(io, parent, name, .{});
+            try testing.expectEqual(by_path.size, seen.size);
+            return seen;
+        }
+        fn shm(io: Io, _: Dir) !Seen {
+            return under(io, "/dev/shm");
+        }
+        fn varTmp(io: Io, _: Dir) !Seen {
+            return under(io, "/var/tmp");
+        }
+    };
+    const shm_counts = try expectSeenAsThreaded(Calls.shm);
+    const var_counts = try expectSeenAsThreaded(Calls.varTmp);
+    if (!qemu.underQemu()) {
+        // Both are local mounts: the stat by path, the open and the stat of the open file at
+        // least are answered at once.
+        try testing.expect(shm_counts.fast >= 3);
+        try testing.expect(var_counts.fast >= 3);
+    }
+}
+
+test "fs: a task looping over cached calls is canceled, its executor shared" {
+    try qemu.skipUnderQemu(.nowait, @src());
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
+    defer rt.deinit();
+    const io = rt.io();
+    var tmp: TmpDir = try .init(io);
+    defer tmp.deinit(io);
+    try tmp.dir.writeFile(io, .{ .sub_path = "file", .data = "contents" });
+    const file = try tmp.dir.openFile(io, "file", .{});
+    defer file.close(io);
+    _ = try tmp.dir.statFile(io, "file", .{});
+    var rounds: std.atomic.Value(u64) = .init(0);
+    var looping = try io.concurrent(struct {
+        fn run(inner: Io, dir: Dir, open_file: File, count: *std.atomic.Value(u64)) !void {
+            var buffer: [8]u8 = undefined;
+            // Ends only by cancelation: every call below is answered from the cache.
+            while (true) {
+                _ = try dir.statFile(inner, "file", .{});
+                _ = try open_file.stat(inner);
+                _ = try open_file.readPositional(inner, &.{&buffer}, 0);
+                try testing.expectError(error.FileNotFound, dir.statFile(inner, "none", .{}));
+                _ = count.fetchAdd(1, .monotonic);
+            }
+        }
+    }.run, .{ io, tmp.dir, file, &rounds });
+    // This task only runs again if the loop yields.
+    try io.sleep(.fromMilliseconds(20), .awake);
+    const before = NowaitCounts.start();
+    try io.sleep(.fromMilliseconds(5), .awake);
+    try testing.expect(before.since().fast > 0);
+    try testing.expect(rounds.load(.monotonic) > 0);
+    try testing.expectError(error.Canceled, looping.cancel(io));
+}
+
+test "fs: a loop of cached calls is not reported as a stall" {
+    try qemu.skipUnderQemu(.nowait, @src());
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    var rt = try Runtime.init(testing.allocator, .{
+        .executors = 1,
+        .stall_threshold_ns = 5 * std.time.ns_per_ms,
+    });
+    defer rt.deinit();
+    const io = rt.io();
+    var tmp: TmpDir = try .init(io);
+    defer tmp.deinit(io);
+    try tmp.dir.writeFile(io, .{ .sub_path = "file", .data = "contents" });
+    const file = try tmp.dir.openFile(io, "file", .{});
+    defer file.close(io);
+    _ = try tmp.dir.statFile(io, "file", .{});
+    const before = NowaitCounts.start();
+    const start_ns = os.monotonicNs();
+    var buffer: [8]u8 = undefined;
+    // 100 ms of calls that never wait, 20 times the threshold.
+    while (os.monotonicNs() - start_ns < 100 * std.time.ns_per_ms) {
+        _ = try tmp.dir.statFile(io, "file", .{});
+        _ = try file.stat(io);
+        _ = try file.readPositional(io, &.{&buffer}, 0);
+    }
+    try testing.expect(before.since().fast > 1000);
+    try testing.expectEqual(@as(u64, 0), rt.metrics().stalls);
+}
+
+test "fs: many tasks stat and open names being created and deleted: no crash, no wrong kind" {
+    try withRuntime(struct {
+        const names = 4;
+        const rounds = 200;
+
+        fn mutate(io: Io, dir: Dir, done: *std.atomic.Value(bool)) !void {
+            defer done.store(true, .release);
+            var buffer: [16]u8 = undefined;
+            for (0..rounds) |round| {
+                const i = round % names;
+                const file = try std.fmt.bufPrint(&buffer, "file-{d}", .{i});
+                try dir.writeFile(io, .{ .sub_path = file, .data = "12345" });
+                var link_buffer: [16]u8 = undefined;
+                const link = try std.fmt.bufPrint(&link_buffer, "link-{d}", .{i});
+                try dir.symLink(io, file, link, .{});
+                var dir_buffer: [16]u8 = undefined;
+                const sub = try std.fmt.bufPrint(&dir_buffer, "dir-{d}", .{i});
+                try dir.createDir(io, sub, .default_dir);
+                try dir.writeFile(io, .{ .sub_path = "flip", .data = "12345" });
+                try dir.deleteFile(io, "flip");
+                try dir.createDir(io, "flip", .default_dir);
+                try dir.deleteDir(io, "flip");
+                try dir.deleteFile(io, link);
+                try dir.deleteDir(io, sub);
+                try dir.deleteFile(io, file);
+            }
+        }
+
+        fn observe(io: Io, dir: Dir, done: *std.atomic.Value(bool)) anyerror!void {
+            var buffer: [16]u8 = undefined;
+            var round: usize = 0;
+            while (!done.load(.acquire)) : (round += 1) {
+                const i = round % names;
+                const file = try std.fmt.bufPrint(&buffer, "file-{d}", .{i});
+                try expectKind(dir.statFile(io, file, .{}), .file);
+                var link_buffer: [16]u8 = undefined;
+                const link = try std.fmt.bufPrint(&link_buffer, "link-{d}", .{i});
+                try expectKind(dir.statFile(io, link, .{ .follow_symlinks = false }), .sym_link);
+                try expectKind(dir.statFile(io, link, .{}), .file);
+                var dir_buffer: [16]u8 = undefined;
+                const sub = try std.fmt.bufPrint(&dir_buffer, "dir-{d}", .{i});
+                try expectKind(dir.statFile(io, sub, .{}), .directory);
+                try expectContents(io, dir, file);
+                try expectContents(io, dir, link);
+                const no_dir: Dir.OpenFileOptions = .{ .allow_directory = false };
+                if (dir.openFile(io, "flip", no_dir)) |opened| {
+                    defer opened.close(io);
+                    try testing.expectEqual(File.Kind.file, (try opened.stat(io)).kind);
+                } else |err| switch (err) {
+                    error.FileNotFound, error.IsDir => {},
+                    else => |e| return e,
+                }
+                if (dir.openDir(io, "flip", .{ .iterate = true })) |opened| {
+                    defer opened.close(io);
+                    try testing.expectEqual(File.Kind.directory, (try opened.stat(io)).kind);
+                } else |err| switch (err) {
+                    error.FileNotFound, error.NotDir => {},
+                    else => |e| return e,
+                }
+                // Parks now and then: six tasks whose calls never wait would otherwise delay
+                // the mutator's completions by up to `calls_per_yield * dispatches_per_poll`
+                // calls each (about 20 ms here), and the test would take minutes.
+                try io.sleep(.fromMicroseconds(100), .awake);
+            }
+        }
+
+        fn expectKind(stat: Dir.StatFileError!File.Stat, kind: File.Kind) !void {
+            if (stat) |s| {
+                try testing.expectEqual(kind, s.kind);
+            } else |err| switch (err) {
+                error.FileNotFound => {},
+                else => |e| return e,
+            }
+        }
+
+        /// Each file is made anew and written in one write: empty, or all of it.
+        fn expectContents(io: Io, dir: Dir, name: []const u8) !void {
+            const file = dir.openFile(io, name, .{ .allow_directory = false }) catch |err| {
+                return switch (err) {
+                    error.FileNotFound => {},
+                    else => |e| e,
+                };
+            };
+            defer file.close(io);
+            var buffer: [8]u8 = undefined;
+            const n = try file.readPositional(io, &.{&buffer}, 0);
+            if (n != 0) try testing.expectEqualStrings("12345", buffer[0..n]);
+        }
+
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            var done: std.atomic.Value(bool) = .init(false);
+            var observers: [6]Io.Future(anyerror!void) = undefined;
+            var started: usize = 0;
+            defer for (observers[0..started]) |*observer| {
+                observer.cancel(io) catch {};
+            };
+            for (&observers) |*observer| {
+                observer.* = try io.concurrent(observe, .{ io, tmp.dir, &done });
+                started += 1;
+            }
+            var mutator = try io.concurrent(mutate, .{ io, tmp.dir, &done });
+            try mutator.await(io);
+            for (observers[0..started]) |*observer| try observer.await(io);
+            started = 0;
         }
     }.body);
 }
