@@ -28,11 +28,10 @@
 //!   Rejected: opening a directory at once without the probe (a FUSE directory's open waits
 //!   for its daemon); opening with `O_NONBLOCK` and clearing it afterwards, because a FIFO
 //!   opened without waiting has already woken its peer's open, which neither closing it nor
-//!   keeping it undoes. Opens that create or
-//!   truncate (`O_CREAT`, `O_TRUNC`, `O_TMPFILE`) write to the disk and never try
-//!   (RESOLVE_CACHED refuses them anyway). A path swapped for a FIFO between the type check and
-//!   the open blocks this executor in that open, as the same call blocks a std.Io.Threaded
-//!   thread; its result is still the one the call asked for.
+//!   keeping it undoes. Opens that create or truncate (`O_CREAT`, `O_TRUNC`, `O_TMPFILE`)
+//!   write to the disk and never try (RESOLVE_CACHED refuses them anyway). A path swapped for
+//!   a FIFO between the type check and the open blocks this executor in that open, as the same
+//!   call blocks a std.Io.Threaded thread; its result is still the one the call asked for.
 //!
 //! - `stat`: `statx` of an open descriptor, with `AT_STATX_DONT_SYNC` and the mount id, is kept
 //!   where the mount's file system answers from memory (`mounts.zig`: ext4, xfs, btrfs, tmpfs,
