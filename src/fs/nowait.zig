@@ -24,7 +24,8 @@
 //!   `O_PATH` descriptor (which runs no `open`), and only a regular file or a directory on a
 //!   local mount (as for `stat` below) is opened here: a second path walk, a `statx` and a
 //!   `close`. Everything else goes to io_uring's workers (never its inline attempt, which opens
-//!   a FIFO as `O_NONBLOCK`: see `loop/backend/io_uring.zig`) or to the blocking lane.
+//!   a FIFO as `O_NONBLOCK` and waits for a FUSE or NFS server on the executor's thread: see
+//!   `loop/backend/io_uring.zig`) or to the blocking lane.
 //!   Rejected: opening a directory at once without the probe (a FUSE directory's open waits
 //!   for its daemon); opening with `O_NONBLOCK` and clearing it afterwards, because a FIFO
 //!   opened without waiting has already woken its peer's open, which neither closing it nor

@@ -96,14 +96,17 @@ pub fn submit(backend: *IoUringBackend, completion: *Completion) void {
         .send => |op| sqe.prep_send(op.fd, op.buffer, op.flags),
         .openat => |op| {
             sqe.prep_openat(op.fd, op.path, op.flags, op.mode);
-            // io_uring first tries an open inline, adding `O_NONBLOCK` (and removing it from
-            // the file after). For a FIFO or a device that changes what the open does, not
-            // only whether it waits: a FIFO's reader opens without waiting for a writer (and
-            // then reads end of file), a writer without a reader fails with ENXIO. Only a
-            // directory or `O_PATH` open is sure to be the same either way; any other goes
-            // straight to io_uring's workers, which open as `openat` does. (Cached regular
-            // files are opened before this, on the executor: fs/nowait.zig.)
-            if (!op.flags.PATH and !op.flags.DIRECTORY) sqe.flags |= linux.IOSQE_ASYNC;
+            // io_uring first tries an open inline, in this thread's `io_uring_enter`, adding
+            // `O_NONBLOCK` (and removing it from the file after). For a FIFO or a device that
+            // changes what the open does, not only whether it waits: a FIFO's reader opens
+            // without waiting for a writer (and then reads end of file), a writer without a
+            // reader fails with ENXIO. And a file system's own open may wait all the same (a
+            // FUSE file or directory for its daemon, an NFSv4 file for its server), holding
+            // the executor. Only an `O_PATH` open runs no such code; any other goes straight
+            // to io_uring's workers, which open as `openat` does. (Cached regular files and
+            // directories on local mounts are opened before this, on the executor:
+            // fs/nowait.zig.)
+            if (!op.flags.PATH) sqe.flags |= linux.IOSQE_ASYNC;
         },
         .statx => |op| sqe.prep_statx(op.fd, op.path, op.flags, op.mask, op.buffer),
         .fsync => |op| {
