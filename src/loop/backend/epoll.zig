@@ -74,6 +74,18 @@ pub fn submit(backend: *EpollBackend, completion: *Completion) void {
         const eagain = -@as(i32, @intFromEnum(linux.E.AGAIN));
         if (result != eagain) return backend.finish(completion, result);
     }
+    // A positional read or write is made only on a seekable descriptor (fs/file.zig asks
+    // first): a regular file or a device, which epoll cannot watch. Told so without a `dup`,
+    // which also fails where the process has no descriptor left.
+    switch (completion.op) {
+        .read => |op| if (op.offset != null) {
+            return backend.finish(completion, Completion.result_unpollable);
+        },
+        .write => |op| if (op.offset != null) {
+            return backend.finish(completion, Completion.result_unpollable);
+        },
+        else => {},
+    }
     const fd = completion.op.fd();
     const dup_rc = linux.dup(fd);
     if (os.errno(dup_rc) != .SUCCESS) {
