@@ -226,6 +226,44 @@ test "net: accept under an exhausted fd limit fails with a named error, then rec
     try testing.expectEqualStrings("abc", try reader.interface.take(3));
 }
 
+/// Reads three bytes from `connection`, waiting for them.
+fn readThree(io: Io, connection: net.Stream) ![3]u8 {
+    var buffer: [3]u8 = undefined;
+    var reader = connection.reader(io, &buffer);
+    return (try reader.interface.takeArray(3)).*;
+}
+
+test "net: a connection's reads wait at an exhausted fd limit, on either backend" {
+    // No stall detector: see the test above.
+    var rt = try Runtime.init(testing.allocator, .{ .stall_threshold_ns = null });
+    defer rt.deinit();
+    const io = rt.io();
+    var server = try loopback.listen(io, .{});
+    defer server.deinit(io);
+    const client = try rawSocket();
+    defer _ = linux.close(client);
+    try rawConnect(client, server.socket.address.getPort());
+    const stream = try server.accept(io);
+    defer stream.close(io);
+
+    var exhaustion: Exhaustion = undefined;
+    try exhaustion.start(server.socket.handle);
+    defer exhaustion.end();
+    // The read finds no data and waits: the epoll backend watches a dup of the socket, and
+    // with no descriptor left it must watch the socket itself instead of failing (EMFILE).
+    var read = try io.concurrent(readThree, .{ io, stream });
+    defer _ = read.cancel(io) catch {};
+    try parked.waitParked(io, &read, .cancelable);
+    try rawWrite(client, "abc");
+    try testing.expectEqualStrings("abc", &(try read.await(io)));
+    // And a second wait on the same socket, once the first is over, watches it again.
+    var again = try io.concurrent(readThree, .{ io, stream });
+    defer _ = again.cancel(io) catch {};
+    try parked.waitParked(io, &again, .cancelable);
+    try rawWrite(client, "def");
+    try testing.expectEqualStrings("def", &(try again.await(io)));
+}
+
 test "Server: accept backs off under an exhausted fd limit and serves once fds are free" {
     const hello = Server.http.Fixed("Hello World");
     var server = try Server.init(testing.allocator, .{

@@ -88,10 +88,15 @@ pub fn submit(backend: *EpollBackend, completion: *Completion) void {
     }
     const fd = completion.op.fd();
     const dup_rc = linux.dup(fd);
-    if (os.errno(dup_rc) != .SUCCESS) {
-        return backend.finish(completion, -@as(i32, @intFromEnum(os.errno(dup_rc))));
-    }
-    const watched: os.fd_t = @intCast(dup_rc);
+    const dup_errno = os.errno(dup_rc);
+    const watched: os.fd_t = switch (dup_errno) {
+        .SUCCESS => @intCast(dup_rc),
+        // No descriptor left for the dup (a server at its limit): the descriptor itself is
+        // watched, as long as no other operation watches it so (`EEXIST` below). A dup never
+        // has the number of the descriptor it copies, so `unregister` tells them apart.
+        .MFILE, .NFILE => fd,
+        else => |e| return backend.finish(completion, -@as(i32, @intFromEnum(e))),
+    };
     var event: linux.epoll_event = .{
         .events = interest(completion.op) | linux.EPOLL.ONESHOT,
         .data = .{ .ptr = @intFromPtr(completion) },
@@ -101,15 +106,17 @@ pub fn submit(backend: *EpollBackend, completion: *Completion) void {
         .PERM => {
             // Not pollable (regular file, directory): "always ready", but the syscall may
             // still block on the disk, so it does not run here (see `result_unpollable`).
-            os.closeFd(watched);
+            if (watched != fd) os.closeFd(watched);
             switch (completion.op) {
                 .read, .write => backend.finish(completion, Completion.result_unpollable),
                 else => backend.finish(completion, -@as(i32, @intFromEnum(linux.E.PERM))),
             }
         },
         else => |e| {
-            os.closeFd(watched);
-            backend.finish(completion, -@as(i32, @intFromEnum(e)));
+            if (watched != fd) os.closeFd(watched);
+            // Watching the descriptor itself failed: the cause to report is the dup's.
+            const reported = if (watched == fd) dup_errno else e;
+            backend.finish(completion, -@as(i32, @intFromEnum(reported)));
         },
     }
 }
@@ -125,7 +132,8 @@ pub fn cancel(backend: *EpollBackend, completion: *Completion) void {
 fn unregister(backend: *EpollBackend, completion: *Completion) void {
     assert(completion.epoll_fd != -1);
     _ = linux.epoll_ctl(backend.epoll_fd, linux.EPOLL.CTL_DEL, completion.epoll_fd, null);
-    os.closeFd(completion.epoll_fd);
+    // The descriptor itself was watched where no dup could be made (see `submit`).
+    if (completion.epoll_fd != completion.op.fd()) os.closeFd(completion.epoll_fd);
     completion.epoll_fd = -1;
 }
 
