@@ -221,9 +221,7 @@ test "net: accept under an exhausted fd limit fails with a named error, then rec
     const stream = try server.accept(io);
     defer stream.close(io);
     try rawWrite(client, "abc");
-    var buffer: [3]u8 = undefined;
-    var reader = stream.reader(io, &buffer);
-    try testing.expectEqualStrings("abc", try reader.interface.take(3));
+    try testing.expectEqualStrings("abc", &(try readThree(io, stream)));
 }
 
 /// Reads three bytes from `connection`, waiting for them.
@@ -249,19 +247,16 @@ test "net: a connection's reads wait at an exhausted fd limit, on either backend
     var exhaustion: Exhaustion = undefined;
     try exhaustion.start(server.socket.handle);
     defer exhaustion.end();
-    // The read finds no data and waits: the epoll backend watches a dup of the socket, and
-    // with no descriptor left it must watch the socket itself instead of failing (EMFILE).
-    var read = try io.concurrent(readThree, .{ io, stream });
-    defer _ = read.cancel(io) catch {};
-    try parked.waitParked(io, &read, .cancelable);
-    try rawWrite(client, "abc");
-    try testing.expectEqualStrings("abc", &(try read.await(io)));
-    // And a second wait on the same socket, once the first is over, watches it again.
-    var again = try io.concurrent(readThree, .{ io, stream });
-    defer _ = again.cancel(io) catch {};
-    try parked.waitParked(io, &again, .cancelable);
-    try rawWrite(client, "def");
-    try testing.expectEqualStrings("def", &(try again.await(io)));
+    // Each read finds no data and waits: the epoll backend watches a dup of the socket, and
+    // with no descriptor left it must watch the socket itself instead of failing (EMFILE). A
+    // second wait, once the first is over, watches it again.
+    for ([_]*const [3]u8{ "abc", "def" }) |bytes| {
+        var read = try io.concurrent(readThree, .{ io, stream });
+        defer _ = read.cancel(io) catch {};
+        try parked.waitParked(io, &read, .cancelable);
+        try rawWrite(client, bytes);
+        try testing.expectEqualStrings(bytes, &(try read.await(io)));
+    }
 }
 
 test "Server: accept backs off under an exhausted fd limit and serves once fds are free" {

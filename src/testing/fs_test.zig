@@ -224,9 +224,24 @@ test "fs: a directory's owner changes for root and is refused to others; a file 
 
 /// Runs `call` on std.Io.Threaded and on weft and expects the same outcome.
 fn expectSameAsThreaded(comptime call: fn (io: Io, dir: Dir) anyerror!void) !void {
+    const both = try runOnBoth(void, call);
+    if (both.reference) |_| {
+        try both.outcome;
+    } else |expected| {
+        try testing.expectError(expected, both.outcome);
+    }
+}
+
+/// What `call` gave on std.Io.Threaded and on weft, each in a fresh directory, and the fast
+/// and slow attempts weft's made.
+fn Outcomes(comptime T: type) type {
+    return struct { reference: anyerror!T, outcome: anyerror!T, counts: NowaitCounts };
+}
+
+fn runOnBoth(comptime T: type, comptime call: fn (io: Io, dir: Dir) anyerror!T) !Outcomes(T) {
     var threaded: Io.Threaded = .init(testing.allocator, .{});
     defer threaded.deinit();
-    const reference: anyerror!void = reference: {
+    const reference: anyerror!T = reference: {
         const t_io = threaded.io();
         var tmp: TmpDir = try .init(t_io);
         defer tmp.deinit(t_io);
@@ -237,12 +252,9 @@ fn expectSameAsThreaded(comptime call: fn (io: Io, dir: Dir) anyerror!void) !voi
     const io = rt.io();
     var tmp: TmpDir = try .init(io);
     defer tmp.deinit(io);
+    const before = NowaitCounts.start();
     const outcome = call(io, tmp.dir);
-    if (reference) |_| {
-        try outcome;
-    } else |expected| {
-        try testing.expectError(expected, outcome);
-    }
+    return .{ .reference = reference, .outcome = outcome, .counts = before.since() };
 }
 
 test "fs: errors are std.Io.Threaded's" {
@@ -1296,30 +1308,15 @@ const Seen = struct {
 /// Runs `call` on std.Io.Threaded and on weft (on a task, where the fast paths run) and
 /// expects the same result or the same error. Returns the fast and slow attempts of weft's.
 fn expectSeenAsThreaded(comptime call: fn (io: Io, dir: Dir) anyerror!Seen) !NowaitCounts {
-    var threaded: Io.Threaded = .init(testing.allocator, .{});
-    defer threaded.deinit();
-    const reference: anyerror!Seen = reference: {
-        const t_io = threaded.io();
-        var tmp: TmpDir = try .init(t_io);
-        defer tmp.deinit(t_io);
-        break :reference call(t_io, tmp.dir);
-    };
-    var rt = try Runtime.init(testing.allocator, .{});
-    defer rt.deinit();
-    const io = rt.io();
-    var tmp: TmpDir = try .init(io);
-    defer tmp.deinit(io);
-    const before = NowaitCounts.start();
-    const outcome = call(io, tmp.dir);
-    const counts = before.since();
-    if (reference) |expected| {
-        try testing.expectEqualDeep(expected, try outcome);
+    const both = try runOnBoth(Seen, call);
+    if (both.reference) |expected| {
+        try testing.expectEqualDeep(expected, try both.outcome);
     } else |expected| {
         // A check inside `call` failed on Threaded: the call is wrong, not weft.
         if (std.mem.startsWith(u8, @errorName(expected), "Test")) return expected;
-        try testing.expectError(expected, outcome);
+        try testing.expectError(expected, both.outcome);
     }
-    return counts;
+    return both.counts;
 }
 
 fn openSeen(io: Io, dir: Dir, path: []const u8, options: Dir.OpenFileOptions) !Seen {
