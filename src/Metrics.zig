@@ -52,6 +52,10 @@ stall_time: Histogram.Snapshot = .{},
 /// Timers the watchdog fired for an executor held by one task, which would have waited for it
 /// (docs/STALLS.md); not in that executor's `timers_fired`. Zero with the stall detector off.
 stall_timers_fired: u64 = 0,
+/// I/O completions the watchdog delivered for an executor held by one task, whose tasks would
+/// have waited for it (docs/STALLS.md); not in that executor's `io_completed`. Zero with the
+/// stall detector off.
+stall_io_rescued: u64 = 0,
 /// Fiber stacks mapped (in use, free for reuse, or never handed out yet), and in use.
 stacks_mapped: u64,
 stacks_in_use: u64,
@@ -297,6 +301,11 @@ fn writeExecutorsText(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Err
             metrics.stall_timers_fired,
         });
     }
+    if (metrics.stall_io_rescued > 0) {
+        try writer.print("I/O completions delivered by the watchdog for held executors: {d}\n", .{
+            metrics.stall_io_rescued,
+        });
+    }
     const columns = comptime executorColumns();
     try writer.writeAll("executor");
     inline for (columns) |column| try writer.print(" {s:>[1]}", .{ column.title, column.width });
@@ -434,6 +443,7 @@ pub fn writePrometheus(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Er
         metrics.tasks_spawned,
         metrics.stalls,
         metrics.stall_timers_fired,
+        metrics.stall_io_rescued,
         metrics.stacks_mapped * stack_bytes,
         metrics.stacks_in_use * stack_bytes,
         metrics.executor_count,
@@ -608,6 +618,10 @@ const runtime_series = [_]Series{
     .{
         .name = "weft_stall_timers_fired_total",
         .help = "Timers fired by the watchdog for an executor held by one task.",
+    },
+    .{
+        .name = "weft_stall_io_rescued_total",
+        .help = "I/O completions delivered by the watchdog for an executor held by one task.",
     },
     .{
         .name = "weft_stacks_mapped_bytes",

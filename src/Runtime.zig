@@ -340,6 +340,7 @@ pub fn metrics(rt: Runtime) Metrics {
         snapshot.stalls = watchdog.stalls.load(.monotonic);
         snapshot.stall_time = watchdog.stall_time.snapshot();
         snapshot.stall_timers_fired = watchdog.timers_fired.load(.monotonic);
+        snapshot.stall_io_rescued = watchdog.io_rescued.load(.monotonic);
     }
     return snapshot;
 }

@@ -151,6 +151,14 @@ pub fn err(c: *const Completion) ?std.os.linux.E {
 
 pub const Queue = @import("../intrusive.zig").Queue(Completion);
 
+/// What one reap of a backend found.
+pub const Reaped = struct {
+    /// Completions moved to the reaper's queue.
+    completions: usize = 0,
+    /// Whether the loop's wake-up fired (an eventfd written by another thread).
+    woken: bool = false,
+};
+
 test "Completion: 80 bytes" {
     try std.testing.expectEqual(@as(usize, 80), @sizeOf(Completion));
 }

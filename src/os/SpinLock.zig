@@ -48,6 +48,12 @@ fn lockSlow(lock_: *SpinLock) void {
     }
 }
 
+/// Whether someone holds the lock now: a snapshot, for a signal handler that must not touch
+/// what the code it interrupted may be in the middle of (see loop/Loop.zig, "Rescue").
+pub fn isLocked(lock_: *const SpinLock) bool {
+    return lock_.state.load(.acquire) == locked;
+}
+
 pub fn unlock(lock_: *SpinLock) void {
     assert(lock_.state.load(.monotonic) == locked);
     // Release: everything written in the critical section is visible to the next holder.

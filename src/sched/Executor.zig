@@ -150,6 +150,9 @@ stall_end_ns: std.atomic.Value(u64) = .init(0),
 tid: std.atomic.Value(i32) = .init(0),
 /// Where this executor's thread leaves its registers when the watchdog samples its stack.
 stall_sample: Watchdog.Sample = .{},
+/// The watchdog's request that this thread, held by one task, post its ring's deferred
+/// completions for a rescue (`Watchdog.requestPost`).
+post_request: std.atomic.Value(u32) = .init(Watchdog.post_idle),
 
 /// What an executor counts (os/Counter.zig): written by its own thread unless marked shared.
 pub const Counters = struct {

@@ -49,6 +49,7 @@ const Task = @import("Task.zig");
 const frames = @import("../fiber/frames.zig");
 const LiveTasks = @import("LiveTasks.zig");
 const RunDelay = @import("../contention/RunDelay.zig");
+const io_wait = @import("io_wait.zig");
 
 const log = std.log.scoped(.weft);
 
@@ -108,6 +109,9 @@ stall_time: Histogram = .{},
 /// Timers the watchdog fired for executors held by one task (`fireTimersOfHeld`); their
 /// executors' own `timers_fired` does not count them.
 timers_fired: std.atomic.Value(u64) = .init(0),
+/// I/O completions the watchdog delivered for executors held by one task (`rescueIoOfHeld`);
+/// their executors' own `io_completed` does not count them.
+io_rescued: std.atomic.Value(u64) = .init(0),
 /// The trace's previous figures, for its deltas (the watchdog's thread only).
 trace_last: [config.executors_max]TraceFigures = @splat(.{}),
 trace_last_ns: u64 = 0,
@@ -221,6 +225,10 @@ fn run(watchdog: *Watchdog) void {
             for (watchdog.scheduler.executors, 0..) |*executor, index| {
                 const seen = &watchdog.seen[index];
                 watchdog.look(executor, seen, threshold_ns, now_ns);
+                // Back soon for the I/O of an executor held by one task.
+                if (watchdog.rescueIoOfHeld(executor, seen, look_ns, now_ns)) {
+                    wait_ns = @min(wait_ns, rescue_interval_ns);
+                }
                 // Woken in time for the next timer of an executor held by one task.
                 const deadline_ns =
                     watchdog.fireTimersOfHeld(executor, seen, look_ns, now_ns) orelse continue;
@@ -340,9 +348,7 @@ fn fireTimersOfHeld(
     look_ns: u64,
     now_ns: u64,
 ) ?u64 {
-    const held = seen.activity & 1 == 1 and now_ns -| seen.since_ns >= look_ns / 2 and
-        executor.activity.load(.monotonic) == seen.activity;
-    if (!held) return null;
+    if (!isHeld(executor, seen, look_ns, now_ns)) return null;
     executor.timers_lock.lock();
     defer executor.timers_lock.unlock();
     const deadline_ns = executor.timers.peekDeadline() orelse return null;
@@ -355,6 +361,94 @@ fn fireTimersOfHeld(
     // A timer left due belongs to the holder itself, about to park: look again in a while.
     return @max(next_ns, now_ns + timer_wait_ns_min);
 }
+
+/// Whether one task has held `executor` for half a look or more: the run `seen` began at least
+/// that long ago and still goes on.
+fn isHeld(executor: *const Executor, seen: *const Seen, look_ns: u64, now_ns: u64) bool {
+    return seen.activity & 1 == 1 and now_ns -| seen.since_ns >= look_ns / 2 and
+        executor.activity.load(.monotonic) == seen.activity;
+}
+
+/// Delivers the I/O completions of an executor that one task has held for half a look or
+/// more, as `fireTimersOfHeld` its timers: the tasks waiting for them continue on another
+/// executor instead of waiting for the holder to let go. The executor's loop is reaped from
+/// this thread (`Loop.rescue`); on io_uring, whose ring posts completions only when its own
+/// thread asks (`DEFER_TASKRUN`), that thread is first interrupted with the sampling signal to
+/// ask (`requestPost`). A completion whose task is bound to the executor (the main task, pinned
+/// mode) or already woken stays for the executor's next poll (`io_wait.claimForRescue`).
+/// Returns whether to look again within `rescue_interval_ns`: while the executor is held with
+/// operations in flight.
+///
+/// Not with one executor, nor in pinned mode: no other executor could run what it delivers.
+/// Not under ThreadSanitizer on io_uring, which installs no sampling signal and cannot see the
+/// ring's ordering of a completion's writes before its reaping.
+fn rescueIoOfHeld(
+    watchdog: *Watchdog,
+    executor: *Executor,
+    seen: *const Seen,
+    look_ns: u64,
+    now_ns: u64,
+) bool {
+    const scheduler = watchdog.scheduler;
+    if (scheduler.executors.len == 1 or scheduler.pinned) return false;
+    if (!isHeld(executor, seen, look_ns, now_ns)) return false;
+    const loop = &executor.loop;
+    if (loop.pendingRescue() == 0) return false;
+    switch (loop.kind()) {
+        .io_uring => {
+            if (builtin.sanitize_thread) return false;
+            if (!requestPost(executor)) return true;
+        },
+        .epoll => {},
+    }
+    // What a rescue delivers goes to the global queue (waking an idle executor), which retired
+    // executors do not serve.
+    scheduler.recallRetired(now_ns + 2 * look_ns);
+    const rescue = loop.rescue(&io_wait.claimForRescue) orelse return true;
+    _ = watchdog.io_rescued.fetchAdd(rescue.claimed, .monotonic);
+    return true;
+}
+
+/// How often the watchdog reaps the loop of an executor held with I/O in flight: the longest
+/// an operation's task waits once its executor counts as held (`isHeld`). Each reap of an
+/// io_uring loop interrupts the holding thread once (a few microseconds of its time).
+pub const rescue_interval_ns = std.time.ns_per_ms;
+
+/// Interrupts `executor`'s thread to post its ring's deferred completions
+/// (`Loop.postDeferred`) and waits until it did. False if it could not be signaled or did not
+/// answer within `post_wait_ns` (blocked with the signal masked, or not scheduled).
+fn requestPost(executor: *Executor) bool {
+    const request = &executor.post_request;
+    assert(request.load(.monotonic) == post_idle);
+    request.store(post_requested, .release);
+    const tid = executor.tid.load(.monotonic);
+    if (os.errno(linux.tgkill(linux.getpid(), tid, linux.SIG.URG)) != .SUCCESS) {
+        request.store(post_idle, .monotonic);
+        return false;
+    }
+    const deadline_ns = os.monotonicNs() + post_wait_ns;
+    while (request.load(.acquire) == post_requested) {
+        const now_ns = os.monotonicNs();
+        if (now_ns >= deadline_ns) {
+            // Withdrawn, unless the handler took it just now.
+            if (request.cmpxchgStrong(post_requested, post_idle, .acquire, .acquire) == null) {
+                return false;
+            }
+            break;
+        }
+        os.futexWait(request, post_requested, deadline_ns - now_ns);
+    }
+    assert(request.load(.acquire) == post_done);
+    request.store(post_idle, .monotonic);
+    return true;
+}
+
+/// `Executor.post_request`: `idle` -> `requested` (watchdog) -> `done` (handler) -> `idle`.
+pub const post_idle: u32 = 0;
+const post_requested: u32 = 1;
+const post_done: u32 = 2;
+/// How long the watchdog waits for a held thread to post its completions.
+const post_wait_ns = std.time.ns_per_ms;
 
 /// The shortest wait for a held executor's next timer: below it, the watchdog would spin on a
 /// timer that is due while the futex wait is being set up.
@@ -543,8 +637,22 @@ fn handleSample(
     ucontext: ?*anyopaque,
 ) callconv(.c) void {
     const executor = Executor.ofThread() orelse return forward(signal, info, ucontext);
+    // One signal may carry both requests: the watchdog makes them one after the other, and
+    // a signal sent while another is pending is merged with it.
+    var ours = false;
+    if (executor.post_request.load(.acquire) == post_requested) {
+        ours = true;
+        executor.loop.postDeferred();
+        const request = &executor.post_request;
+        if (request.cmpxchgStrong(post_requested, post_done, .release, .monotonic) == null) {
+            os.futexWake(request, 1);
+        }
+    }
     const sample = &executor.stall_sample;
-    if (sample.state.load(.acquire) != Sample.requested) return forward(signal, info, ucontext);
+    if (sample.state.load(.acquire) != Sample.requested) {
+        if (!ours) forward(signal, info, ucontext);
+        return;
+    }
     const registers = std.debug.cpu_context.fromPosixSignalContext(ucontext) orelse
         return forward(signal, info, ucontext);
     // A page of the interrupted stack per copy (fiber/frames.zig), on the signal stack.

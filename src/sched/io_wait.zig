@@ -16,6 +16,11 @@
 //! one mechanism for both backends, and the same path as a cancel request (rejected: a
 //! LINK_TIMEOUT per operation, which epoll would have to emulate with this very code anyway).
 //!
+//! While the operation is in flight the task is bound to its executor (`Task.home`): the
+//! cancel must go to the same ring. One exception: while a task holds that executor for long,
+//! the watchdog may reap the completion for it (`Loop.rescue`, docs/STALLS.md) and, through
+//! `claimForRescue`, wake the waiting task unbound, onto another executor.
+//!
 //! On a thread weft does not run, the operation runs directly, blocking the thread in
 //! `poll(2)` while the socket is not ready (see `loop/nonblocking.zig`).
 const std = @import("std");
@@ -39,6 +44,8 @@ pub const Error = error{
 const Pending = struct {
     completion: Completion,
     task: *Task,
+    /// The task's `home` before this wait bound it to the executor; restored after.
+    home_before: ?*Executor,
     done: bool = false,
 
     fn callback(completion: *Completion) void {
@@ -51,6 +58,32 @@ const Pending = struct {
 };
 
 const Interruption = enum { none, timeout, cancel };
+
+/// `Loop.rescue`'s claim, on the watchdog's thread while the completion's executor is held by
+/// another task: delivers the completion if its task waits for it and is bound only by the
+/// operation, so the task continues on another executor. Winning the task's wake (its
+/// `wait_state`, as any waker) makes this thread the only one to touch it until it is queued:
+/// it may not have switched away yet, which the executor that resumes it waits for
+/// (`Task.on_cpu`). Declines (the completion then waits for its executor's next poll) a task
+/// that runs (it may be reading the completion's state), one already woken (by its timer or a
+/// cancel request: it is queued on the held executor), and one bound for good (the main task,
+/// pinned mode).
+pub fn claimForRescue(completion: *Completion) bool {
+    const pending: *Pending = @fieldParentPtr("completion", completion);
+    const task = pending.task;
+    if (pending.home_before != null) return false;
+    const state = task.wait_state.load(.acquire);
+    if (state != .waiting and state != .waiting_cancelable) return false;
+    if (task.wait_state.cmpxchgStrong(state, .notified, .acq_rel, .monotonic) != null) {
+        return false;
+    }
+    completion.state = .idle;
+    pending.done = true;
+    task.home = pending.home_before;
+    // Not from an executor's thread: to the global queue, waking an idle executor.
+    task.executor.scheduler.makeReady(task);
+    return true;
+}
 
 /// Performs `op` for the caller and returns its result: non-negative on success, `-errno` on
 /// failure. Cancelation point (before and while waiting). `deadline_ns` is CLOCK_MONOTONIC.
@@ -82,6 +115,7 @@ fn performOnLoop(task: *Task, op: Completion.Op, deadline_ns: ?u64) Error!i32 {
     var pending: Pending = .{
         .completion = .{ .op = op, .callback = &Pending.callback },
         .task = task,
+        .home_before = task.home,
     };
     task.timer_fired.store(false, .monotonic); // a flag left from an earlier sleep is not ours
     if (deadline_ns) |deadline| {
@@ -90,7 +124,7 @@ fn performOnLoop(task: *Task, op: Completion.Op, deadline_ns: ?u64) Error!i32 {
     // The operation lives on this executor's ring, and only this thread may submit its
     // cancelation: the task stays here until the callback ran (a wake from elsewhere, a cancel
     // request, routes it back through this executor's injection queue).
-    const home_before = task.home;
+    const home_before = pending.home_before;
     assert(home_before == null or home_before == executor);
     task.home = executor;
     // For `waitid`, which has no descriptor, the process it waits for.
@@ -102,7 +136,8 @@ fn performOnLoop(task: *Task, op: Completion.Op, deadline_ns: ?u64) Error!i32 {
     task.prepareWait(true, reason);
     executor.loop.submit(&pending.completion);
     const interruption = wait(task, &pending, reason);
-    assert(task.executor == executor);
+    // Still here, unless a rescue delivered the completion elsewhere (`claimForRescue`).
+    assert(task.executor == executor or task.home == null);
     task.home = home_before;
     Executor.stopTimer(task);
     assert(pending.done);
@@ -127,8 +162,8 @@ fn wait(task: *Task, pending: *Pending, reason: WaitReason) Interruption {
     var interruption: Interruption = .none;
     while (true) {
         task.park();
-        assert(task.executor == executor); // bound by `home`
         if (pending.done) return interruption;
+        assert(task.executor == executor); // bound by `home` until done
         if (interruption == .none) {
             if (task.timerFired()) {
                 interruption = .timeout;

@@ -11,6 +11,7 @@ const Metrics = @import("../Metrics.zig");
 const os = @import("../os/linux.zig");
 const parked = @import("parked.zig");
 const qemu = @import("qemu.zig");
+const fs_test = @import("fs_test.zig");
 
 /// The function a stall report's stack must name. Never inlined, so that it has a frame.
 noinline fn computeInlineForStallTest(duration_ns: u64) void {
@@ -251,4 +252,77 @@ test "stall: a sleeper's timer on a held executor fires on time, and it runs on 
         return error.TestUnexpectedResult;
     }
     try testing.expect(rt.metrics().stall_timers_fired >= 1);
+}
+
+/// A pipe read by a task whose executor the main task then holds for up to 300 ms, written
+/// 20 ms in by a plain thread: the read completes, and its task runs, on the other executor
+/// while the hold goes on (the watchdog reaps the held executor's loop, docs/STALLS.md).
+fn expectReadRescued(backend: @FieldType(Runtime.Options, "backend")) !void {
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    if (builtin.sanitize_thread and backend == .io_uring) {
+        return os.skipTest(@src(), "TSan: no rescue of an io_uring loop");
+    }
+    if (backend == .io_uring) try qemu.skipUnderQemu(.io_uring, @src());
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2, .backend = backend });
+    defer rt.deinit();
+    const io = rt.io();
+    const files = try fs_test.pipe();
+    defer for (files) |file| file.close(io);
+    const Reader = struct {
+        read_ns: std.atomic.Value(u64) = .init(0),
+        bytes: [8]u8 = undefined,
+        len: usize = 0,
+
+        fn read(reader: *@This(), io_: Io, file: Io.File) !void {
+            var buffers = [_][]u8{&reader.bytes};
+            reader.len = try file.readStreaming(io_, &buffers);
+            reader.read_ns.store(os.monotonicNs(), .release);
+        }
+
+        fn writeLater(fd: os.fd_t) void {
+            os.sleepThread(20 * std.time.ns_per_ms);
+            _ = std.os.linux.write(fd, "abc", 3);
+        }
+    };
+    var reader: Reader = .{};
+    // `async` runs the child first, here: its read goes to this executor's loop, which the
+    // main task (bound here) then holds.
+    const start_ns = os.monotonicNs();
+    var future = io.async(Reader.read, .{ &reader, io, files[0] });
+    defer future.cancel(io) catch {};
+    const writer = try std.Thread.spawn(.{}, Reader.writeLater, .{files[1].handle});
+    defer writer.join();
+    holdUntilSet(&reader.read_ns, 300 * std.time.ns_per_ms);
+    const read_ns = reader.read_ns.load(.acquire);
+    try future.await(io);
+    try testing.expectEqualStrings("abc", reader.bytes[0..reader.len]);
+    const read_ms = (read_ns -| start_ns) / std.time.ns_per_ms;
+    // Written at 20 ms; the watchdog finds the executor held within a look or two (12.5 ms
+    // each at the default threshold) and reaps its loop every millisecond from then on. 150
+    // ms leaves room for a loaded machine; without the rescue the read completes when the
+    // hold ends, at 300 ms.
+    if (read_ns == 0 or read_ms > 150) {
+        std.debug.print("the read completed after {d} ms (0: not during the hold); " ++
+            "completions delivered by the watchdog: {d}\n", .{
+            read_ms, rt.metrics().stall_io_rescued,
+        });
+        return error.TestUnexpectedResult;
+    }
+    try testing.expect(rt.metrics().stall_io_rescued >= 1);
+}
+
+/// Computes on the calling executor until `flag` is set or `limit_ns` passed.
+noinline fn holdUntilSet(flag: *const std.atomic.Value(u64), limit_ns: u64) void {
+    const start_ns = os.monotonicNs();
+    while (flag.load(.acquire) == 0 and os.monotonicNs() -| start_ns < limit_ns) {
+        std.atomic.spinLoopHint();
+    }
+}
+
+test "stall: a pipe read on a held io_uring executor completes on another one meanwhile" {
+    try expectReadRescued(.io_uring);
+}
+
+test "stall: a pipe read on a held epoll executor completes on another one meanwhile" {
+    try expectReadRescued(.epoll);
 }

@@ -18,7 +18,6 @@ const nonblocking = @import("../nonblocking.zig");
 
 epoll_fd: os.fd_t,
 wake_fd: os.fd_t,
-in_flight: usize = 0,
 /// Operations that finished without waiting, reported at the next poll.
 ready: Completion.Queue = .{},
 events: [config.reap_batch_max]linux.epoll_event = undefined,
@@ -48,7 +47,6 @@ pub fn init(backend: *EpollBackend) InitError!void {
 }
 
 pub fn deinit(backend: *EpollBackend) void {
-    assert(backend.in_flight == 0);
     os.closeFd(backend.epoll_fd);
     os.closeFd(backend.wake_fd);
     backend.* = undefined;
@@ -68,7 +66,6 @@ pub fn supports(backend: *const EpollBackend, tag: Completion.Op.Tag) bool {
 pub fn submit(backend: *EpollBackend, completion: *Completion) void {
     assert(completion.epoll_fd == -1);
     assert(Completion.Op.isReadiness(completion.op)); // callers check `supports`
-    backend.in_flight += 1;
     if (completion.op.triesFirst()) {
         const result = nonblocking.attempt(&completion.op);
         const eagain = -@as(i32, @intFromEnum(linux.E.AGAIN));
@@ -189,13 +186,23 @@ fn retry(backend: *EpollBackend, completion: *Completion) void {
     backend.finish(completion, result);
 }
 
-pub fn poll(backend: *EpollBackend, timeout_ns: ?u64, reaped: *Completion.Queue) bool {
-    var woken = false;
+pub fn poll(backend: *EpollBackend, timeout_ns: ?u64, reaped: *Completion.Queue) Reaped {
+    return backend.reapReady(timeout_ns, reaped);
+}
+
+const Reaped = Completion.Reaped;
+
+/// Waits up to `timeout_ns` for readiness, runs the ready operations' syscalls and moves the
+/// finished operations to `reaped`. Any thread may call it, one at a time (the loop's reap
+/// lock): a rescuer (`Loop.rescue`) calls it with a timeout of 0. The wake-up eventfd is
+/// drained.
+pub fn reapReady(backend: *EpollBackend, timeout_ns: ?u64, reaped: *Completion.Queue) Reaped {
+    var sorted: Reaped = .{};
     const wait_ns: ?u64 = if (backend.ready.isEmpty()) timeout_ns else 0;
     const count = backend.wait(wait_ns);
     for (backend.events[0..count]) |event| {
         if (event.data.ptr == 0) {
-            woken = true;
+            sorted.woken = true;
             _ = os.eventFdDrain(backend.wake_fd);
             continue;
         }
@@ -215,11 +222,10 @@ pub fn poll(backend: *EpollBackend, timeout_ns: ?u64, reaped: *Completion.Queue)
         }
     }
     while (backend.ready.pop()) |completion| {
-        assert(backend.in_flight > 0);
-        backend.in_flight -= 1;
         reaped.push(completion);
+        sorted.completions += 1;
     }
-    return woken;
+    return sorted;
 }
 
 fn wait(backend: *EpollBackend, timeout_ns: ?u64) usize {

@@ -22,8 +22,6 @@ ring: linux.IoUring,
 /// The operations this kernel implements, from IORING_REGISTER_PROBE (5.6+); without a probe
 /// only the readiness operations, which every kernel with EXT_ARG has, count.
 supported: std.EnumSet(Completion.Op.Tag),
-/// Operations submitted and not yet completed, the wake-up read excluded.
-in_flight: usize = 0,
 wake_fd: os.fd_t,
 wake_buffer: u64 = 0,
 cqes: [config.reap_batch_max]linux.io_uring_cqe = undefined,
@@ -76,7 +74,7 @@ fn getSqe(backend: *IoUringBackend) *linux.io_uring_sqe {
     };
 }
 
-fn armWake(backend: *IoUringBackend) void {
+pub fn armWake(backend: *IoUringBackend) void {
     const sqe = backend.getSqe();
     sqe.prep_read(backend.wake_fd, std.mem.asBytes(&backend.wake_buffer), 0);
     sqe.user_data = wake_user_data;
@@ -122,7 +120,6 @@ pub fn submit(backend: *IoUringBackend, completion: *Completion) void {
         .waitid => |op| sqe.prep_waitid(.PID, op.pid, op.info, op.options, 0),
     }
     sqe.user_data = @intFromPtr(completion);
-    backend.in_flight += 1;
 }
 
 /// Whether this ring can run `tag` asynchronously (file system and process operations came
@@ -166,33 +163,78 @@ pub fn cancel(backend: *IoUringBackend, completion: *Completion) void {
 }
 
 /// Submits what is queued and reaps completions into `reaped`; waits up to `timeout_ns` for at
-/// least one (null: without limit, 0: not at all). Returns whether the wake-up fd fired.
-pub fn poll(backend: *IoUringBackend, timeout_ns: ?u64, reaped: *Completion.Queue) bool {
+/// least one (null: without limit, 0: not at all).
+pub fn poll(backend: *IoUringBackend, timeout_ns: ?u64, reaped: *Completion.Queue) Reaped {
     backend.enter(timeout_ns, timeout_ns != 0);
-    var woken = false;
-    // Bounded: at most two batches per poll; what is left stays in the ring for the next one.
+    const sorted = backend.reapPosted(reaped, .ring_thread);
+    if (sorted.woken) backend.armWake();
+    return sorted;
+}
+
+const Reaped = Completion.Reaped;
+
+/// Who reaps: the ring's own thread (`poll`), or a rescuer on another thread
+/// (`Loop.rescue`), which must not enter the kernel: with `SINGLE_ISSUER` only the ring's
+/// thread may, and with `DEFER_TASKRUN` only its entering posts completions at all.
+pub const Reaper = enum { ring_thread, rescuer };
+
+/// Moves the completions the kernel has posted to `reaped`, setting each one's result, without
+/// entering the kernel (but for an overflowed completion queue on the ring's thread, which
+/// std's `copy_cqes` flushes). Leaves re-arming the wake-up read to the caller.
+pub fn reapPosted(backend: *IoUringBackend, reaped: *Completion.Queue, reaper: Reaper) Reaped {
+    var sorted: Reaped = .{};
+    // Bounded: at most two batches; what is left stays in the ring for the next reap.
     for (0..2) |_| {
-        const count = backend.ring.copy_cqes(&backend.cqes, 0) catch 0;
+        const count = switch (reaper) {
+            .ring_thread => backend.ring.copy_cqes(&backend.cqes, 0) catch 0,
+            .rescuer => backend.copyPosted(),
+        };
         for (backend.cqes[0..count]) |cqe| {
             switch (cqe.user_data) {
                 cancel_user_data => {},
-                wake_user_data => {
-                    woken = true;
-                    backend.armWake();
-                },
+                wake_user_data => sorted.woken = true,
                 else => {
                     const completion: *Completion = @ptrFromInt(cqe.user_data);
                     assert(completion.state == .submitted);
-                    assert(backend.in_flight > 0);
-                    backend.in_flight -= 1;
                     completion.result = cqe.res;
                     reaped.push(completion);
+                    sorted.completions += 1;
                 },
             }
         }
         if (count < backend.cqes.len) break;
     }
-    return woken;
+    return sorted;
+}
+
+/// `copy_cqes` without its `io_uring_enter`: only what is in the completion queue now.
+fn copyPosted(backend: *IoUringBackend) u32 {
+    const cq = &backend.ring.cq;
+    const count: u32 = @min(backend.cqes.len, backend.ring.cq_ready());
+    for (backend.cqes[0..count], 0..) |*cqe, offset| {
+        cqe.* = cq.cqes[(cq.head.* +% @as(u32, @intCast(offset))) & cq.mask];
+    }
+    backend.ring.cq_advance(count);
+    return count;
+}
+
+/// Called on the ring's thread from a signal handler (`Loop.postDeferred`) while a task holds
+/// that thread: submits what is queued if `submit_queued` (the interrupted code is not filling the
+/// queue) and has the kernel post the completions it holds back for the thread's next entering
+/// (`DEFER_TASKRUN`), so that a rescuer can reap them. Async-signal-safe: one system call,
+/// whose failure (none is expected: a full completion queue, short memory) leaves the work for
+/// the thread's next poll.
+pub fn postDeferred(backend: *IoUringBackend, submit_queued: bool) void {
+    const to_submit = if (submit_queued) backend.ring.flush_sq() else 0;
+    _ = linux.syscall6(
+        .io_uring_enter,
+        @as(usize, @intCast(backend.ring.fd)),
+        to_submit,
+        0,
+        linux.IORING_ENTER_GETEVENTS,
+        0,
+        0,
+    );
 }
 
 fn enter(backend: *IoUringBackend, timeout_ns: ?u64, wait: bool) void {
