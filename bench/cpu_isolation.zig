@@ -17,7 +17,10 @@
 //! (status, body length); a failed one fails the line.
 //!
 //! Usage: bench-cpu_isolation [--seconds N] [--nice N] [--only inline|lane|threaded]
-//! (defaults: 3 s, the CPU lane's own nice, every variant). bench/cpu_isolation.sh runs it.
+//!        [--heavy-ms N] [--stall-ms N]
+//! (defaults: 3 s, the CPU lane's own nice, every variant, /heavy calibrated to 6 ms, weft's
+//! default stall threshold; `--stall-ms 0` turns the stall detector off, and with it the
+//! watchdog's help for a held executor's timers and I/O). bench/cpu_isolation.sh runs it.
 const std = @import("std");
 const Io = std.Io;
 const net = Io.net;
@@ -25,7 +28,7 @@ const weft = @import("weft");
 const harness = @import("harness");
 const Sha256 = std.crypto.hash.sha2.Sha256;
 
-const heavy_target_ns = 6 * std.time.ns_per_ms;
+const heavy_target_ms_default = 6;
 const heavy_buffer_bytes = 256 * 1024;
 const heavy_clients = 2;
 const heavy_think_ns = 10 * std.time.ns_per_ms;
@@ -68,12 +71,12 @@ const Work = struct {
         return digest;
     }
 
-    /// Picks `rounds` so that one run takes about `heavy_target_ns` on this machine. Each
-    /// step keeps the fastest of a few runs: other processes only ever make a run slower.
-    fn calibrate(work: *Work) void {
+    /// Picks `rounds` so that one run takes about `target_ns` on this machine. Each step
+    /// keeps the fastest of a few runs: other processes only ever make a run slower.
+    fn calibrate(work: *Work, target_ns: u64) void {
         work.rounds = 1;
         var elapsed_ns: u64 = 0;
-        while (elapsed_ns < heavy_target_ns / 4) {
+        while (elapsed_ns < target_ns / 4) {
             work.rounds *= 2;
             elapsed_ns = std.math.maxInt(u64);
             for (0..5) |_| {
@@ -82,7 +85,7 @@ const Work = struct {
                 elapsed_ns = @min(elapsed_ns, harness.monotonicNs() - start_ns);
             }
         }
-        const scaled = @as(u64, work.rounds) * heavy_target_ns / @max(elapsed_ns, 1);
+        const scaled = @as(u64, work.rounds) * target_ns / @max(elapsed_ns, 1);
         work.rounds = @intCast(@max(1, scaled));
     }
 
@@ -318,10 +321,16 @@ pub fn main(init: std.process.Init) !void {
     };
     const seconds = try harness.flagInt(args, "--seconds", 3);
     const nice = harness.flagValue(args, "--nice");
+    const heavy_ms = try harness.flagInt(args, "--heavy-ms", heavy_target_ms_default);
+    if (heavy_ms == 0 or heavy_ms > 1000) {
+        std.debug.print("--heavy-ms must be 1 to 1000, not {d}\n", .{heavy_ms});
+        return error.InvalidArgs;
+    }
+    const stall_ms = harness.flagValue(args, "--stall-ms");
     // Calibrated once, here, so that every variant does the same work.
     const data = try heavyData(arena);
     var work: Work = .{ .data = data, .rounds = 1 };
-    work.calibrate();
+    work.calibrate(heavy_ms * std.time.ns_per_ms);
     const timeout_ns = (seconds + 30) * std.time.ns_per_s;
     const variants = [_][2][]const u8{
         .{ "runtime=weft", "heavy=inline" },
@@ -337,6 +346,9 @@ pub fn main(init: std.process.Init) !void {
         try words.append(arena, try session.word("rounds", work.rounds));
         if (nice) |value| if (std.mem.eql(u8, variant[1], "heavy=lane")) {
             try words.append(arena, try session.word("nice", value));
+        };
+        if (stall_ms) |value| if (std.mem.eql(u8, variant[0], "runtime=weft")) {
+            try words.append(arena, try session.word("stall_ms", value));
         };
         _ = try session.report("cpu_isolation", words.items, timeout_ns);
     }
