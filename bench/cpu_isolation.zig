@@ -17,9 +17,9 @@
 //! (status, body length); a failed one fails the line.
 //!
 //! Usage: bench-cpu_isolation [--seconds N] [--nice N] [--only inline|lane|threaded]
-//!        [--heavy-ms N] [--stall-ms N]
-//! (defaults: 3 s, the CPU lane's own nice, every variant, /heavy calibrated to 6 ms, weft's
-//! default stall threshold; `--stall-ms 0` turns the stall detector off, and with it the
+//!        [--heavy-ms N] [--heavy-clients 1|2] [--stall-ms N]
+//! (defaults: 3 s, the CPU lane's own nice, every variant, /heavy calibrated to 6 ms, 2 heavy
+//! clients, weft's default stall threshold; `--stall-ms 0` turns the stall detector off, and with it the
 //! watchdog's help for a held executor's timers and I/O). bench/cpu_isolation.sh runs it.
 const std = @import("std");
 const Io = std.Io;
@@ -30,11 +30,12 @@ const Sha256 = std.crypto.hash.sha2.Sha256;
 
 const heavy_target_ms_default = 6;
 const heavy_buffer_bytes = 256 * 1024;
-const heavy_clients = 2;
+const heavy_clients_default = 2;
+const heavy_clients_max = 2;
 const heavy_think_ns = 10 * std.time.ns_per_ms;
 const light_clients = 4;
 const light_think_ns = 1 * std.time.ns_per_ms;
-const clients = heavy_clients + light_clients;
+const clients_max = heavy_clients_max + light_clients;
 const warmup_ns = 300 * std.time.ns_per_ms;
 const direct_runs = 20;
 /// Samples one client keeps: more than a light client can send in 60 s at 1 ms apart.
@@ -107,6 +108,7 @@ const ServerContext = struct {
     work: *const Work,
     heavy: Heavy,
     cpu: *weft.CpuLane,
+    clients: usize,
 };
 
 const ServeError = error{ Unavailable, AcceptFailed } || Io.Cancelable;
@@ -116,7 +118,7 @@ fn serveAll(context: *const ServerContext, server: *net.Server) ServeError!void 
     const io = context.io;
     var group: Io.Group = .init;
     defer group.cancel(io);
-    for (0..clients) |_| {
+    for (0..context.clients) |_| {
         const stream = server.accept(io) catch |err| switch (err) {
             error.Canceled => return error.Canceled,
             else => return error.AcceptFailed,
@@ -245,7 +247,11 @@ fn measure(io: Io, config: harness.Config) !Result {
         .work = &work,
         .heavy = if (std.mem.eql(u8, config.get("heavy") orelse "", "lane")) .lane else .inline_,
         .cpu = &cpu,
+        .clients = light_clients + try config.int(usize, "heavy_clients"),
     };
+    if (context.clients <= light_clients or context.clients > clients_max) {
+        return error.ConfigInvalid;
+    }
     const seconds = try config.int(u64, "seconds");
     if (seconds == 0 or seconds > seconds_max) return error.ConfigInvalid;
 
@@ -256,12 +262,15 @@ fn measure(io: Io, config: harness.Config) !Result {
 
     var client_io: Io.Threaded = .init(gpa, .{});
     defer client_io.deinit();
-    const samples = try gpa.alloc(u32, clients * samples_max);
+    const samples = try gpa.alloc(u32, clients_max * samples_max);
     defer gpa.free(samples);
     const start_ns = harness.monotonicNs();
-    var states: [clients]Client = undefined;
-    var threads: [clients]std.Thread = undefined;
-    for (&states, &threads, 0..) |*client, *thread, index| {
+    var states_buffer: [clients_max]Client = undefined;
+    var threads_buffer: [clients_max]std.Thread = undefined;
+    const states = states_buffer[0..context.clients];
+    const threads = threads_buffer[0..context.clients];
+    const heavy_clients = context.clients - light_clients;
+    for (states, threads, 0..) |*client, *thread, index| {
         const heavy = index < heavy_clients;
         client.* = .{
             .address = server.socket.address,
@@ -279,10 +288,10 @@ fn measure(io: Io, config: harness.Config) !Result {
     // once every client closed its connection.
     try serving.await(io);
     for (threads) |thread| thread.join();
-    return summarize(&states, direct_ns);
+    return summarize(states, heavy_clients, direct_ns);
 }
 
-fn summarize(states: *[clients]Client, direct_ns: u64) !Result {
+fn summarize(states: []Client, heavy_clients: usize, direct_ns: u64) !Result {
     var heavy_all: std.ArrayList(u32) = .empty;
     defer heavy_all.deinit(std.heap.smp_allocator);
     var light_all: std.ArrayList(u32) = .empty;
@@ -327,6 +336,11 @@ pub fn main(init: std.process.Init) !void {
         return error.InvalidArgs;
     }
     const stall_ms = harness.flagValue(args, "--stall-ms");
+    const heavy_clients = try harness.flagInt(args, "--heavy-clients", heavy_clients_default);
+    if (heavy_clients == 0 or heavy_clients > heavy_clients_max) {
+        std.debug.print("--heavy-clients must be 1 to {d}\n", .{heavy_clients_max});
+        return error.InvalidArgs;
+    }
     // Calibrated once, here, so that every variant does the same work.
     const data = try heavyData(arena);
     var work: Work = .{ .data = data, .rounds = 1 };
@@ -344,6 +358,7 @@ pub fn main(init: std.process.Init) !void {
         try words.appendSlice(arena, &variant);
         try words.append(arena, try session.word("seconds", seconds));
         try words.append(arena, try session.word("rounds", work.rounds));
+        try words.append(arena, try session.word("heavy_clients", heavy_clients));
         if (nice) |value| if (std.mem.eql(u8, variant[1], "heavy=lane")) {
             try words.append(arena, try session.word("nice", value));
         };
