@@ -188,6 +188,11 @@ pub const Executor = struct {
     /// Timers started, and those that went off (the rest were stopped first).
     timers_armed: u64 = 0,
     timers_fired: u64 = 0,
+    /// The longest run of one task on this executor that the watchdog saw, an ongoing one
+    /// included: from the first of its looks that saw the run to the last (the stall's exact
+    /// end for a reported stall). Short by up to a look (a quarter of the stall threshold);
+    /// runs shorter than a look count as 0. Zero with the stall detector off.
+    held_max_ns: u64 = 0,
 };
 
 /// Takes the snapshot: the scheduler's counters, the lanes' figures (the process's named
@@ -721,6 +726,13 @@ const executor_series = [_]Series{
         .field = "timers_fired",
         .name = "weft_executor_timers_fired_total",
         .help = "Timers that went off.",
+    },
+    .{
+        .field = "held_max_ns",
+        .name = "weft_executor_held_max_seconds",
+        .help = "The longest run of one task on this executor the watchdog saw.",
+        .kind = .gauge,
+        .seconds = true,
     },
 };
 

@@ -341,6 +341,9 @@ pub fn metrics(rt: Runtime) Metrics {
         snapshot.stall_time = watchdog.stall_time.snapshot();
         snapshot.stall_timers_fired = watchdog.timers_fired.load(.monotonic);
         snapshot.stall_io_rescued = watchdog.io_rescued.load(.monotonic);
+        for (snapshot.executors[0..snapshot.executor_count], 0..) |*executor, index| {
+            executor.held_max_ns = watchdog.held_max_ns[index].load(.monotonic);
+        }
     }
     return snapshot;
 }

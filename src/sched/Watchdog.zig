@@ -109,6 +109,9 @@ stall_time: Histogram = .{},
 /// Timers the watchdog fired for executors held by one task (`fireTimersOfHeld`); their
 /// executors' own `timers_fired` does not count them.
 timers_fired: std.atomic.Value(u64) = .init(0),
+/// Per executor, the longest run of one task seen (`Metrics.Executor.held_max_ns`); written
+/// by the watchdog's thread only.
+held_max_ns: [config.executors_max]std.atomic.Value(u64) = @splat(.init(0)),
 /// I/O completions the watchdog delivered for executors held by one task (`rescueIoOfHeld`);
 /// their executors' own `io_completed` does not count them.
 io_rescued: std.atomic.Value(u64) = .init(0),
@@ -254,7 +257,9 @@ fn look(
             // The executor stamped the end when it went back to the scheduler; the watchdog
             // may have been busy symbolizing meanwhile.
             const end_ns = executor.stall_end_ns.load(.monotonic);
-            watchdog.reportEnd(executor.index, seen.*, if (end_ns != 0) end_ns else now_ns);
+            const ended_ns = if (end_ns != 0) end_ns else now_ns;
+            watchdog.noteHeld(executor.index, ended_ns -| seen.since_ns);
+            watchdog.reportEnd(executor.index, seen.*, ended_ns);
         }
         executor.stalled_activity.store(Executor.activity_none, .monotonic);
         seen.* = .{
@@ -266,6 +271,7 @@ fn look(
     }
     const running = activity & 1 == 1;
     if (!running) return;
+    watchdog.noteHeld(executor.index, now_ns -| seen.since_ns);
     if (seen.reported) {
         // Still stalled: the tasks queued on its ring may run elsewhere. An idle executor is
         // woken to steal them, which the push that queued them may have skipped (it does
@@ -283,6 +289,11 @@ fn look(
     executor.stalled_activity.store(activity, .release);
     if (executor.ring.len() > 0) watchdog.helpWithRing(now_ns);
     watchdog.reportStall(executor, seen, held_ns, threshold_ns);
+}
+
+fn noteHeld(watchdog: *Watchdog, executor_index: u32, held_ns: u64) void {
+    const held_max = &watchdog.held_max_ns[executor_index];
+    if (held_ns > held_max.load(.monotonic)) held_max.store(held_ns, .monotonic);
 }
 
 /// How long the run `seen` has held its executor by `now_ns`, less the time its thread

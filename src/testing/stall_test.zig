@@ -74,6 +74,9 @@ test "stall: 200 ms computed on the main task is reported once, with its stack, 
     try testing.expectEqual(@as(u64, 1), metrics.stall_time.count);
     const p50_ns = metrics.stall_time.percentileNs(50).?;
     try testing.expect(p50_ns == 1 << 28 or p50_ns == 1 << 29);
+    // The executor's longest hold is that stall's length, as the end report gave it.
+    const held_max_ms = metrics.executors[0].held_max_ns / std.time.ns_per_ms;
+    try testing.expect(held_max_ms >= ms and held_max_ms <= ms + 1);
     io.sleep(.fromMilliseconds(50), .awake) catch {};
     try testing.expectEqual(@as(u32, 2), watchdog.keptReport(0, &report.buffer)[1]);
 }
