@@ -151,6 +151,11 @@ pub fn err(c: *const Completion) ?std.os.linux.E {
 
 pub const Queue = @import("../intrusive.zig").Queue(Completion);
 
+/// Who reaps a backend: the loop's own thread (`Loop.poll`), or a rescuer on another thread
+/// (`Loop.rescue`), which must neither enter io_uring's kernel side (only the ring's thread
+/// may) nor run a system call that could block it.
+pub const Reaper = enum { loop_thread, rescuer };
+
 /// What one reap of a backend found.
 pub const Reaped = struct {
     /// Completions moved to the reaper's queue.

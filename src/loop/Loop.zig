@@ -176,6 +176,8 @@ pub fn poll(loop: *Loop, timeout_ns: ?u64) usize {
         loop.rescued_count.store(0, .monotonic);
         loop.rescued_wake = false;
     }
+    // Held across a blocking wait, against `SpinLock`'s rule: only a rescuer contends, and it
+    // only tries the lock (a thread waiting in its poll is not held by a task anyway).
     const found = switch (loop.backend) {
         inline else => |*backend| backend.poll(wait_ns, &loop.reaped),
     };
@@ -220,7 +222,7 @@ pub fn rescue(loop: *Loop, claim: *const fn (completion: *Completion) bool) ?Res
     var reaped: Completion.Queue = .{};
     const found = switch (loop.backend) {
         .io_uring => |*backend| backend.reapPosted(&reaped, .rescuer),
-        .epoll => |*backend| backend.reapReady(0, &reaped),
+        .epoll => |*backend| backend.reapReady(0, &reaped, .rescuer),
     };
     if (found.woken) loop.rescued_wake = true;
     const rescued = loop.rescued_count.load(.monotonic);
@@ -236,6 +238,19 @@ pub fn rescue(loop: *Loop, claim: *const fn (completion: *Completion) bool) ?Res
         }
     }
     return result;
+}
+
+/// Whether the loop's thread must be interrupted (`postDeferred`) before a rescue can find
+/// everything: it has queued operations it did not submit, or the kernel holds completions
+/// back for it (io_uring). Null when the thread is using the loop right now. From another
+/// thread.
+pub fn needsPost(loop: *Loop) ?bool {
+    if (!loop.reap_lock.tryLock()) return null;
+    defer loop.reap_lock.unlock();
+    return switch (loop.backend) {
+        .io_uring => |*backend| backend.needsPost(),
+        .epoll => false,
+    };
 }
 
 /// Operations in flight that a rescue has not reaped yet: what a rescue may still find.
@@ -381,6 +396,8 @@ fn testRescue(choice: Choice) !void {
         Context.claims = 0;
         var read: Completion = .{ .op = read_op, .callback = &Context.done };
         loop.submit(&read);
+        // io_uring: submitted only when this thread enters the kernel; a rescuer must ask.
+        try std.testing.expectEqual(@as(?bool, choice == .io_uring), loop.needsPost());
         try std.testing.expectEqual(@as(usize, 3), std.os.linux.write(fds[1], "abc", 3));
         // What the watchdog's signal has the loop's thread do on io_uring; then another
         // thread reaps: it finds the completion, waiting until the read has run.
@@ -431,6 +448,49 @@ fn testRescue(choice: Choice) !void {
     const thread = try std.Thread.spawn(.{}, wake, .{&loop});
     _ = loop.poll(null);
     thread.join();
+}
+
+test "Loop: an epoll rescue writes what fits in a blocking pipe and does not block" {
+    var loop: Loop = undefined;
+    try loop.init(.epoll);
+    defer loop.deinit();
+    var fds: [2]i32 = undefined;
+    try std.testing.expectEqual(@as(usize, 0), std.os.linux.pipe2(&fds, .{ .CLOEXEC = true }));
+    defer for (fds) |fd| {
+        _ = std.os.linux.close(fd);
+    };
+    // A blocking pipe with 8 KiB of room (64 KiB by default) and a 32 KiB write waiting: epoll
+    // calls it writable, and a plain `writev` would write 8 KiB and then block its thread.
+    const capacity = std.os.linux.fcntl(fds[1], std.os.linux.F.GETPIPE_SZ, 0);
+    try std.testing.expectEqual(@as(usize, 64 * 1024), capacity);
+    const filler: [56 * 1024]u8 = @splat('f');
+    try std.testing.expectEqual(filler.len, std.os.linux.write(fds[1], &filler, filler.len));
+    const payload: [32 * 1024]u8 = @splat('p');
+    const iovecs = [_]std.posix.iovec_const{.{ .base = &payload, .len = payload.len }};
+    const Context = struct {
+        fn done(c: *Completion) void {
+            c.state = .idle;
+        }
+        fn decline(c: *Completion) bool {
+            _ = c;
+            return false;
+        }
+        fn rescueFrom(l: *Loop, out: *?Rescue) void {
+            out.* = l.rescue(&decline);
+        }
+    };
+    var write: Completion = .{
+        .op = .{ .write = .{ .fd = fds[1], .iovecs = &iovecs, .offset = null } },
+        .callback = &Context.done,
+    };
+    loop.submit(&write);
+    var rescued: ?Rescue = null;
+    const thread = try std.Thread.spawn(.{}, Context.rescueFrom, .{ &loop, &rescued });
+    thread.join();
+    try std.testing.expectEqual(@as(usize, 1), rescued.?.declined);
+    _ = loop.poll(0);
+    try std.testing.expectEqual(Completion.State.idle, write.state);
+    try std.testing.expectEqual(@as(i32, 8 * 1024), write.result);
 }
 
 test "Loop: io_uring rescue from another thread, claimed or left to the loop's thread" {

@@ -405,18 +405,21 @@ fn rescueIoOfHeld(
     if (!isHeld(executor, seen, look_ns, now_ns)) return false;
     const loop = &executor.loop;
     if (loop.pendingRescue() == 0) return false;
-    switch (loop.kind()) {
-        .io_uring => {
-            if (builtin.sanitize_thread) return false;
-            if (!requestPost(executor)) return true;
-        },
-        .epoll => {},
+    if (loop.kind() == .io_uring) {
+        if (builtin.sanitize_thread) return false;
+        // Interrupted only when it holds something back: an idle connection's receive stays
+        // in flight for the whole hold, and needs no signal every millisecond.
+        const needs_post = loop.needsPost() orelse return true;
+        if (needs_post and !requestPost(executor)) return true;
     }
-    // What a rescue delivers goes to the global queue (waking an idle executor), which retired
-    // executors do not serve.
-    scheduler.recallRetired(now_ns + 2 * look_ns);
     const rescue = loop.rescue(&io_wait.claimForRescue) orelse return true;
-    _ = watchdog.io_rescued.fetchAdd(rescue.claimed, .monotonic);
+    if (rescue.claimed > 0) {
+        _ = watchdog.io_rescued.fetchAdd(rescue.claimed, .monotonic);
+        // The claimed tasks went to the global queue, which retired executors do not serve:
+        // bring them back, and wake one to run the tasks.
+        scheduler.recallRetired(now_ns + 2 * look_ns);
+        scheduler.notifyWork();
+    }
     return true;
 }
 
@@ -650,22 +653,34 @@ fn handleSample(
     const executor = Executor.ofThread() orelse return forward(signal, info, ucontext);
     // One signal may carry both requests: the watchdog makes them one after the other, and
     // a signal sent while another is pending is merged with it.
-    var ours = false;
-    if (executor.post_request.load(.acquire) == post_requested) {
-        ours = true;
-        executor.loop.postDeferred();
-        const request = &executor.post_request;
-        if (request.cmpxchgStrong(post_requested, post_done, .release, .monotonic) == null) {
-            os.futexWake(request, 1);
-        }
-    }
+    const posted = postForRescue(executor);
     const sample = &executor.stall_sample;
-    if (sample.state.load(.acquire) != Sample.requested) {
-        if (!ours) forward(signal, info, ucontext);
+    if (sample.state.load(.acquire) == Sample.requested) {
+        if (takeStack(executor, ucontext)) return;
+    } else if (posted) {
         return;
     }
-    const registers = std.debug.cpu_context.fromPosixSignalContext(ucontext) orelse
-        return forward(signal, info, ucontext);
+    forward(signal, info, ucontext);
+}
+
+/// The handler's answer to `requestPost`, if one is pending. A frame of its own, and a small
+/// one: this may run on a fiber's stack (no alternate signal stack where stacks have no guard
+/// page), up to once a millisecond while the executor is held.
+noinline fn postForRescue(executor: *Executor) bool {
+    const request = &executor.post_request;
+    if (request.load(.acquire) != post_requested) return false;
+    executor.loop.postDeferred();
+    if (request.cmpxchgStrong(post_requested, post_done, .release, .monotonic) == null) {
+        os.futexWake(request, 1);
+    }
+    return true;
+}
+
+/// The handler's answer to `takeSample`: records the interrupted stack. False when the
+/// interrupted registers cannot be read.
+noinline fn takeStack(executor: *Executor, ucontext: ?*anyopaque) bool {
+    const sample = &executor.stall_sample;
+    const registers = std.debug.cpu_context.fromPosixSignalContext(ucontext) orelse return false;
     // A page of the interrupted stack per copy (fiber/frames.zig), on the signal stack.
     var window: [std.heap.page_size_min]u8 align(16) = undefined;
     const trace = frames.walk(
@@ -680,6 +695,7 @@ fn handleSample(
     sample.activity = executor.activity.load(.monotonic);
     sample.state.store(Sample.taken, .release);
     os.futexWake(&sample.state, 1);
+    return true;
 }
 
 fn forward(signal: linux.SIG, info: *const linux.siginfo_t, ucontext: ?*anyopaque) void {

@@ -20,6 +20,9 @@ epoll_fd: os.fd_t,
 wake_fd: os.fd_t,
 /// Operations that finished without waiting, reported at the next poll.
 ready: Completion.Queue = .{},
+/// Reads and writes a rescuer found ready but could not run without risking to block its
+/// thread (`performForRescuer`): the loop's thread runs them at its next poll.
+owner_ready: Completion.Queue = .{},
 events: [config.reap_batch_max]linux.epoll_event = undefined,
 
 pub const InitError = error{ SystemResources, ProcessFdQuotaExceeded, SystemFdQuotaExceeded } ||
@@ -47,6 +50,7 @@ pub fn init(backend: *EpollBackend) InitError!void {
 }
 
 pub fn deinit(backend: *EpollBackend) void {
+    assert(backend.owner_ready.isEmpty());
     os.closeFd(backend.epoll_fd);
     os.closeFd(backend.wake_fd);
     backend.* = undefined;
@@ -120,7 +124,8 @@ pub fn submit(backend: *EpollBackend, completion: *Completion) void {
 
 pub fn cancel(backend: *EpollBackend, completion: *Completion) void {
     assert(completion.state == .submitted);
-    // Already finished and waiting in `ready`: the result stands.
+    // Already finished and waiting in `ready`, or ready and waiting in `owner_ready` to run:
+    // the result stands.
     if (completion.epoll_fd == -1) return;
     backend.unregister(completion);
     backend.finish(completion, -@as(i32, @intFromEnum(linux.E.CANCELED)));
@@ -162,41 +167,79 @@ fn perform(backend: *EpollBackend, completion: *Completion) void {
     backend.finish(completion, result);
 }
 
+/// `perform` on a rescuer's thread, which must not block: a read or write of a pipe or a
+/// terminal opened blocking, whose readiness went stale or whose room is smaller than the
+/// write, would block in `readv`/`writev`. `RWF_NOWAIT` says so instead: not ready after all
+/// re-arms the registration; a file that refuses the flag (a terminal) is left for the loop's
+/// thread, which runs it as before.
+fn performForRescuer(backend: *EpollBackend, completion: *Completion) void {
+    const rc: usize = switch (completion.op) {
+        .read => |op| linux.preadv2(op.fd, op.iovecs.ptr, op.iovecs.len, -1, linux.RWF.NOWAIT),
+        .write => |op| linux.pwritev2(op.fd, op.iovecs.ptr, op.iovecs.len, -1, linux.RWF.NOWAIT),
+        else => unreachable, // sockets retry; polls need no syscall
+    };
+    switch (os.errno(rc)) {
+        .SUCCESS => {
+            backend.unregister(completion);
+            backend.finish(completion, @intCast(rc));
+        },
+        .AGAIN => backend.rearm(completion),
+        .OPNOTSUPP, .INVAL => {
+            backend.unregister(completion);
+            backend.owner_ready.push(completion);
+        },
+        else => |e| {
+            backend.unregister(completion);
+            backend.finish(completion, -@as(i32, @intFromEnum(e)));
+        },
+    }
+}
+
+/// Arms the one-shot registration of a still-waiting operation again; a failure ends it.
+fn rearm(backend: *EpollBackend, completion: *Completion) void {
+    var event: linux.epoll_event = .{
+        .events = interest(completion.op) | linux.EPOLL.ONESHOT,
+        .data = .{ .ptr = @intFromPtr(completion) },
+    };
+    const ctl = linux.EPOLL.CTL_MOD;
+    const rc = linux.epoll_ctl(backend.epoll_fd, ctl, completion.epoll_fd, &event);
+    switch (os.errno(rc)) {
+        .SUCCESS => {},
+        else => |e| {
+            backend.unregister(completion);
+            backend.finish(completion, -@as(i32, @intFromEnum(e)));
+        },
+    }
+}
+
 /// A socket operation's descriptor became ready: try the syscall again. A stale readiness
 /// (someone else took the data or the connection) re-arms the one-shot registration.
 fn retry(backend: *EpollBackend, completion: *Completion) void {
     assert(completion.epoll_fd != -1);
     const result = nonblocking.attempt(&completion.op);
-    if (result == -@as(i32, @intFromEnum(linux.E.AGAIN))) {
-        var event: linux.epoll_event = .{
-            .events = interest(completion.op) | linux.EPOLL.ONESHOT,
-            .data = .{ .ptr = @intFromPtr(completion) },
-        };
-        const ctl = linux.EPOLL.CTL_MOD;
-        const rc = linux.epoll_ctl(backend.epoll_fd, ctl, completion.epoll_fd, &event);
-        switch (os.errno(rc)) {
-            .SUCCESS => return,
-            else => |e| {
-                backend.unregister(completion);
-                return backend.finish(completion, -@as(i32, @intFromEnum(e)));
-            },
-        }
-    }
+    if (result == -@as(i32, @intFromEnum(linux.E.AGAIN))) return backend.rearm(completion);
     backend.unregister(completion);
     backend.finish(completion, result);
 }
 
 pub fn poll(backend: *EpollBackend, timeout_ns: ?u64, reaped: *Completion.Queue) Reaped {
-    return backend.reapReady(timeout_ns, reaped);
+    while (backend.owner_ready.pop()) |completion| backend.perform(completion);
+    return backend.reapReady(timeout_ns, reaped, .loop_thread);
 }
 
 const Reaped = Completion.Reaped;
+const Reaper = Completion.Reaper;
 
 /// Waits up to `timeout_ns` for readiness, runs the ready operations' syscalls and moves the
 /// finished operations to `reaped`. Any thread may call it, one at a time (the loop's reap
 /// lock): a rescuer (`Loop.rescue`) calls it with a timeout of 0. The wake-up eventfd is
 /// drained.
-pub fn reapReady(backend: *EpollBackend, timeout_ns: ?u64, reaped: *Completion.Queue) Reaped {
+pub fn reapReady(
+    backend: *EpollBackend,
+    timeout_ns: ?u64,
+    reaped: *Completion.Queue,
+    reaper: Reaper,
+) Reaped {
     var sorted: Reaped = .{};
     const wait_ns: ?u64 = if (backend.ready.isEmpty()) timeout_ns else 0;
     const count = backend.wait(wait_ns);
@@ -208,7 +251,13 @@ pub fn reapReady(backend: *EpollBackend, timeout_ns: ?u64, reaped: *Completion.Q
         }
         const completion: *Completion = @ptrFromInt(event.data.ptr);
         if (completion.op.triesFirst()) {
+            // Never blocks, on a rescuer's thread too: weft's sockets are non-blocking (and
+            // receives and sends add MSG_DONTWAIT).
             backend.retry(completion);
+            continue;
+        }
+        if (reaper == .rescuer and completion.op != .poll) {
+            backend.performForRescuer(completion);
             continue;
         }
         backend.unregister(completion);

@@ -6,6 +6,8 @@
 //!   interrupt a running fiber and arrive in batches.
 //! - `SINGLE_ISSUER | COOP_TASKRUN` (5.19+): the same without deferral.
 //! - none.
+//! Each of the first two is tried with `TASKRUN_FLAG` first, so that a rescuer (`Loop.rescue`)
+//! can tell whether the kernel holds completions back for the ring's thread.
 //! SQPOLL is rejected: a kernel thread spinning per ring would take one of our two cores.
 //! Waiting with a timeout uses `IORING_ENTER_EXT_ARG` (5.11+), so no timeout SQE is needed; a
 //! kernel without it gets the epoll backend instead.
@@ -24,6 +26,10 @@ ring: linux.IoUring,
 supported: std.EnumSet(Completion.Op.Tag),
 wake_fd: os.fd_t,
 wake_buffer: u64 = 0,
+/// Whether the kernel holds completions back until this thread enters (`DEFER_TASKRUN`, or
+/// `COOP_TASKRUN` which runs them at its next kernel transition), and if so whether it says
+/// when it does (`TASKRUN_FLAG`: `IORING_SQ_TASKRUN` in the shared flags).
+holds_back: enum { never, flagged, unflagged },
 cqes: [config.reap_batch_max]linux.io_uring_cqe = undefined,
 
 /// `user_data` of the eventfd read that wakes the ring up from other threads.
@@ -34,12 +40,18 @@ const cancel_user_data: u64 = 0;
 pub const InitError = error{ Unsupported, SystemResources } || os.EventFdError;
 
 pub fn init(backend: *IoUringBackend) InitError!void {
+    const single = linux.IORING_SETUP_SINGLE_ISSUER;
     const flag_choices = [_]u32{
-        linux.IORING_SETUP_SINGLE_ISSUER | linux.IORING_SETUP_DEFER_TASKRUN,
-        linux.IORING_SETUP_SINGLE_ISSUER | linux.IORING_SETUP_COOP_TASKRUN,
+        single | linux.IORING_SETUP_DEFER_TASKRUN | linux.IORING_SETUP_TASKRUN_FLAG,
+        single | linux.IORING_SETUP_DEFER_TASKRUN,
+        single | linux.IORING_SETUP_COOP_TASKRUN | linux.IORING_SETUP_TASKRUN_FLAG,
+        single | linux.IORING_SETUP_COOP_TASKRUN,
         0,
     };
+    const deferring = linux.IORING_SETUP_DEFER_TASKRUN | linux.IORING_SETUP_COOP_TASKRUN;
+    var ring_flags: u32 = 0;
     const ring = for (flag_choices) |flags| {
+        ring_flags = flags;
         break linux.IoUring.init(config.ring_entries, flags) catch |err| switch (err) {
             error.ArgumentsInvalid => continue,
             error.SystemResources => return error.SystemResources,
@@ -56,7 +68,17 @@ pub fn init(backend: *IoUringBackend) InitError!void {
     const wake_fd = try os.eventFd();
     var ring_probing = ring;
     const supported = probeSupported(&ring_probing);
-    backend.* = .{ .ring = ring, .supported = supported, .wake_fd = wake_fd };
+    backend.* = .{
+        .ring = ring,
+        .supported = supported,
+        .wake_fd = wake_fd,
+        .holds_back = if (ring_flags & linux.IORING_SETUP_TASKRUN_FLAG != 0)
+            .flagged
+        else if (ring_flags & deferring != 0)
+            .unflagged
+        else
+            .never,
+    };
     backend.armWake();
 }
 
@@ -166,17 +188,13 @@ pub fn cancel(backend: *IoUringBackend, completion: *Completion) void {
 /// least one (null: without limit, 0: not at all).
 pub fn poll(backend: *IoUringBackend, timeout_ns: ?u64, reaped: *Completion.Queue) Reaped {
     backend.enter(timeout_ns, timeout_ns != 0);
-    const sorted = backend.reapPosted(reaped, .ring_thread);
+    const sorted = backend.reapPosted(reaped, .loop_thread);
     if (sorted.woken) backend.armWake();
     return sorted;
 }
 
 const Reaped = Completion.Reaped;
-
-/// Who reaps: the ring's own thread (`poll`), or a rescuer on another thread
-/// (`Loop.rescue`), which must not enter the kernel: with `SINGLE_ISSUER` only the ring's
-/// thread may, and with `DEFER_TASKRUN` only its entering posts completions at all.
-pub const Reaper = enum { ring_thread, rescuer };
+const Reaper = Completion.Reaper;
 
 /// Moves the completions the kernel has posted to `reaped`, setting each one's result, without
 /// entering the kernel (but for an overflowed completion queue on the ring's thread, which
@@ -186,7 +204,7 @@ pub fn reapPosted(backend: *IoUringBackend, reaped: *Completion.Queue, reaper: R
     // Bounded: at most two batches; what is left stays in the ring for the next reap.
     for (0..2) |_| {
         const count = switch (reaper) {
-            .ring_thread => backend.ring.copy_cqes(&backend.cqes, 0) catch 0,
+            .loop_thread => backend.ring.copy_cqes(&backend.cqes, 0) catch 0,
             .rescuer => backend.copyPosted(),
         };
         for (backend.cqes[0..count]) |cqe| {
@@ -216,6 +234,19 @@ fn copyPosted(backend: *IoUringBackend) u32 {
     }
     backend.ring.cq_advance(count);
     return count;
+}
+
+/// Whether this thread has work a rescuer cannot see without it (`postDeferred`): operations
+/// queued but not submitted, or completions the kernel holds back for it. Only under the
+/// loop's reap lock, which the thread holds while it fills the queue.
+pub fn needsPost(backend: *const IoUringBackend) bool {
+    const sq = &backend.ring.sq;
+    if (sq.sqe_tail != sq.sqe_head) return true;
+    return switch (backend.holds_back) {
+        .never => false,
+        .flagged => @atomicLoad(u32, sq.flags, .acquire) & linux.IORING_SQ_TASKRUN != 0,
+        .unflagged => true,
+    };
 }
 
 /// Called on the ring's thread from a signal handler (`Loop.postDeferred`) while a task holds
