@@ -12,6 +12,8 @@ const os = @import("../os/linux.zig");
 const parked = @import("parked.zig");
 const qemu = @import("qemu.zig");
 const fs_test = @import("fs_test.zig");
+const io_wait = @import("../sched/io_wait.zig");
+const Completion = @import("../loop/Completion.zig");
 
 /// The function a stall report's stack must name. Never inlined, so that it has a frame.
 noinline fn computeInlineForStallTest(duration_ns: u64) void {
@@ -328,4 +330,58 @@ test "stall: a pipe read on a held io_uring executor completes on another one me
 
 test "stall: a pipe read on a held epoll executor completes on another one meanwhile" {
     try expectReadRescued(.epoll);
+}
+
+test "stall: a rescued read with a deadline ends on the other executor and its timer is gone" {
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    if (builtin.sanitize_thread) {
+        return os.skipTest(@src(), "TSan: no rescue of an io_uring loop");
+    }
+    try qemu.skipUnderQemu(.io_uring, @src());
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2, .backend = .io_uring });
+    defer rt.deinit();
+    const io = rt.io();
+    const files = try fs_test.pipe();
+    defer for (files) |file| file.close(io);
+    const Reader = struct {
+        read_ns: std.atomic.Value(u64) = .init(0),
+        bytes: [8]u8 = undefined,
+        result: i32 = 0,
+
+        /// The loop's read with a deadline 10 s away: its timer sits in the heap of the
+        /// executor that submitted it, and must be stopped from the one the task ends on.
+        fn read(reader: *@This(), fd: os.fd_t) io_wait.Error!void {
+            const iovecs = [_]std.posix.iovec{.{ .base = &reader.bytes, .len = 8 }};
+            const op: Completion.Op = .{ .read = .{ .fd = fd, .iovecs = &iovecs, .offset = null } };
+            reader.result = try io_wait.perform(op, os.monotonicNs() + 10 * std.time.ns_per_s);
+            reader.read_ns.store(os.monotonicNs(), .release);
+        }
+
+        fn writeLater(fd: os.fd_t) void {
+            os.sleepThread(20 * std.time.ns_per_ms);
+            _ = std.os.linux.write(fd, "abc", 3);
+        }
+    };
+    var reader: Reader = .{};
+    var future = io.async(Reader.read, .{ &reader, files[0].handle });
+    defer future.cancel(io) catch {};
+    const writer = try std.Thread.spawn(.{}, Reader.writeLater, .{files[1].handle});
+    defer writer.join();
+    holdUntilSet(&reader.read_ns, 300 * std.time.ns_per_ms);
+    const read_during_hold = reader.read_ns.load(.acquire) != 0;
+    try future.await(io);
+    try testing.expect(read_during_hold);
+    try testing.expectEqual(@as(i32, 3), reader.result);
+    try testing.expectEqualStrings("abc", reader.bytes[0..3]);
+    // Stopped, not fired: no timer is left in either executor's heap.
+    for (rt.state.scheduler.executors) |*executor| {
+        executor.timers_lock.lock();
+        defer executor.timers_lock.unlock();
+        try testing.expect(executor.timers.isEmpty());
+    }
+    const metrics = rt.metrics();
+    try testing.expect(metrics.stall_io_rescued >= 1);
+    for (metrics.executorsSlice()) |executor| {
+        try testing.expectEqual(@as(u64, 0), executor.timers_fired);
+    }
 }
