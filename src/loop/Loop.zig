@@ -451,6 +451,7 @@ fn testRescue(choice: Choice) !void {
 }
 
 test "Loop: an epoll rescue writes what fits in a blocking pipe and does not block" {
+    try @import("../testing/qemu.zig").skipUnderQemu(.nowait, @src());
     var loop: Loop = undefined;
     try loop.init(.epoll);
     defer loop.deinit();
@@ -499,5 +500,6 @@ test "Loop: io_uring rescue from another thread, claimed or left to the loop's t
 }
 
 test "Loop: epoll rescue from another thread, claimed or left to the loop's thread" {
+    try @import("../testing/qemu.zig").skipUnderQemu(.nowait, @src());
     try testRescue(.epoll);
 }

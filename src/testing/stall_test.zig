@@ -267,7 +267,7 @@ fn expectReadRescued(backend: @FieldType(Runtime.Options, "backend")) !void {
     if (builtin.sanitize_thread and backend == .io_uring) {
         return os.skipTest(@src(), "TSan: no rescue of an io_uring loop");
     }
-    if (backend == .io_uring) try qemu.skipUnderQemu(.io_uring, @src());
+    try qemu.skipUnderQemu(if (backend == .io_uring) .io_uring else .nowait, @src());
     var rt = try Runtime.init(testing.allocator, .{ .executors = 2, .backend = backend });
     defer rt.deinit();
     const io = rt.io();

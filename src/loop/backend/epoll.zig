@@ -184,7 +184,9 @@ fn performForRescuer(backend: *EpollBackend, completion: *Completion) void {
             backend.finish(completion, @intCast(rc));
         },
         .AGAIN => backend.rearm(completion),
-        .OPNOTSUPP, .INVAL => {
+        // The file refuses the flag (a terminal), or the kernel (or an emulator) lacks the
+        // call: the loop's thread runs it, as it would have.
+        .OPNOTSUPP, .INVAL, .NOSYS => {
             backend.unregister(completion);
             backend.owner_ready.push(completion);
         },
