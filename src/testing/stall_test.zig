@@ -263,11 +263,7 @@ test "stall: a sleeper's timer on a held executor fires on time, and it runs on 
 /// 20 ms in by a plain thread: the read completes, and its task runs, on the other executor
 /// while the hold goes on (the watchdog reaps the held executor's loop, docs/STALLS.md).
 fn expectReadRescued(backend: @FieldType(Runtime.Options, "backend")) !void {
-    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
-    if (builtin.sanitize_thread and backend == .io_uring) {
-        return os.skipTest(@src(), "TSan: no rescue of an io_uring loop");
-    }
-    try qemu.skipUnderQemu(if (backend == .io_uring) .io_uring else .nowait, @src());
+    try skipWithoutRescue(backend);
     var rt = try Runtime.init(testing.allocator, .{ .executors = 2, .backend = backend });
     defer rt.deinit();
     const io = rt.io();
@@ -283,11 +279,6 @@ fn expectReadRescued(backend: @FieldType(Runtime.Options, "backend")) !void {
             reader.len = try file.readStreaming(io_, &buffers);
             reader.read_ns.store(os.monotonicNs(), .release);
         }
-
-        fn writeLater(fd: os.fd_t) void {
-            os.sleepThread(20 * std.time.ns_per_ms);
-            _ = std.os.linux.write(fd, "abc", 3);
-        }
     };
     var reader: Reader = .{};
     // `async` runs the child first, here: its read goes to this executor's loop, which the
@@ -295,7 +286,7 @@ fn expectReadRescued(backend: @FieldType(Runtime.Options, "backend")) !void {
     const start_ns = os.monotonicNs();
     var future = io.async(Reader.read, .{ &reader, io, files[0] });
     defer future.cancel(io) catch {};
-    const writer = try std.Thread.spawn(.{}, Reader.writeLater, .{files[1].handle});
+    const writer = try std.Thread.spawn(.{}, writeAbcLater, .{files[1].handle});
     defer writer.join();
     holdUntilSet(&reader.read_ns, 300 * std.time.ns_per_ms);
     const read_ns = reader.read_ns.load(.acquire);
@@ -316,6 +307,22 @@ fn expectReadRescued(backend: @FieldType(Runtime.Options, "backend")) !void {
     try testing.expect(rt.metrics().stall_io_rescued >= 1);
 }
 
+/// Skips a test of the watchdog's rescue where it cannot run: no stall detector, io_uring
+/// under TSan (no SIGURG handler), and what qemu-user lacks for each backend.
+fn skipWithoutRescue(backend: @FieldType(Runtime.Options, "backend")) !void {
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    if (builtin.sanitize_thread and backend == .io_uring) {
+        return os.skipTest(@src(), "TSan: no rescue of an io_uring loop");
+    }
+    try qemu.skipUnderQemu(if (backend == .io_uring) .io_uring else .nowait, @src());
+}
+
+/// Writes "abc" to `fd` 20 ms from now, from a plain thread: the rescue tests' writer.
+fn writeAbcLater(fd: os.fd_t) void {
+    os.sleepThread(20 * std.time.ns_per_ms);
+    _ = std.os.linux.write(fd, "abc", 3);
+}
+
 /// Computes on the calling executor until `flag` is set or `limit_ns` passed.
 noinline fn holdUntilSet(flag: *const std.atomic.Value(u64), limit_ns: u64) void {
     const start_ns = os.monotonicNs();
@@ -333,11 +340,7 @@ test "stall: a pipe read on a held epoll executor completes on another one meanw
 }
 
 test "stall: a rescued read with a deadline ends on the other executor and its timer is gone" {
-    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
-    if (builtin.sanitize_thread) {
-        return os.skipTest(@src(), "TSan: no rescue of an io_uring loop");
-    }
-    try qemu.skipUnderQemu(.io_uring, @src());
+    try skipWithoutRescue(.io_uring);
     var rt = try Runtime.init(testing.allocator, .{ .executors = 2, .backend = .io_uring });
     defer rt.deinit();
     const io = rt.io();
@@ -356,16 +359,11 @@ test "stall: a rescued read with a deadline ends on the other executor and its t
             reader.result = try io_wait.perform(op, os.monotonicNs() + 10 * std.time.ns_per_s);
             reader.read_ns.store(os.monotonicNs(), .release);
         }
-
-        fn writeLater(fd: os.fd_t) void {
-            os.sleepThread(20 * std.time.ns_per_ms);
-            _ = std.os.linux.write(fd, "abc", 3);
-        }
     };
     var reader: Reader = .{};
     var future = io.async(Reader.read, .{ &reader, files[0].handle });
     defer future.cancel(io) catch {};
-    const writer = try std.Thread.spawn(.{}, Reader.writeLater, .{files[1].handle});
+    const writer = try std.Thread.spawn(.{}, writeAbcLater, .{files[1].handle});
     defer writer.join();
     holdUntilSet(&reader.read_ns, 300 * std.time.ns_per_ms);
     const read_during_hold = reader.read_ns.load(.acquire) != 0;
