@@ -124,7 +124,9 @@ fn snapshot(batch: *Batch, entry: *const LiveTasks.Entry, task: *Task) void {
     // Acquire: a waiting state comes with the reason the task stored before it.
     const wait_state = task.wait_state.load(.acquire);
     const on_cpu = task.on_cpu.load(.acquire);
-    const started = task.kind == .main or @atomicLoad(bool, &task.context_ready, .monotonic);
+    // Acquire: pairs with the release in `Executor.prepareContext`, whose plain writes of the
+    // first registers `frames.parked` reads below.
+    const started = task.kind == .main or @atomicLoad(bool, &task.context_ready, .acquire);
     const finished = task.kind == .future and
         task.awaiter.load(.acquire) == Task.awaiter_finished;
     item.state = if (finished) .done else switch (wait_state) {

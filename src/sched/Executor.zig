@@ -782,8 +782,8 @@ fn prepareContext(executor: *Executor, task: *Task) void {
     _ = executor;
     assert(!task.context_ready);
     context.prepare(&task.context, task.stack.?.top(), &taskEntry, task);
-    // Atomic, as `enter`'s store of `executor`: a task dump reads it.
-    @atomicStore(bool, &task.context_ready, true, .monotonic);
+    // Release: a task dump that sees it reads the registers just prepared (task_dump.zig).
+    @atomicStore(bool, &task.context_ready, true, .release);
 }
 
 /// Acquires a stack now, for `concurrent`, which must fail rather than wait for one. Its memory
