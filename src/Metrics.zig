@@ -61,6 +61,10 @@ stacks_mapped: u64,
 stacks_in_use: u64,
 /// The address space of one stack (`Runtime.Options.stack_size_bytes`).
 stack_size_bytes: u64,
+/// Memory the fiber stacks hold: their resident pages, free stacks' included (a stack keeps
+/// the pages it touched when it is reused). Null unless the caller measured it with
+/// `Runtime.stacksCommittedBytes`, a page-table walk too costly for every snapshot.
+stacks_committed_bytes: ?u64 = null,
 executor_count: u32,
 /// The first `executor_count` are the runtime's; see `executorsSlice`.
 executors: [config.executors_max]Executor,
@@ -281,7 +285,7 @@ pub fn writeText(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Error!vo
 fn writeExecutorsText(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Error!void {
     try writer.print(
         "weft: up {d:.3} s, tasks {d} live (peak {d}), {d} spawned, {d} stalls, stacks {d} " ++
-            "mapped ({d} KiB each), {d} in use{s}\n",
+            "mapped ({d} KiB each), {d} in use",
         .{
             @as(f64, @floatFromInt(metrics.uptime_ns)) / std.time.ns_per_s,
             metrics.tasks_live,
@@ -291,9 +295,12 @@ fn writeExecutorsText(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Err
             metrics.stacks_mapped,
             metrics.stack_size_bytes / 1024,
             metrics.stacks_in_use,
-            if (enabled) "" else " (counters compiled out: -Dmetrics=false)",
         },
     );
+    if (metrics.stacks_committed_bytes) |committed| {
+        try writer.print(", {d} KiB committed", .{committed / 1024});
+    }
+    try writer.writeAll(if (enabled) "\n" else " (counters compiled out: -Dmetrics=false)\n");
     if (metrics.stall_time.count > 0) {
         try writer.writeAll("stalls ended: p50");
         try writeDuration(writer, metrics.stall_time.percentileNs(50));
@@ -457,6 +464,11 @@ pub fn writePrometheus(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Er
         try series.writeHeader(writer);
         try writer.print("{s} ", .{series.name});
         try series.writeValue(writer, value);
+    }
+    if (metrics.stacks_committed_bytes) |committed| {
+        try stacks_committed_series.writeHeader(writer);
+        try writer.print("{s} ", .{stacks_committed_series.name});
+        try stacks_committed_series.writeValue(writer, committed);
     }
     try stall_time_series.writeHeader(writer);
     try writeHistogram(writer, stall_time_series.name, null, &metrics.stall_time);
@@ -639,6 +651,13 @@ const runtime_series = [_]Series{
         .kind = .gauge,
     },
     .{ .name = "weft_executors", .help = "Executor threads.", .kind = .gauge },
+};
+
+/// Written only when measured (`Runtime.stacksCommittedBytes`).
+const stacks_committed_series: Series = .{
+    .name = "weft_stacks_committed_bytes",
+    .help = "Memory the fiber stacks hold: their resident pages, free stacks' included.",
+    .kind = .gauge,
 };
 
 const stall_time_series: Series = .{

@@ -55,10 +55,24 @@ test "weft: the public API is exactly the documented list" {
         });
         // Not `State` (the VTable's userdata, with createTask, destroyTask and start).
         expectPublic(Runtime, &.{
-            "Options",        "InitError", "executors_max", "stack_size_bytes_min",
-            "init",           "deinit",    "io",            "compute",
-            "computeThreads", "metrics",   "metricsOf",     "backend",
-            "executorCount",  "yield",     "setName",       "task_name_bytes_max",
+            "Options",
+            "InitError",
+            "executors_max",
+            "stack_size_bytes_min",
+            "init",
+            "deinit",
+            "io",
+            "compute",
+            "computeThreads",
+            "metrics",
+            "metricsOf",
+            "stacksCommittedBytes",
+            "stacksCommittedBytesOf",
+            "backend",
+            "executorCount",
+            "yield",
+            "setName",
+            "task_name_bytes_max",
             "dumpTasks",
         });
         // Not `Worker`, `Signals` or `serveOn`, the machinery of `run` (what users read of a

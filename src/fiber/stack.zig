@@ -110,7 +110,10 @@ pub const Pool = struct {
     fresh: []align(page_size) u8 = &.{},
     /// `fresh`'s stacks, for `idleStacks`, as `free_count`.
     fresh_count: std.atomic.Value(usize) = .init(0),
+    /// Appended by the pool's owner in `grow`, under `slabs_lock`, which `committedBytes`
+    /// takes from any thread to read one slab (the list's buffer moves when it grows).
     slabs: std.ArrayList([]align(page_size) u8) = .empty,
+    slabs_lock: SpinLock = .{},
     /// Set once the failure to map more stacks has been logged, so it is logged once.
     logged_exhaustion: bool = false,
     /// For `weft.Metrics`, written by the pool's owner. A stack may be acquired from one pool
@@ -151,6 +154,24 @@ pub const Pool = struct {
         for (pool.slabs.items) |slab| os.unmap(slab);
         pool.slabs.deinit(pool.gpa);
         pool.* = undefined;
+    }
+
+    /// Bytes of this pool's slabs that the kernel backs: the deepest each stack has been, in
+    /// pages, summed (a stack keeps its pages when it is freed and reused). Safe from any
+    /// thread while the pool lives; costs a page-table walk of every slab (`os.Residency`).
+    pub fn committedBytes(pool: *Pool, residency: *os.Residency) u64 {
+        var committed: u64 = 0;
+        var index: usize = 0;
+        while (pool.slabAt(index)) |slab| : (index += 1) {
+            committed += residency.bytes(slab);
+        }
+        return committed;
+    }
+
+    fn slabAt(pool: *Pool, index: usize) ?[]align(page_size) u8 {
+        pool.slabs_lock.lock();
+        defer pool.slabs_lock.unlock();
+        return if (index < pool.slabs.items.len) pool.slabs.items[index] else null;
     }
 
     /// Stacks this pool has mapped (handed out, free or fresh).
@@ -253,7 +274,11 @@ pub const Pool = struct {
     fn grow(pool: *Pool) AcquireError!void {
         assert(pool.fresh.len == 0);
         const slab_len = pool.stack_size_bytes * config.slab_stacks;
-        pool.slabs.ensureUnusedCapacity(pool.gpa, 1) catch return error.SystemResources;
+        {
+            pool.slabs_lock.lock();
+            defer pool.slabs_lock.unlock();
+            pool.slabs.ensureUnusedCapacity(pool.gpa, 1) catch return error.SystemResources;
+        }
 
         const slab_ptr = os.mapAnonymous(slab_len) catch |err| {
             pool.logExhaustion(err);
@@ -266,7 +291,11 @@ pub const Pool = struct {
             pool.logExhaustion(err);
             return error.SystemResources;
         };
-        pool.slabs.appendAssumeCapacity(slab);
+        {
+            pool.slabs_lock.lock();
+            defer pool.slabs_lock.unlock();
+            pool.slabs.appendAssumeCapacity(slab);
+        }
         pool.fresh = slab;
         pool.fresh_count.store(config.slab_stacks, .monotonic);
         pool.counters.mapped.add(config.slab_stacks);
@@ -389,6 +418,36 @@ test "Pool: unguarded stacks commit no page until used; depth check bounds" {
     try std.testing.expect(a.contains(@intFromPtr(a.memory.ptr) + page_size));
     try std.testing.expect(!a.contains(@intFromPtr(a.memory.ptr) + page_size - 8));
     pool.release(a);
+}
+
+test "Pool: committed bytes count the pages the stacks touched, with the scan and without" {
+    var pool: Pool = .init(std.testing.allocator, 64 * 1024, .page, null);
+    defer pool.deinit();
+    const untouched = try pool.acquire();
+    const shallow = try pool.acquire();
+    const deep = try pool.acquire();
+    // A fresh slab: nothing committed, its guards included.
+    var scan: os.Residency = .open();
+    defer scan.close();
+    var fallback: os.Residency = .withoutScan();
+    defer fallback.close();
+    try std.testing.expectEqual(@as(u64, 0), pool.committedBytes(&scan));
+    try std.testing.expectEqual(@as(u64, 0), pool.committedBytes(&fallback));
+
+    const shallow_top: *volatile u8 = @ptrFromInt(shallow.top() - 1);
+    shallow_top.* = 1;
+    for (0..3) |page| {
+        const byte: *volatile u8 = @ptrFromInt(deep.top() - page * page_size - 1);
+        byte.* = 1;
+    }
+    try std.testing.expectEqual(@as(u64, 4 * page_size), pool.committedBytes(&scan));
+    try std.testing.expectEqual(@as(u64, 4 * page_size), pool.committedBytes(&fallback));
+    // Released stacks keep their pages; the free list's link lies in a page already touched.
+    pool.release(shallow);
+    pool.release(deep);
+    try std.testing.expectEqual(@as(u64, 4 * page_size), pool.committedBytes(&scan));
+    pool.release(untouched);
+    try std.testing.expectEqual(@as(u64, 5 * page_size), pool.committedBytes(&scan));
 }
 
 test "Pool: stacks freed past the limit go to the shared list, and come back before a new slab" {

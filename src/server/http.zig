@@ -374,9 +374,19 @@ pub const WithMetrics = struct {
         if (!scrape) {
             return with_metrics.inner.respondFn(with_metrics.inner.context, connection, request);
         }
-        const metrics = Runtime.metricsOf(connection.io()) orelse {
+        var metrics = Runtime.metricsOf(connection.io()) orelse {
             return request.respond("not a weft runtime\n", .{ .status = .not_found });
         };
+        // A scrape every few seconds affords the page-table walk, on the blocking lane. A
+        // cancelation there is kept for the writes below, which end the request with it.
+        const io = connection.io();
+        metrics.stacks_committed_bytes = Runtime.stacksCommittedBytesOf(io) catch |err|
+            switch (err) {
+                error.Canceled => c: {
+                    io.recancel();
+                    break :c null;
+                },
+            };
         var buffer: [4096]u8 = undefined;
         var body = try request.respondStreaming(&buffer, .{ .respond_options = .{
             .extra_headers = &.{.{ .name = "content-type", .value = "text/plain; version=0.0.4" }},

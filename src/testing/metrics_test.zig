@@ -49,6 +49,109 @@ test "Metrics: 100 sleepers on one executor: spawned, peak, resumed and timers e
     try testing.expect(executor.idle_ns > 0);
 }
 
+/// Touches `depth_bytes` of its stack, then parks until `release` is set.
+fn touchThenPark(io: Io, started: *std.atomic.Value(u32), release: *Io.Event) void {
+    touchStack();
+    _ = started.fetchAdd(1, .release);
+    release.waitUncancelable(io);
+}
+
+const depth_bytes = 64 * 1024;
+
+noinline fn touchStack() void {
+    var frame: [depth_bytes]u8 = undefined;
+    @memset(&frame, 0xa5);
+    std.mem.doNotOptimizeAway(&frame);
+}
+
+test "Metrics: stacks committed bytes count the pages tasks touched, and stay when they end" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2 });
+    defer rt.deinit();
+    const io = rt.io();
+    const tasks = 50;
+    const before = rt.stacksCommittedBytes();
+    var started: std.atomic.Value(u32) = .init(0);
+    var release: Io.Event = .unset;
+    var group: Io.Group = .init;
+    for (0..tasks) |_| try group.concurrent(io, touchThenPark, .{ io, &started, &release });
+    while (started.load(.acquire) < tasks) try io.sleep(.fromMilliseconds(1), .awake);
+
+    var metrics = rt.metrics();
+    try testing.expect(metrics.stacks_committed_bytes == null); // a snapshot does not walk
+    const during = rt.stacksCommittedBytes();
+    try testing.expect(during >= before + tasks * depth_bytes);
+    if (Metrics.enabled) {
+        try testing.expect(during <= metrics.stacks_mapped * metrics.stack_size_bytes);
+    }
+    metrics.stacks_committed_bytes = during;
+    var buffer: [8192]u8 = undefined;
+    var text: Io.Writer = .fixed(&buffer);
+    try metrics.writeText(&text);
+    const line = std.mem.sliceTo(text.buffered(), '\n');
+    var expected_buffer: [64]u8 = undefined;
+    const expected = try std.fmt.bufPrint(
+        &expected_buffer,
+        ", {d} KiB committed",
+        .{during / 1024},
+    );
+    try testing.expect(std.mem.indexOf(u8, line, expected) != null);
+    var allocating: Io.Writer.Allocating = .init(testing.allocator);
+    defer allocating.deinit();
+    try metrics.writePrometheus(&allocating.writer);
+    _ = try checkExposition(testing.allocator, allocating.written());
+    const sample = try std.fmt.bufPrint(
+        &expected_buffer,
+        "\nweft_stacks_committed_bytes {d}\n",
+        .{during},
+    );
+    try testing.expect(std.mem.indexOf(u8, allocating.written(), sample) != null);
+
+    release.set(io);
+    try group.await(io);
+    // Freed stacks keep their pages for the next tasks: the walk still counts them.
+    try testing.expect(rt.stacksCommittedBytes() >= before + tasks * depth_bytes);
+    // From a task, on the blocking lane; nothing from an Io that is not weft's.
+    const of_io = try Runtime.stacksCommittedBytesOf(io);
+    try testing.expect(of_io.? >= before + tasks * depth_bytes);
+    try testing.expectEqual(@as(?u64, null), try Runtime.stacksCommittedBytesOf(testing.io));
+}
+
+fn walkUntilSet(rt: Runtime, done: *std.atomic.Value(bool), walks: *u32) void {
+    while (!done.load(.acquire)) {
+        const committed = rt.stacksCommittedBytes();
+        std.mem.doNotOptimizeAway(committed);
+        walks.* += 1;
+    }
+}
+
+test "Metrics: stacks committed bytes walked from a plain thread while executors map slabs" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2 });
+    defer rt.deinit();
+    const io = rt.io();
+    var done: std.atomic.Value(bool) = .init(false);
+    var walks: u32 = 0;
+    const walker = try std.Thread.spawn(.{}, walkUntilSet, .{ rt, &done, &walks });
+    // 2,000 tasks alive at once need 8 slabs or more, mapped by both executors meanwhile.
+    var started: std.atomic.Value(u32) = .init(0);
+    var release: Io.Event = .unset;
+    var group: Io.Group = .init;
+    const tasks = 2000;
+    for (0..tasks) |_| try group.concurrent(io, touchThenPark, .{ io, &started, &release });
+    while (started.load(.acquire) < tasks) try io.sleep(.fromMilliseconds(1), .awake);
+    done.store(true, .release);
+    walker.join();
+    try testing.expect(walks >= 1);
+    const committed = rt.stacksCommittedBytes();
+    try testing.expect(committed >= tasks * depth_bytes);
+    if (Metrics.enabled) {
+        const metrics = rt.metrics();
+        try testing.expect(metrics.stacks_mapped >= tasks);
+        try testing.expect(committed <= metrics.stacks_mapped * metrics.stack_size_bytes);
+    }
+    release.set(io);
+    try group.await(io);
+}
+
 /// Sleeps, then computes: the sleepers' timers fire together on the executor they slept on,
 /// which queues them all at once, and an idle executor steals half.
 fn sleepThenSpin(io: Io, spin_ns: u64) Io.Cancelable!void {

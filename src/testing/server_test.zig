@@ -1090,6 +1090,11 @@ test "Server.http.WithMetrics: /metrics is the worker runtime's Prometheus text"
             try testing.expect(std.mem.indexOf(u8, response, "\nweft_tasks_live ") != null);
             const resumed = "weft_executor_tasks_resumed_total{executor=\"0\"}";
             try testing.expect(std.mem.indexOf(u8, response, resumed) != null);
+            // A scrape measures the stacks' memory; this request's task holds one.
+            const committed = "\nweft_stacks_committed_bytes ";
+            const at = std.mem.indexOf(u8, response, committed) orelse return error.NoSeries;
+            const value = std.mem.sliceTo(response[at + committed.len ..], '\n');
+            try testing.expect(try std.fmt.parseInt(u64, value, 10) > 0);
         }
     }.body);
 }
