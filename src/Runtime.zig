@@ -359,11 +359,12 @@ pub fn metricsOf(io_any: Io) ?Metrics {
 /// The memory the fiber stacks hold, in bytes: the resident pages of every stack mapped, in
 /// use or free (a stack keeps the pages it touched when it is reused), for
 /// `Metrics.stacks_committed_bytes`. Not part of `metrics()`, which stays a read of counters:
-/// this walks the page tables of every stack slab, about 0.6 us per mapped stack (6 ms for
-/// 10,000, 0.6 s for a million; `bench/stacks_committed.zig`). Safe from any thread until
-/// `deinit`; allocates nothing and stops no other thread (the kernel takes the process's
-/// mapping lock for reading, one slab of 256 stacks at a time). Called on a task, it holds
-/// that task's executor for the walk: a task should use `stacksCommittedBytesOf(io)`.
+/// this walks the page tables of every stack slab, about 0.5 us per 1 MiB stack mapped (7 ms
+/// for 10,000, 45 ms for 100,000, 0.17 s for a million of 256 KiB;
+/// `bench/stacks_committed.zig`). Safe from any thread until `deinit`; allocates nothing and
+/// stops no other thread (the kernel takes the process's mapping lock for reading, one slab
+/// of 256 stacks at a time). Called on a task, it holds that task's executor for the walk: a
+/// task should use `stacksCommittedBytesOf(io)`.
 pub fn stacksCommittedBytes(rt: Runtime) u64 {
     return walkStacks(rt.state);
 }

@@ -126,7 +126,7 @@ pub fn unmap(memory: []align(std.heap.page_size_min) u8) void {
 /// Counts the bytes of mappings resident in memory, for the fiber stacks' committed bytes.
 /// With `/proc/self/pagemap` and its `PAGEMAP_SCAN` ioctl (Linux 6.7) the kernel walks the
 /// page tables and returns runs of present pages, skipping page tables never populated: about
-/// 0.6 us per 1 MiB stack with its top page touched (`bench/stacks_committed.zig`).
+/// 0.5 us per 1 MiB stack with its top page touched (`bench/stacks_committed.zig`).
 /// Without it (older kernels, no /proc, qemu-user) it falls back to `mincore`, six times
 /// slower. Either holds the mapping lock one range at a time. Pages swapped out are not
 /// counted: the scan reports guard markers as swap entries, which would count every guard.
