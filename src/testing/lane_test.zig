@@ -8,10 +8,14 @@ const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const Lane = @import("../lanes/Lane.zig");
 const os = @import("../os/linux.zig");
+const HangReport = @import("HangReport.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
     defer rt.deinit();
+    var hang: HangReport = .{};
+    hang.start(rt);
+    defer hang.stop();
     try body(rt.io());
 }
 
