@@ -26,6 +26,9 @@ ring: linux.IoUring,
 supported: std.EnumSet(Completion.Op.Tag),
 wake_fd: os.fd_t,
 wake_buffer: u64 = 0,
+/// Whether the read of `wake_fd` is queued or in flight (its completion not reaped yet): a
+/// blocking wait needs it. Written by whoever holds the loop's reap lock.
+wake_armed: bool = false,
 /// Whether the kernel holds completions back until this thread enters (`DEFER_TASKRUN`, or
 /// `COOP_TASKRUN` which runs them at its next kernel transition), and if so whether it says
 /// when it does (`TASKRUN_FLAG`: `IORING_SQ_TASKRUN` in the shared flags).
@@ -97,6 +100,8 @@ fn getSqe(backend: *IoUringBackend) *linux.io_uring_sqe {
 }
 
 pub fn armWake(backend: *IoUringBackend) void {
+    assert(!backend.wake_armed); // one read of the eventfd at a time
+    backend.wake_armed = true;
     const sqe = backend.getSqe();
     sqe.prep_read(backend.wake_fd, std.mem.asBytes(&backend.wake_buffer), 0);
     sqe.user_data = wake_user_data;
@@ -187,6 +192,8 @@ pub fn cancel(backend: *IoUringBackend, completion: *Completion) void {
 /// Submits what is queued and reaps completions into `reaped`; waits up to `timeout_ns` for at
 /// least one (null: without limit, 0: not at all).
 pub fn poll(backend: *IoUringBackend, timeout_ns: ?u64, reaped: *Completion.Queue) Reaped {
+    // A wait that no other thread could end would be a hang.
+    assert(timeout_ns == 0 or backend.wake_armed);
     backend.enter(timeout_ns, timeout_ns != 0);
     const sorted = backend.reapPosted(reaped, .loop_thread);
     if (sorted.woken) backend.armWake();
@@ -210,7 +217,11 @@ pub fn reapPosted(backend: *IoUringBackend, reaped: *Completion.Queue, reaper: R
         for (backend.cqes[0..count]) |cqe| {
             switch (cqe.user_data) {
                 cancel_user_data => {},
-                wake_user_data => sorted.woken = true,
+                wake_user_data => {
+                    assert(backend.wake_armed);
+                    backend.wake_armed = false;
+                    sorted.woken = true;
+                },
                 else => {
                     const completion: *Completion = @ptrFromInt(cqe.user_data);
                     assert(completion.state == .submitted);
