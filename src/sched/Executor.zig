@@ -870,6 +870,10 @@ fn searchOrSleep(executor: *Executor) ?*Task {
             executor.pollIo(true);
         } else {
             scheduler.announceIdle(executor);
+            // Retired while it searched (another executor retires it at any time), this
+            // executor may hold work a producer left to its search, in queues it no longer
+            // takes from: an active executor must take it.
+            if (scheduler.isRetired(executor)) scheduler.passOnStealableWork();
             if (!scheduler.hasWorkFor(executor) and !scheduler.stopping.load(.acquire)) {
                 executor.pollIo(true);
             }
@@ -945,11 +949,11 @@ fn search(executor: *Executor) ?*Task {
             executor.stopSearching(true);
             return task;
         }
-        if (os.monotonicNs() >= deadline_ns) break;
         if (scheduler.isRetired(executor)) {
             executor.stopSearchingRetired();
             return null;
         }
+        if (os.monotonicNs() >= deadline_ns) break;
         std.atomic.spinLoopHint();
     }
     executor.stopSearching(false);

@@ -440,6 +440,18 @@ pub fn hasWorkFor(scheduler: *Scheduler, executor: *Executor) bool {
     return false;
 }
 
+/// From a retired executor that just announced itself idle: wakes an active executor if a
+/// task waits in the global queue or a ring. A producer wakes no one while some executor
+/// searches, leaving its task to that searcher; one retired meanwhile gives up its search
+/// without taking from those queues, and its idle check skips them. Its announcement is
+/// seq_cst, after its search ended: it sees every task pushed while it searched.
+pub fn passOnStealableWork(scheduler: *Scheduler) void {
+    if (scheduler.inject_count.load(.seq_cst) > 0) return scheduler.notifyWork();
+    for (scheduler.executors) |*other| {
+        if (!other.ring.isEmpty()) return scheduler.notifyWork();
+    }
+}
+
 /// `noteContention`, and the look at `cpu_ns` it asks for, as `Executor.search` does them.
 fn note(scheduler: *Scheduler, now_ns: u64, contention: RunDelay.Contention, cpu_ns: u64) void {
     if (scheduler.noteContention(now_ns, contention)) scheduler.considerRetiring(now_ns, cpu_ns);
