@@ -433,9 +433,15 @@ pub fn leaveIdle(scheduler: *Scheduler, executor: *Executor) bool {
 pub fn hasWorkFor(scheduler: *Scheduler, executor: *Executor) bool {
     if (executor.inject_count.load(.seq_cst) > 0) return true;
     if (scheduler.isRetired(executor)) return false;
+    return scheduler.hasStealableWork(executor);
+}
+
+/// Whether a task waits in the global queue or in the ring of an executor other than `except`
+/// (a seq_cst snapshot of the global count).
+fn hasStealableWork(scheduler: *Scheduler, except: ?*const Executor) bool {
     if (scheduler.inject_count.load(.seq_cst) > 0) return true;
     for (scheduler.executors) |*other| {
-        if (other != executor and !other.ring.isEmpty()) return true;
+        if (other != except and !other.ring.isEmpty()) return true;
     }
     return false;
 }
@@ -446,10 +452,7 @@ pub fn hasWorkFor(scheduler: *Scheduler, executor: *Executor) bool {
 /// without taking from those queues, and its idle check skips them. Its announcement is
 /// seq_cst, after its search ended: it sees every task pushed while it searched.
 pub fn passOnStealableWork(scheduler: *Scheduler) void {
-    if (scheduler.inject_count.load(.seq_cst) > 0) return scheduler.notifyWork();
-    for (scheduler.executors) |*other| {
-        if (!other.ring.isEmpty()) return scheduler.notifyWork();
-    }
+    if (scheduler.hasStealableWork(null)) scheduler.notifyWork();
 }
 
 /// `noteContention`, and the look at `cpu_ns` it asks for, as `Executor.search` does them.

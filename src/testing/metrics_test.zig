@@ -116,21 +116,17 @@ test "Metrics: stacks committed bytes count the pages tasks touched, and stay wh
     try testing.expectEqual(@as(?u64, null), try Runtime.stacksCommittedBytesOf(testing.io));
 }
 
-fn walkUntilSet(rt: Runtime, done: *std.atomic.Value(bool), walks: *u32) void {
-    while (!done.load(.acquire)) {
-        const committed = rt.stacksCommittedBytes();
-        std.mem.doNotOptimizeAway(committed);
-        walks.* += 1;
-    }
-}
-
 test "Metrics: stacks committed bytes walked from a plain thread while executors map slabs" {
     var rt = try Runtime.init(testing.allocator, .{ .executors = 2 });
     defer rt.deinit();
     const io = rt.io();
     var done: std.atomic.Value(bool) = .init(false);
-    var walks: u32 = 0;
-    const walker = try std.Thread.spawn(.{}, walkUntilSet, .{ rt, &done, &walks });
+    var walks: u64 = 0;
+    const walker = try std.Thread.spawn(
+        .{},
+        callUntilSet,
+        .{ Runtime.stacksCommittedBytes, &rt, &done, &walks },
+    );
     // 2,000 tasks alive at once need 8 slabs or more, mapped by both executors meanwhile.
     var started: std.atomic.Value(u32) = .init(0);
     var release: Io.Event = .unset;
@@ -207,11 +203,17 @@ test "Metrics: socket operations are counted as loop operations" {
     try testing.expect(after.polls > before.polls);
 }
 
-fn snapshotLoop(rt: *const Runtime, done: *std.atomic.Value(bool), taken: *u64) void {
+/// Calls `call(rt)` from a plain thread until `done` is set, counting the calls.
+fn callUntilSet(
+    comptime call: anytype,
+    rt: *const Runtime,
+    done: *std.atomic.Value(bool),
+    calls: *u64,
+) void {
     while (!done.load(.acquire)) {
-        const metrics = rt.metrics();
-        std.mem.doNotOptimizeAway(&metrics);
-        taken.* += 1;
+        const result = call(rt.*);
+        std.mem.doNotOptimizeAway(&result);
+        calls.* += 1;
     }
 }
 
@@ -221,7 +223,8 @@ test "Metrics: snapshots from a plain thread while tasks run on two executors" {
     const io = rt.io();
     var done: std.atomic.Value(bool) = .init(false);
     var taken: u64 = 0;
-    const thread = try std.Thread.spawn(.{}, snapshotLoop, .{ &rt, &done, &taken });
+    const thread =
+        try std.Thread.spawn(.{}, callUntilSet, .{ Runtime.metrics, &rt, &done, &taken });
     for (0..20) |_| {
         var group: Io.Group = .init;
         for (0..50) |_| try group.concurrent(io, sleeper, .{ io, 1 });
