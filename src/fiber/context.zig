@@ -59,8 +59,108 @@ pub inline fn switchTo(old: *Context, new: *Context) void {
         // Flags 0: a synchronising switch (see the top of the file).
         tsan.__tsan_switch_to_fiber(new.sanitizer.?, 0);
     }
-    _ = std.Io.fiber.contextSwitch(&.{ .old = &old.registers, .new = &new.registers });
+    const message: std.Io.fiber.Switch = .{ .old = &old.registers, .new = &new.registers };
+    switch (builtin.cpu.arch) {
+        .x86_64 => switchX86(&message),
+        .aarch64 => switchAarch64(&message),
+        else => _ = std.Io.fiber.contextSwitch(&message),
+    }
 }
+
+// weft's own switch for x86_64 and aarch64: the same code as `std.Io.fiber.contextSwitch`
+// (Zig 0.16), with every vector register declared clobbered. std's lists name the x86_64
+// vector registers only as `zmm0`-`zmm31` and aarch64's only as SVE's `z0`-`z31`; on a CPU
+// without AVX-512 (or SVE) LLVM drops those names, so it believed `xmm0`-`xmm15` (the `v`
+// registers) survived a switch. They do not: the other fiber ran in between. Found when
+// weft.Sim's scheduler loop, in a ReleaseFast build on this AMD EPYC, kept the constant 1 of
+// `steps += 1` in `xmm0` across a switch and added a fiber's stack address instead.
+
+inline fn switchX86(message: *const std.Io.fiber.Switch) void {
+    _ = asm volatile (
+        \\ movq 0(%%rsi), %%rax
+        \\ movq 8(%%rsi), %%rcx
+        \\ leaq 0f(%%rip), %%rdx
+        \\ movq %%rsp, 0(%%rax)
+        \\ movq %%rbp, 8(%%rax)
+        \\ movq %%rdx, 16(%%rax)
+        \\ movq 0(%%rcx), %%rsp
+        \\ movq 8(%%rcx), %%rbp
+        \\ jmpq *16(%%rcx)
+        \\0:
+        : [received] "={rsi}" (-> *const std.Io.fiber.Switch),
+        : [sent] "{rsi}" (message),
+        : x86_clobbers);
+}
+
+const x86_clobbers: std.builtin.assembly.Clobbers = clobbers: {
+    @setEvalBranchQuota(20_000);
+    var clobbers: std.builtin.assembly.Clobbers = .{
+        .rax = true,
+        .rcx = true,
+        .rdx = true,
+        .rbx = true,
+        .rsi = true,
+        .rdi = true,
+        .r8 = true,
+        .r9 = true,
+        .r10 = true,
+        .r11 = true,
+        .r12 = true,
+        .r13 = true,
+        .r14 = true,
+        .r15 = true,
+        .fpsr = true,
+        .fpcr = true,
+        .mxcsr = true,
+        .dirflag = true,
+        .memory = true,
+    };
+    for (0..8) |index| @field(clobbers, std.fmt.comptimePrint("mm{d}", .{index})) = true;
+    for (0..32) |index| {
+        @field(clobbers, std.fmt.comptimePrint("xmm{d}", .{index})) = true;
+        @field(clobbers, std.fmt.comptimePrint("ymm{d}", .{index})) = true;
+        @field(clobbers, std.fmt.comptimePrint("zmm{d}", .{index})) = true;
+    }
+    break :clobbers clobbers;
+};
+
+inline fn switchAarch64(message: *const std.Io.fiber.Switch) void {
+    _ = asm volatile (
+        \\ ldp x0, x2, [x1]
+        \\ ldr x3, [x2, #16]
+        \\ mov x4, sp
+        \\ stp x4, fp, [x0]
+        \\ adr x5, 0f
+        \\ ldp x4, fp, [x2]
+        \\ str x5, [x0, #16]
+        \\ mov sp, x4
+        \\ br x3
+        \\0:
+        : [received] "={x1}" (-> *const std.Io.fiber.Switch),
+        : [sent] "{x1}" (message),
+        : aarch64_clobbers);
+}
+
+const aarch64_clobbers: std.builtin.assembly.Clobbers = clobbers: {
+    @setEvalBranchQuota(20_000);
+    var clobbers: std.builtin.assembly.Clobbers = .{
+        .fpcr = true,
+        .fpsr = true,
+        .ffr = true,
+        .memory = true,
+    };
+    // Every general register but x18 (the platform register), x29 (fp, switched) and sp.
+    for (0..31) |index| {
+        if (index == 18 or index == 29) continue;
+        @field(clobbers, std.fmt.comptimePrint("x{d}", .{index})) = true;
+    }
+    for (0..32) |index| {
+        @field(clobbers, std.fmt.comptimePrint("v{d}", .{index})) = true;
+        @field(clobbers, std.fmt.comptimePrint("z{d}", .{index})) = true;
+    }
+    for (0..16) |index| @field(clobbers, std.fmt.comptimePrint("p{d}", .{index})) = true;
+    break :clobbers clobbers;
+};
 
 /// The data a fresh fiber finds at the top of its stack.
 pub const StartFrame = extern struct {
