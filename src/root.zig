@@ -28,6 +28,8 @@ pub const CpuLane = @import("lanes/CpuLane.zig");
 pub const Registry = @import("sync/Registry.zig").Registry;
 /// A snapshot of what a runtime has done (`Runtime.metrics`), as a table or for Prometheus.
 pub const Metrics = @import("Metrics.zig");
+/// Runs a std.Io program deterministically: seeded schedule, virtual time, one thread.
+pub const Sim = @import("sim/Sim.zig");
 /// Raises the process's soft fd limit to its hard limit (a server's connections are fds).
 pub const raiseFdLimit = @import("os/linux.zig").raiseFdLimit;
 
@@ -50,8 +52,15 @@ test "weft: the public API is exactly the documented list" {
     comptime {
         @setEvalBranchQuota(10_000);
         expectPublic(@This(), &.{
-            "Runtime", "Server",       "sync", "Lane", "CpuLane", "Registry",
-            "Metrics", "raiseFdLimit",
+            "Runtime", "Server", "sync",         "Lane", "CpuLane", "Registry",
+            "Metrics", "Sim",    "raiseFdLimit",
+        });
+        // Not the machinery the VTable calls (`Task`, `park`, `futexWait`, ...).
+        expectPublic(Sim, &.{
+            "Options",     "InitError",           "RunError",     "Failure",   "init",
+            "deinit",      "seedFromEnvironment", "io",           "traceHash", "elapsedNs",
+            "RunResult",   "run",                 "CheckOptions", "Checked",   "checkSeeds",
+            "writeReport",
         });
         // Not `State` (the VTable's userdata, with createTask, destroyTask and start).
         expectPublic(Runtime, &.{
@@ -168,6 +177,7 @@ test {
     _ = @import("testing/scheduler_test.zig");
     _ = @import("testing/select_test.zig");
     _ = @import("testing/server_test.zig");
+    _ = @import("testing/sim_test.zig");
     _ = @import("testing/stall_test.zig");
     _ = @import("testing/sync_test.zig");
     _ = @import("testing/tidy_test.zig");

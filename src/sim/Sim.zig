@@ -1,0 +1,173 @@
+//! weft.Sim: runs a std.Io program deterministically, on one thread and on virtual time.
+//!
+//! ```
+//! var sim = try weft.Sim.init(gpa, .{ .seed = 42 });
+//! defer sim.deinit();
+//! try sim.run(scenario, .{}); // scenario(io: std.Io) runs as the first task
+//! ```
+//!
+//! Every task is a fiber on the thread that called `run`. Which ready task runs next is drawn
+//! from a PRNG seeded with `Options.seed`, so a seed names one interleaving: the same seed
+//! replays the same run, step for step, and other seeds explore other orders. Time is virtual:
+//! it starts at `start_real_ns`, moves by `tick_ns` per scheduling step and per clock read (so
+//! a loop that polls `now` ends), and jumps to the next timer whenever no task is ready, so an
+//! hour of timeouts takes milliseconds. Each run hashes its events (every task chosen, every
+//! timer fired, with the virtual time), and `checkSeeds` runs a scenario under many seeds,
+//! twice each, to show that a failure replays and that nothing outside the seed steers it.
+//!
+//! What is simulated: tasks (`async`, `concurrent`, groups, `await`, `cancel`, cancel
+//! protection), futexes (so every std.Io and weft.sync primitive), clocks, sleeps, timeouts
+//! and `random` (`randomSecure` too: it is seeded, not secure). Files and directories are the
+//! real file system, called synchronously on the simulation's thread through std.Io.Threaded:
+//! a test's fixtures and outputs are real files, and each call completes at once, so their
+//! order is the schedule's. The network, processes and `netLookup` return an error from their
+//! error sets (docs/SIM.md lists each); none blocks or panics.
+//!
+//! A run ends when its first task returns. It fails with `error.Deadlock` when every task is
+//! blocked and no timer is pending (`writeReport` names each blocked task and what it waits
+//! for), and with `error.StepLimit` or `error.TimeLimit` past `Options.steps_max` or
+//! `Options.virtual_ns_max`. A failed run leaves its tasks where they stopped: `deinit` frees
+//! them, their stacks and their timers, but not what the tasks themselves allocated; run each
+//! seed on an arena where that matters.
+//!
+//! One thread: a Sim's `Io` may be used only on the thread inside `run`; a call from another
+//! thread, or outside `run`, panics with the rule, since it would make the run depend on the
+//! OS scheduler.
+const Sim = @This();
+
+const std = @import("std");
+const Io = std.Io;
+const Allocator = std.mem.Allocator;
+const State = @import("State.zig");
+
+state: State,
+
+pub const Options = State.Options;
+pub const InitError = State.InitError;
+pub const RunError = State.RunError;
+pub const Failure = State.Failure;
+pub const RunResult = State.RunResult;
+pub const seedFromEnvironment = State.seedFromEnvironment;
+
+pub fn init(gpa: Allocator, options: Options) InitError!Sim {
+    return .{ .state = try .init(gpa, options) };
+}
+
+/// Frees every task, stack and timer, those a failed run stranded included.
+pub fn deinit(sim: *Sim) void {
+    sim.state.deinit();
+}
+
+/// The simulated `std.Io`; valid while the Sim lives and does not move, inside `run` only.
+pub fn io(sim: *Sim) Io {
+    return sim.state.io();
+}
+
+/// Runs `function(io, args...)` as the first task and every task it starts, until it returns
+/// (see the top of the file for how a run fails). Tasks it left running resume in the next
+/// run, or are freed by `deinit`. One run at a time, on the calling thread; not from a task.
+pub fn run(sim: *Sim, comptime function: anytype, args: anytype) RunResult(function) {
+    return sim.state.run(function, args);
+}
+
+/// A hash of every scheduling decision and timer of the runs so far: equal for two runs of
+/// the same scenario and seed.
+pub fn traceHash(sim: *const Sim) u64 {
+    return sim.state.traceHash();
+}
+
+/// Virtual nanoseconds since the first run began.
+pub fn elapsedNs(sim: *const Sim) u64 {
+    return sim.state.elapsedNs();
+}
+
+/// Writes why the last run failed: its reason, step and virtual time, and for a deadlock each
+/// blocked task, what it waits for and where it called the Io from. Nothing if it did not
+/// fail.
+pub fn writeReport(sim: *const Sim, writer: *Io.Writer) Io.Writer.Error!void {
+    return sim.state.writeReport(writer);
+}
+
+pub const CheckOptions = struct {
+    /// Seeds `seed_first` up to (not including) `seed_first + seeds`.
+    seed_first: u64 = 0,
+    seeds: u64 = 100,
+    /// Every run's options; `seed` is set per run.
+    sim: Options = .{ .seed = 0 },
+    /// Where the first failing seed's report goes (`writeReport`), if anywhere.
+    report: ?*Io.Writer = null,
+};
+
+/// What `checkSeeds` found.
+pub const Checked = struct {
+    outcome: enum {
+        /// Every seed ran twice without an error, with equal trace hashes.
+        passed,
+        /// `seed` failed with `err` (the scenario's error or a `RunError`).
+        failed,
+        /// `seed`'s two runs made different choices: something outside the seed (a real
+        /// clock, an address, another thread) steered the scenario. `err` is null unless
+        /// the two runs also ended differently.
+        diverged,
+    },
+    seed: u64 = 0,
+    err: ?anyerror = null,
+    /// Seeds run, the last one included.
+    seeds_run: u64,
+};
+
+/// Runs `function(io, args...)` on a fresh State for every seed of `options`, twice each, and
+/// stops at the first seed that fails or whose runs diverge (different trace hashes or
+/// outcomes). A failing seed replays with `WEFT_SEED`-style `Options.seed`.
+pub fn checkSeeds(
+    gpa: Allocator,
+    options: CheckOptions,
+    comptime function: anytype,
+    args: anytype,
+) error{OutOfMemory}!Checked {
+    var seed = options.seed_first;
+    // Bounded by `options.seeds`.
+    while (seed - options.seed_first < options.seeds) : (seed += 1) {
+        const first = try checkOnce(gpa, options, seed, function, args);
+        const second = try checkOnce(gpa, options, seed, function, args);
+        const seeds_run = seed - options.seed_first + 1;
+        if (first.hash != second.hash or !sameError(first.err, second.err)) {
+            return .{
+                .outcome = .diverged,
+                .seed = seed,
+                .err = first.err orelse second.err,
+                .seeds_run = seeds_run,
+            };
+        }
+        if (first.err) |err| {
+            return .{ .outcome = .failed, .seed = seed, .err = err, .seeds_run = seeds_run };
+        }
+    }
+    return .{ .outcome = .passed, .seeds_run = options.seeds };
+}
+
+fn sameError(a: ?anyerror, b: ?anyerror) bool {
+    const a_err = a orelse return b == null;
+    const b_err = b orelse return false;
+    return a_err == b_err;
+}
+
+fn checkOnce(
+    gpa: Allocator,
+    options: CheckOptions,
+    seed: u64,
+    comptime function: anytype,
+    args: anytype,
+) error{OutOfMemory}!struct { hash: u64, err: ?anyerror } {
+    var sim_options = options.sim;
+    sim_options.seed = seed;
+    var sim = try Sim.init(gpa, sim_options);
+    defer sim.deinit();
+    const outcome: ?anyerror = if (sim.run(function, args)) |_| null else |err| err;
+    if (outcome != null) if (options.report) |writer| {
+        sim.writeReport(writer) catch {};
+        writer.print("weft.Sim: seed {d} failed: {t}\n", .{ seed, outcome.? }) catch {};
+        writer.flush() catch {};
+    };
+    return .{ .hash = sim.traceHash(), .err = outcome };
+}
