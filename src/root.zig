@@ -57,10 +57,11 @@ test "weft: the public API is exactly the documented list" {
         });
         // Not the machinery the VTable calls (`Task`, `park`, `futexWait`, ...).
         expectPublic(Sim, &.{
-            "Options",     "InitError",           "RunError",     "Failure",   "init",
-            "deinit",      "seedFromEnvironment", "io",           "traceHash", "elapsedNs",
-            "RunResult",   "run",                 "CheckOptions", "Checked",   "checkSeeds",
-            "writeReport",
+            "Options",    "InitError",           "RunError",       "Failure",      "init",
+            "deinit",     "seedFromEnvironment", "io",             "traceHash",    "elapsedNs",
+            "stepCount",  "RunResult",           "run",            "CheckOptions", "Checked",
+            "checkSeeds", "writeReport",         "NetworkOptions", "HostEntry",    "setHost",
+            "partition",  "heal",
         });
         // Not `State` (the VTable's userdata, with createTask, destroyTask and start).
         expectPublic(Runtime, &.{
@@ -177,6 +178,7 @@ test {
     _ = @import("testing/scheduler_test.zig");
     _ = @import("testing/select_test.zig");
     _ = @import("testing/server_test.zig");
+    _ = @import("testing/sim_net_test.zig");
     _ = @import("testing/sim_test.zig");
     _ = @import("testing/stall_test.zig");
     _ = @import("testing/sync_test.zig");

@@ -16,12 +16,14 @@
 //! twice each, to show that a failure replays and that nothing outside the seed steers it.
 //!
 //! What is simulated: tasks (`async`, `concurrent`, groups, `await`, `cancel`, cancel
-//! protection), futexes (so every std.Io and weft.sync primitive), clocks, sleeps, timeouts
-//! and `random` (`randomSecure` too: it is seeded, not secure). Files and directories are the
-//! real file system, called synchronously on the simulation's thread through std.Io.Threaded:
-//! a test's fixtures and outputs are real files, and each call completes at once, so their
-//! order is the schedule's. The network, processes and `netLookup` return an error from their
-//! error sets (docs/SIM.md lists each); none blocks or panics.
+//! protection), futexes (so every std.Io and weft.sync primitive), clocks, sleeps, timeouts,
+//! `random` (`randomSecure` too: it is seeded, not secure), and the network: TCP, UDP and
+//! Unix sockets between simulated hosts, with latency, jitter, datagram loss and duplicates,
+//! partitions (`partition`, `heal`) and lookups from `NetworkOptions.hosts` (Network.zig).
+//! Files and directories are the real file system, called synchronously on the simulation's
+//! thread through std.Io.Threaded: a test's fixtures and outputs are real files, and each call
+//! completes at once, so their order is the schedule's. Child processes return an error from
+//! their error sets (docs/SIM.md lists each group); none blocks or panics.
 //!
 //! A run ends when its first task returns. It fails with `error.Deadlock` when every task is
 //! blocked and no timer is pending (`writeReport` names each blocked task and what it waits
@@ -39,6 +41,7 @@ const std = @import("std");
 const Io = std.Io;
 const Allocator = std.mem.Allocator;
 const State = @import("State.zig");
+const Network = @import("Network.zig");
 
 state: State,
 
@@ -48,6 +51,8 @@ pub const RunError = State.RunError;
 pub const Failure = State.Failure;
 pub const RunResult = State.RunResult;
 pub const seedFromEnvironment = State.seedFromEnvironment;
+pub const NetworkOptions = Network.Options;
+pub const HostEntry = Network.HostEntry;
 
 pub fn init(gpa: Allocator, options: Options) InitError!Sim {
     return .{ .state = try .init(gpa, options) };
@@ -76,9 +81,33 @@ pub fn traceHash(sim: *const Sim) u64 {
     return sim.state.traceHash();
 }
 
+/// Scheduling steps taken so far: each is a task run from one block to its next.
+pub fn stepCount(sim: *const Sim) u64 {
+    return sim.state.steps;
+}
+
 /// Virtual nanoseconds since the first run began.
 pub fn elapsedNs(sim: *const Sim) u64 {
     return sim.state.elapsedNs();
+}
+
+/// Moves the running task, and the tasks it starts from now on, to the simulated host `ip`
+/// (its port is ignored): the sockets they make belong to it, and `partition` cuts hosts
+/// apart. Tasks start on 127.0.0.1. Call it from a task, with the run's `io`.
+pub fn setHost(task_io: Io, ip: Io.net.IpAddress) void {
+    const state = State.fromIo(task_io);
+    state.currentTask().host = .of(ip);
+}
+
+/// Cuts the link between hosts `a` and `b` (ports ignored): stream bytes across it wait for
+/// `heal` and datagrams are dropped; connects wait, up to their timeout. From a task.
+pub fn partition(task_io: Io, a: Io.net.IpAddress, b: Io.net.IpAddress) error{OutOfMemory}!void {
+    try State.fromIo(task_io).network.partition(.of(a), .of(b));
+}
+
+/// Mends every cut; what waited to cross goes on. From a task.
+pub fn heal(task_io: Io) void {
+    State.fromIo(task_io).network.heal();
 }
 
 /// Writes why the last run failed: its reason, step and virtual time, and for a deadlock each

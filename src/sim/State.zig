@@ -12,6 +12,7 @@ const context_mod = @import("../fiber/context.zig");
 const Context = context_mod.Context;
 const stack_mod = @import("../fiber/stack.zig");
 const os = @import("../os/linux.zig");
+const Network = @import("Network.zig");
 
 gpa: Allocator,
 options: Options,
@@ -19,6 +20,7 @@ options: Options,
 /// points here so that std.Io.Threaded's own entries take it as theirs.
 threaded: Io.Threaded,
 pool: stack_mod.Pool,
+network: Network,
 /// The thread's own context while a task runs: `run`'s loop resumes here.
 scheduler_context: Context = .{ .registers = undefined },
 current: ?*Task = null,
@@ -59,6 +61,8 @@ pub const Options = struct {
     /// Percent chance that a cancelation point or a futex wait that need not block yields to
     /// another ready task first: explores interleavings between a task's own steps.
     preempt_percent: u7 = 0,
+    /// The simulated network: delays, datagram faults, buffer sizes, names to look up.
+    network: Network.Options = .{},
 };
 
 pub const InitError = error{OutOfMemory};
@@ -95,6 +99,7 @@ pub fn init(gpa: Allocator, options: Options) InitError!State {
         .options = options,
         .threaded = threaded,
         .pool = .init(gpa, options.stack_size_bytes, .page, null),
+        .network = .init(gpa, options.network),
         .schedule_prng = .init(seeds.random().int(u64)),
         .user_prng = .init(seeds.random().int(u64)),
     };
@@ -116,6 +121,7 @@ pub fn deinit(sim: *State) void {
     sim.ready.deinit(sim.gpa);
     sim.timers.deinit(sim.gpa);
     sim.futexes.deinit(sim.gpa);
+    sim.network.deinit();
     sim.pool.deinit();
     sim.threaded.deinit();
     sim.* = undefined;
@@ -212,6 +218,7 @@ pub fn writeReport(sim: *const State, writer: *Io.Writer) Io.Writer.Error!void {
             .sleep => try writer.writeAll("sleeps"),
             .await => |id| try writer.print("awaits task {d}", .{id}),
             .group => |address| try writer.print("awaits the group at 0x{x}", .{address}),
+            .socket => |handle| try writer.print("waits on socket {d}", .{handle}),
         }
         if (task.deadline_ns) |deadline| try writer.print(" until {d} ns", .{deadline});
         try writer.print(", called from 0x{x}\n", .{task.wait_return_address});
@@ -229,6 +236,8 @@ pub const Wait = union(enum) {
     /// A task's id.
     await: u64,
     group: usize,
+    /// A simulated socket's handle (a read, write, accept or connect).
+    socket: Network.Handle,
 };
 
 pub const Wake = enum { woken, timeout, canceled };
@@ -246,8 +255,10 @@ pub const Task = struct {
     context_alignment: Alignment,
     result: []u8,
     result_alignment: Alignment,
-    /// Where it sits in `State.live`.
+    /// Where it sits in `live`.
     live_index: usize = 0,
+    /// The simulated host it runs on; a task starts on its spawner's.
+    host: Network.Host = .loopback,
     cancel: enum { none, requested, acknowledged } = .none,
     protection: Io.CancelProtection = .unblocked,
     /// While blocked: what for, whether a cancel request wakes it, its deadline.
@@ -300,6 +311,17 @@ pub fn fromUserdata(userdata: ?*anyopaque) *State {
     return sim;
 }
 
+/// The Sim behind a task's `io`, checked like `fromUserdata`; panics if `io` is not a Sim's.
+pub fn fromIo(task_io: Io) *State {
+    if (task_io.vtable != &vtable.table) @panic("weft.Sim: this Io is not a Sim's");
+    return fromUserdata(task_io.userdata);
+}
+
+/// The VTable's `operate`, for the batch entries.
+pub fn vtableOperate(sim: *State, operation: Io.Operation) Io.Cancelable!Io.Operation.Result {
+    return vtable.table.operate(&sim.threaded, operation);
+}
+
 /// The running task: every Io call of a run comes from one.
 pub fn currentTask(sim: *State) *Task {
     return sim.current.?;
@@ -338,6 +360,7 @@ pub fn createTask(
         .result = result,
         .result_alignment = result_alignment,
         .live_index = sim.live.items.len,
+        .host = if (sim.current) |spawner| spawner.host else .loopback,
     };
     sim.task_id_next += 1;
     context_mod.prepare(&task.context, stack.top(), &taskEntry, task);
@@ -486,6 +509,16 @@ pub fn park(sim: *State, wait: Wait, cancelable: bool, deadline_ns: ?u64) Wake {
     sim.switchToScheduler(task);
     assert(task.state == .running);
     return task.wake;
+}
+
+/// Sleeps until virtual time `deadline_ns`; a cancelation point.
+pub fn sleepUntil(sim: *State, deadline_ns: u64) Io.Cancelable!void {
+    try sim.checkCancel();
+    switch (sim.park(.sleep, true, deadline_ns)) {
+        .timeout => {},
+        .canceled => return sim.checkCancel(),
+        .woken => unreachable, // nothing wakes a sleeper but its timer or a cancel
+    }
 }
 
 /// Gives the other ready tasks a turn; the running task is ready again at once.

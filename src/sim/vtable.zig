@@ -1,14 +1,17 @@
 //! weft.Sim's `std.Io.VTable`. Tasks, futexes, clocks, sleeps and random bytes are simulated
-//! (`Sim.zig`); files, directories, stderr and the process's own paths are std.Io.Threaded's
-//! entries, called synchronously (the `Io`'s userdata is the Sim's `Threaded`); the network,
-//! `netLookup` and child processes are not simulated yet and return an error from their sets
-//! (`unsimulated`), listed in docs/SIM.md.
+//! (`State.zig`), and so are sockets, lookups and datagram receives (`Network.zig`, and
+//! `batch.zig` for batches); files, directories, stderr and the process's own paths are
+//! std.Io.Threaded's entries, called synchronously (the `Io`'s userdata is the Sim's
+//! `Threaded`); child processes return an error from their sets (`unsimulated`). docs/SIM.md
+//! lists each group.
 const std = @import("std");
 const Io = std.Io;
 const net = Io.net;
 const Alignment = std.mem.Alignment;
 const Threaded = Io.Threaded;
 const State = @import("State.zig");
+const Network = @import("Network.zig");
+const batch = @import("batch.zig");
 
 const base = Threaded.io(@constCast(&Threaded.init_single_threaded)).vtable.*;
 
@@ -41,11 +44,10 @@ const simulated = .{
     .{ "sleep", sleep },
     .{ "random", random },
     .{ "randomSecure", randomSecure },
-};
-
-/// Entries that fail until the Sim models them: a real socket or child process would make a
-/// run depend on the world outside the seed.
-pub const unsimulated = .{
+    .{ "operate", operate },
+    .{ "batchAwaitAsync", batch.batchAwaitAsync },
+    .{ "batchAwaitConcurrent", batch.batchAwaitConcurrent },
+    .{ "batchCancel", batch.batchCancel },
     .{ "netListenIp", netListenIp },
     .{ "netAccept", netAccept },
     .{ "netBindIp", netBindIp },
@@ -62,6 +64,10 @@ pub const unsimulated = .{
     .{ "netInterfaceNameResolve", netInterfaceNameResolve },
     .{ "netInterfaceName", netInterfaceName },
     .{ "netLookup", netLookup },
+};
+
+/// Entries that fail: a child process would run outside the seed.
+pub const unsimulated = .{
     .{ "processSpawn", processSpawn },
     .{ "processSpawnPath", processSpawnPath },
     .{ "processReplace", processReplace },
@@ -241,11 +247,7 @@ fn sleep(userdata: ?*anyopaque, timeout: Io.Timeout) Io.Cancelable!void {
     const sim = State.fromUserdata(userdata);
     try sim.checkCancel();
     const deadline = sim.deadlineOf(timeout) orelse return;
-    switch (sim.park(.sleep, true, deadline)) {
-        .timeout => {},
-        .canceled => return sim.checkCancel(),
-        .woken => unreachable, // nothing wakes a sleeper but its timer or a cancel
-    }
+    return sim.sleepUntil(deadline);
 }
 
 fn random(userdata: ?*anyopaque, buffer: []u8) void {
@@ -258,15 +260,21 @@ fn randomSecure(userdata: ?*anyopaque, buffer: []u8) Io.RandomSecureError!void {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Not simulated yet: each fails as the system would with no network or no process support.
+// The network (`Network.zig`).
+
+fn networkOf(userdata: ?*anyopaque) *Network {
+    return &State.fromUserdata(userdata).network;
+}
 
 fn netListenIp(
     userdata: ?*anyopaque,
     address: *const net.IpAddress,
     options: net.IpAddress.ListenOptions,
 ) net.IpAddress.ListenError!net.Socket {
-    _ = .{ State.fromUserdata(userdata), address, options };
-    return error.NetworkDown;
+    const network = networkOf(userdata);
+    if (options.mode != .stream) return error.SocketModeUnsupported;
+    const socket = try network.listen(address.*, options.kernel_backlog);
+    return .{ .handle = socket.handle, .address = socket.address };
 }
 
 fn netAccept(
@@ -274,8 +282,11 @@ fn netAccept(
     server: net.Socket.Handle,
     options: net.Server.AcceptOptions,
 ) net.Server.AcceptError!net.Socket {
-    _ = .{ State.fromUserdata(userdata), server, options };
-    return error.NetworkDown;
+    _ = options;
+    const network = networkOf(userdata);
+    const socket = try network.accept(network.get(server));
+    const peer_address = if (socket.peer) |peer| peer.address else socket.address;
+    return .{ .handle = socket.handle, .address = peer_address };
 }
 
 fn netBindIp(
@@ -283,8 +294,10 @@ fn netBindIp(
     address: *const net.IpAddress,
     options: net.IpAddress.BindOptions,
 ) net.IpAddress.BindError!net.Socket {
-    _ = .{ State.fromUserdata(userdata), address, options };
-    return error.NetworkDown;
+    const network = networkOf(userdata);
+    if (options.mode != .dgram) return error.SocketModeUnsupported;
+    const socket = try network.bindDatagram(address.*);
+    return .{ .handle = socket.handle, .address = socket.address };
 }
 
 fn netConnectIp(
@@ -292,8 +305,14 @@ fn netConnectIp(
     address: *const net.IpAddress,
     options: net.IpAddress.ConnectOptions,
 ) net.IpAddress.ConnectError!net.Socket {
-    _ = .{ State.fromUserdata(userdata), address, options };
-    return error.NetworkDown;
+    const sim = State.fromUserdata(userdata);
+    if (options.mode != .stream) return error.SocketModeUnsupported;
+    const timeout_ns: ?u64 = if (sim.deadlineOf(options.timeout)) |deadline|
+        deadline -| sim.now_ns
+    else
+        null;
+    const socket = try sim.network.connect(address.*, null, timeout_ns);
+    return .{ .handle = socket.handle, .address = socket.address };
 }
 
 fn netListenUnix(
@@ -301,24 +320,35 @@ fn netListenUnix(
     address: *const net.UnixAddress,
     options: net.UnixAddress.ListenOptions,
 ) net.UnixAddress.ListenError!net.Socket.Handle {
-    _ = .{ State.fromUserdata(userdata), address, options };
-    return error.NetworkDown;
+    const socket = try networkOf(userdata).listenUnix(address.path, options.kernel_backlog);
+    return socket.handle;
 }
 
 fn netConnectUnix(
     userdata: ?*anyopaque,
     address: *const net.UnixAddress,
 ) net.UnixAddress.ConnectError!net.Socket.Handle {
-    _ = .{ State.fromUserdata(userdata), address };
-    return error.NetworkDown;
+    const network = networkOf(userdata);
+    const socket = network.connect(.{ .ip4 = .loopback(0) }, address.path, null) catch |err|
+        return switch (err) {
+            error.ConnectionRefused => error.FileNotFound,
+            error.Timeout => error.SystemResources,
+            else => |e| e,
+        };
+    return socket.handle;
 }
 
 fn netSocketCreatePair(
     userdata: ?*anyopaque,
     options: net.Socket.CreatePairOptions,
 ) net.Socket.CreatePairError![2]net.Socket {
-    _ = .{ State.fromUserdata(userdata), options };
-    return error.OperationUnsupported;
+    const network = networkOf(userdata);
+    if (options.mode != .stream) return error.OperationUnsupported;
+    const sockets = try network.pair();
+    return .{
+        .{ .handle = sockets[0].handle, .address = sockets[0].address },
+        .{ .handle = sockets[1].handle, .address = sockets[1].address },
+    };
 }
 
 fn netSend(
@@ -327,8 +357,10 @@ fn netSend(
     messages: []net.OutgoingMessage,
     flags: net.SendFlags,
 ) struct { ?net.Socket.SendError, usize } {
-    _ = .{ State.fromUserdata(userdata), handle, messages, flags };
-    return .{ error.NetworkDown, 0 };
+    _ = flags;
+    const network = networkOf(userdata);
+    const sent = network.send(network.get(handle), messages) catch |err| return .{ err, 0 };
+    return .{ null, sent };
 }
 
 fn netRead(
@@ -336,8 +368,8 @@ fn netRead(
     handle: net.Socket.Handle,
     data: [][]u8,
 ) net.Stream.Reader.Error!usize {
-    _ = .{ State.fromUserdata(userdata), handle, data };
-    return error.NetworkDown;
+    const network = networkOf(userdata);
+    return network.read(network.get(handle), data);
 }
 
 fn netWrite(
@@ -347,9 +379,31 @@ fn netWrite(
     data: []const []const u8,
     splat: usize,
 ) net.Stream.Writer.Error!usize {
-    _ = .{ State.fromUserdata(userdata), handle, header, data, splat };
-    return error.NetworkDown;
+    const network = networkOf(userdata);
+    const socket = network.get(handle);
+    // The parts as std's writers hand them over: the header, every slice but the last, then
+    // the last one `splat` times (a few at a time: a short write is allowed).
+    var parts_buffer: [max_parts][]const u8 = undefined;
+    var parts: std.ArrayList([]const u8) = .initBuffer(&parts_buffer);
+    if (header.len > 0) parts.appendAssumeCapacity(header);
+    if (data.len > 0) {
+        for (data[0 .. data.len - 1]) |part| {
+            if (parts.items.len == max_parts) break;
+            parts.appendAssumeCapacity(part);
+        }
+        const last = data[data.len - 1];
+        var repeats: usize = 0;
+        while (repeats < splat and parts.items.len < max_parts) : (repeats += 1) {
+            parts.appendAssumeCapacity(last);
+        }
+    }
+    return network.write(socket, parts.items) catch |err| switch (err) {
+        error.SocketUnconnected => error.ConnectionResetByPeer,
+        else => |e| e,
+    };
 }
+
+const max_parts = 64;
 
 fn netWriteFile(
     userdata: ?*anyopaque,
@@ -358,13 +412,27 @@ fn netWriteFile(
     reader: *Io.File.Reader,
     limit: Io.Limit,
 ) net.Stream.Writer.WriteFileError!usize {
-    _ = .{ State.fromUserdata(userdata), handle, header, reader, limit };
-    return error.NetworkDown;
+    const network = networkOf(userdata);
+    const socket = network.get(handle);
+    if (header.len > 0) {
+        return network.write(socket, &.{header}) catch error.NetworkDown;
+    }
+    var buffer: [4096]u8 = undefined;
+    const length = reader.interface.readSliceShort(limit.slice(&buffer)) catch
+        return error.Unexpected;
+    if (length == 0) return 0;
+    // A short write of the file's bytes would lose the rest: write them all.
+    var written: usize = 0;
+    while (written < length) {
+        written += network.write(socket, &.{buffer[written..length]}) catch
+            return error.NetworkDown;
+    }
+    return length;
 }
 
-/// No socket can exist, so nothing to close.
 fn netClose(userdata: ?*anyopaque, handles: []const net.Socket.Handle) void {
-    _ = .{ State.fromUserdata(userdata), handles };
+    const network = networkOf(userdata);
+    for (handles) |handle| network.close(network.get(handle));
 }
 
 fn netShutdown(
@@ -372,8 +440,8 @@ fn netShutdown(
     handle: net.Socket.Handle,
     how: net.ShutdownHow,
 ) net.ShutdownError!void {
-    _ = .{ State.fromUserdata(userdata), handle, how };
-    return error.NetworkDown;
+    const network = networkOf(userdata);
+    return network.shutdown(network.get(handle), how);
 }
 
 fn netInterfaceNameResolve(
@@ -392,14 +460,49 @@ fn netInterfaceName(
     return error.InterfaceNotFound;
 }
 
+/// Puts the addresses `Network.lookup` finds, then the canonical name, and closes `resolved`.
 fn netLookup(
     userdata: ?*anyopaque,
     host_name: net.HostName,
-    results: *Io.Queue(net.HostName.LookupResult),
+    resolved: *Io.Queue(net.HostName.LookupResult),
     options: net.HostName.LookupOptions,
 ) net.HostName.LookupError!void {
-    _ = .{ State.fromUserdata(userdata), host_name, results, options };
-    return error.UnknownHostName;
+    const sim = State.fromUserdata(userdata);
+    const io = sim.io();
+    defer resolved.close(io);
+    var addresses: [16]net.IpAddress = undefined;
+    const count = sim.network.lookup(host_name.bytes, options.port, options.family, &addresses);
+    if (count == 0) return error.UnknownHostName;
+    for (addresses[0..count]) |address| try putResult(io, resolved, .{ .address = address });
+    const canonical: net.HostName = if (options.canonical_name_buffer) |buffer| copy: {
+        @memcpy(buffer[0..host_name.bytes.len], host_name.bytes);
+        break :copy .{ .bytes = buffer[0..host_name.bytes.len] };
+    } else host_name;
+    try putResult(io, resolved, .{ .canonical_name = canonical });
+}
+
+fn putResult(
+    io: Io,
+    resolved: *Io.Queue(net.HostName.LookupResult),
+    result: net.HostName.LookupResult,
+) Io.Cancelable!void {
+    resolved.putOne(io, result) catch |err| switch (err) {
+        error.Canceled => return error.Canceled,
+        error.Closed => unreachable, // the contract: open until netLookup returns
+    };
+}
+
+/// Datagram receives are the network's; every other operation is std.Io.Threaded's.
+fn operate(userdata: ?*anyopaque, operation: Io.Operation) Io.Cancelable!Io.Operation.Result {
+    switch (operation) {
+        .net_receive => |receive| {
+            const network = networkOf(userdata);
+            const socket = network.get(receive.socket_handle);
+            const result = network.receive(socket, receive.message_buffer, receive.data_buffer);
+            return .{ .net_receive = result };
+        },
+        else => return base.operate(userdata, operation),
+    }
 }
 
 fn processSpawn(

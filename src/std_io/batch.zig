@@ -30,6 +30,7 @@ const io_wait = @import("../sched/io_wait.zig");
 const Op = @import("../loop/Completion.zig").Op;
 const time = @import("time.zig");
 const operate_mod = @import("operate.zig");
+const complete = @import("../batch_list.zig").complete;
 
 /// Ready descriptors taken from the epoll set per look; more are found at the next call.
 const ready_max = 64;
@@ -245,24 +246,4 @@ fn performInTurn(userdata: ?*anyopaque, b: *Batch) Io.Cancelable!void {
         const result = try operate_mod.operate(userdata, operation);
         complete(b, .none, index, result);
     }
-}
-
-/// Moves the submission at `index` (after `prev` in `submitted`) to the end of `completed`.
-fn complete(b: *Batch, prev: Index, index: Index, result: Io.Operation.Result) void {
-    const storage = &b.storage[index.toIndex()];
-    const next = storage.submission.node.next;
-    switch (prev) {
-        .none => {
-            assert(b.submitted.head == index);
-            b.submitted.head = next;
-        },
-        else => b.storage[prev.toIndex()].submission.node.next = next,
-    }
-    if (next == .none) b.submitted.tail = prev;
-    switch (b.completed.tail) {
-        .none => b.completed.head = index,
-        else => |tail| b.storage[tail.toIndex()].completion.node.next = index,
-    }
-    storage.* = .{ .completion = .{ .node = .{ .next = .none }, .result = result } };
-    b.completed.tail = index;
 }

@@ -6,8 +6,17 @@ const Io = std.Io;
 const testing = std.testing;
 const Sim = @import("../sim/Sim.zig");
 const sync = @import("../sync/root.zig");
+const os = @import("../os/linux.zig");
 
 const ns_per_s = std.time.ns_per_s;
+
+/// The simulator uses neither the runtime's backend nor its executors: its tests skip in the
+/// runs that only change the executor count (`WEFT_EXECUTORS`), and run in the others (each
+/// backend, the release builds, aarch64).
+pub fn skipInExecutorRuns() error{SkipZigTest}!void {
+    var buffer: [16]u8 = undefined;
+    if (os.getEnv("WEFT_EXECUTORS", &buffer) != null) return error.SkipZigTest;
+}
 
 /// Four tasks ready at once append their ids to `order` as they run, three turns each.
 fn interleave(io: Io, order: *std.ArrayList(u8)) !void {
@@ -39,6 +48,7 @@ fn orderOf(seed: u64, preempt_percent: u7) !struct { hash: u64, order: [12]u8 } 
 }
 
 test "sim: the same seed replays the same order and trace; other seeds give other orders" {
+    try skipInExecutorRuns();
     const first = try orderOf(7, 50);
     const again = try orderOf(7, 50);
     try testing.expectEqual(first.hash, again.hash);
@@ -57,6 +67,7 @@ test "sim: the same seed replays the same order and trace; other seeds give othe
 }
 
 test "sim: tasks ready at the same instant start in a seeded order" {
+    try skipInExecutorRuns();
     var firsts: [4]usize = @splat(0);
     for (0..40) |seed| {
         const result = try orderOf(seed, 0);
@@ -86,6 +97,7 @@ fn sleepers(io: Io, count: usize, wakes: []u64) !void {
 }
 
 test "sim: an hour of sleeps takes virtual time, not wall time, and wakes at the deadline" {
+    try skipInExecutorRuns();
     var sim = try Sim.init(testing.allocator, .{ .seed = 3 });
     defer sim.deinit();
     const count = 2_000;
@@ -118,6 +130,7 @@ fn sleepAlone(io: Io) !u64 {
 }
 
 test "sim: a lone sleeper wakes exactly at its deadline" {
+    try skipInExecutorRuns();
     var sim = try Sim.init(testing.allocator, .{ .seed = 3 });
     defer sim.deinit();
     const tick_ns = sim.state.options.tick_ns;
@@ -137,6 +150,7 @@ fn neverWoken(io: Io) !void {
 }
 
 test "sim: a deadlock ends the run with an error and a report naming each blocked task" {
+    try skipInExecutorRuns();
     var sim = try Sim.init(testing.allocator, .{ .seed = 11 });
     defer sim.deinit();
     try testing.expectError(error.Deadlock, sim.run(neverWoken, .{}));
@@ -175,6 +189,7 @@ fn yieldForever(io: Io) !void {
 }
 
 test "sim: the step and virtual-time limits stop a run; a loop polling the clock ends" {
+    try skipInExecutorRuns();
     {
         const options: Sim.Options = .{ .seed = 1, .preempt_percent = 100, .steps_max = 1000 };
         var sim = try Sim.init(testing.allocator, options);
@@ -227,6 +242,7 @@ fn cancelSleeper(io: Io) !void {
 }
 
 test "sim: cancel wakes a sleeper; a group cancel waits for protected members" {
+    try skipInExecutorRuns();
     const checked = try Sim.checkSeeds(testing.allocator, .{ .seeds = 50 }, cancelSleeper, .{});
     try testing.expectEqual(.passed, checked.outcome);
 }
@@ -279,6 +295,7 @@ fn channelScenario(io: Io) !void {
 }
 
 test "sim: weft.sync's channel and std.Io.Mutex hand over every value, under 300 seeds" {
+    try skipInExecutorRuns();
     const checked = try Sim.checkSeeds(
         testing.allocator,
         .{ .seeds = 300, .sim = .{ .seed = 0, .preempt_percent = 20 } },
@@ -308,6 +325,7 @@ fn lostUpdate(io: Io) !void {
 }
 
 test "sim: checkSeeds finds a planted race and names a seed that replays it" {
+    try skipInExecutorRuns();
     var report_buffer: [512]u8 = undefined;
     var report: Io.Writer = .fixed(&report_buffer);
     const options: Sim.CheckOptions = .{
@@ -339,6 +357,7 @@ fn outsideState(io: Io) !void {
 }
 
 test "sim: checkSeeds reports a scenario that something outside the seed steers" {
+    try skipInExecutorRuns();
     const checked = try Sim.checkSeeds(testing.allocator, .{ .seeds = 5 }, outsideState, .{});
     try testing.expectEqual(.diverged, checked.outcome);
     try testing.expectEqual(@as(u64, 0), checked.seed);
@@ -350,16 +369,16 @@ fn filesAndUnsimulated(io: Io, dir: Io.Dir) !void {
     var buffer: [32]u8 = undefined;
     const read = try dir.readFile(io, "sim.txt", &buffer);
     try testing.expectEqualStrings("simulated", read);
-    // The network is not simulated yet: a clear error, no panic, no real socket.
-    const address: Io.net.IpAddress = .{ .ip4 = .loopback(8080) };
-    try testing.expectError(error.NetworkDown, address.listen(io, .{}));
-    try testing.expectError(error.NetworkDown, address.connect(io, .{ .mode = .stream }));
+    // Child processes would run outside the seed: a clear error, no panic.
+    const argv: []const []const u8 = &.{"/bin/true"};
+    try testing.expectError(error.OperationUnsupported, std.process.spawn(io, .{ .argv = argv }));
     var random: [8]u8 = undefined;
     io.random(&random);
     try io.randomSecure(&random);
 }
 
-test "sim: files are real, the network fails cleanly, random bytes come from the seed" {
+test "sim: files are real, processes fail cleanly, random bytes come from the seed" {
+    try skipInExecutorRuns();
     var tmp = testing.tmpDir(.{});
     defer tmp.cleanup();
     var sim = try Sim.init(testing.allocator, .{ .seed = 5 });
@@ -374,6 +393,7 @@ fn randomBytes(io: Io) u64 {
 }
 
 test "sim: random bytes replay with the seed" {
+    try skipInExecutorRuns();
     var values: [3]u64 = undefined;
     for (&values, [_]u64{ 9, 9, 10 }) |*value, seed| {
         var sim = try Sim.init(testing.allocator, .{ .seed = seed });

@@ -1,0 +1,321 @@
+//! weft.Sim's network: TCP streams in order and exactly once with backpressure, half-close,
+//! reset, refusal, partitions that time a connect out and heals that let it through, UDP
+//! loss at its configured rate, Unix sockets, lookups from the host table, and std.http's
+//! client and server exchanging 1,000 requests.
+const std = @import("std");
+const Io = std.Io;
+const net = Io.net;
+const testing = std.testing;
+const Sim = @import("../sim/Sim.zig");
+const skipInExecutorRuns = @import("sim_test.zig").skipInExecutorRuns;
+
+const ns_per_s = std.time.ns_per_s;
+const server_ip: net.IpAddress = .{ .ip4 = .{ .bytes = .{ 10, 0, 0, 1 }, .port = 80 } };
+const client_ip: net.IpAddress = .{ .ip4 = .{ .bytes = .{ 10, 0, 0, 2 }, .port = 0 } };
+
+/// Byte `index` of the test stream: a pattern that shows a reordered, lost or doubled byte.
+fn patternByte(index: usize) u8 {
+    return @truncate(index *% 31 +% index / 251);
+}
+
+fn echoServer(io: Io, listener: *net.Server) !void {
+    Sim.setHost(io, server_ip);
+    var stream = try listener.accept(io);
+    defer stream.close(io);
+    var buffer: [3000]u8 = undefined;
+    // Bounded by the client's end of stream.
+    while (true) {
+        var parts = [_][]u8{&buffer};
+        const n = try io.vtable.netRead(io.userdata, stream.socket.handle, &parts);
+        if (n == 0) break;
+        var writer = stream.writer(io, &.{});
+        try writer.interface.writeAll(buffer[0..n]);
+    }
+}
+
+fn tcpEcho(io: Io, total_bytes: usize) !void {
+    Sim.setHost(io, server_ip);
+    var listener = try server_ip.listen(io, .{});
+    defer listener.deinit(io);
+    var server = try io.concurrent(echoServer, .{ io, &listener });
+    defer server.cancel(io) catch {};
+
+    Sim.setHost(io, client_ip);
+    var stream = try server_ip.connect(io, .{ .mode = .stream });
+    defer stream.close(io);
+    const Sender = struct {
+        fn send(inner: Io, socket: net.Stream, count: usize) !void {
+            var buffer: [1024]u8 = undefined;
+            var writer = socket.writer(inner, &buffer);
+            for (0..count) |index| try writer.interface.writeByte(patternByte(index));
+            try writer.interface.flush();
+            try socket.shutdown(inner, .send);
+        }
+    };
+    // The sender runs beside the reader: more than a buffer's worth is in flight, so the
+    // echo's writes wait for this reader (backpressure both ways).
+    var sender = try io.concurrent(Sender.send, .{ io, stream, total_bytes });
+    defer sender.cancel(io) catch {};
+    var read_buffer: [777]u8 = undefined;
+    var reader = stream.reader(io, &read_buffer);
+    var received: usize = 0;
+    // Bounded by the echo's end of stream.
+    while (reader.interface.takeByte()) |byte| : (received += 1) {
+        if (byte != patternByte(received)) return error.WrongByte;
+    } else |err| switch (err) {
+        error.EndOfStream => {},
+        error.ReadFailed => return reader.err.?,
+    }
+    if (received != total_bytes) return error.WrongCount;
+    try sender.await(io);
+    try server.await(io);
+}
+
+test "sim net: TCP delivers every byte in order and once, with backpressure, under 100 seeds" {
+    try skipInExecutorRuns();
+    const checked = try Sim.checkSeeds(testing.allocator, .{
+        .seeds = 100,
+        .sim = .{ .seed = 0, .preempt_percent = 10, .network = .{
+            .jitter_ns = 50_000,
+            .stream_buffer_bytes = 4096,
+        } },
+    }, tcpEcho, .{50_000});
+    try testing.expectEqual(.passed, checked.outcome);
+}
+
+fn partitionedConnect(io: Io) !void {
+    Sim.setHost(io, server_ip);
+    var listener = try server_ip.listen(io, .{});
+    defer listener.deinit(io);
+    Sim.setHost(io, client_ip);
+    try Sim.partition(io, server_ip, client_ip);
+    const start = Io.Clock.awake.now(io);
+    const timeout: Io.Timeout = .{ .duration = .{ .raw = .fromSeconds(1), .clock = .awake } };
+    const refused = server_ip.connect(io, .{ .mode = .stream, .timeout = timeout });
+    try testing.expectError(error.Timeout, refused);
+    const waited = start.durationTo(Io.Clock.awake.now(io)).nanoseconds;
+    try testing.expect(waited >= ns_per_s and waited < ns_per_s + ns_per_s / 100);
+
+    // A connect that starts during the cut goes through once it heals.
+    const Healer = struct {
+        fn heal(inner: Io) Io.Cancelable!void {
+            try inner.sleep(.fromSeconds(5), .awake);
+            Sim.heal(inner);
+        }
+    };
+    var healer = io.async(Healer.heal, .{io});
+    defer healer.cancel(io) catch {};
+    const connect_start = Io.Clock.awake.now(io);
+    var stream = try server_ip.connect(io, .{ .mode = .stream });
+    defer stream.close(io);
+    const connect_ns = connect_start.durationTo(Io.Clock.awake.now(io)).nanoseconds;
+    try testing.expect(connect_ns >= 5 * ns_per_s);
+    try healer.await(io);
+
+    // Nobody listens on port 81: refused, not a timeout.
+    const closed_port: net.IpAddress = .{ .ip4 = .{ .bytes = .{ 10, 0, 0, 1 }, .port = 81 } };
+    try testing.expectError(error.ConnectionRefused, closed_port.connect(io, .{ .mode = .stream }));
+}
+
+test "sim net: a partition times a connect out, a heal lets one through, a closed port refuses" {
+    try skipInExecutorRuns();
+    var sim = try Sim.init(testing.allocator, .{ .seed = 1 });
+    defer sim.deinit();
+    try sim.run(partitionedConnect, .{});
+}
+
+fn halfCloseAndReset(io: Io) !void {
+    const pair = try net.Socket.createPair(io, .{});
+    var a: net.Stream = .{ .socket = pair[0] };
+    var b: net.Stream = .{ .socket = pair[1] };
+    var a_writer = a.writer(io, &.{});
+    try a_writer.interface.writeAll("question");
+    try a.shutdown(io, .send);
+    // b reads the question, then the end; its answer still reaches a (half-close).
+    var b_buffer: [64]u8 = undefined;
+    var b_reader = b.reader(io, &b_buffer);
+    const question = try b_reader.interface.allocRemaining(testing.allocator, .unlimited);
+    defer testing.allocator.free(question);
+    try testing.expectEqualStrings("question", question);
+    var b_writer = b.writer(io, &.{});
+    try b_writer.interface.writeAll("answer");
+    b.close(io);
+    var a_buffer: [64]u8 = undefined;
+    var a_reader = a.reader(io, &a_buffer);
+    const answer = try a_reader.interface.allocRemaining(testing.allocator, .unlimited);
+    defer testing.allocator.free(answer);
+    try testing.expectEqualStrings("answer", answer);
+    a.close(io);
+
+    // Closing with unread data resets the peer.
+    const second = try net.Socket.createPair(io, .{});
+    var c: net.Stream = .{ .socket = second[0] };
+    var d: net.Stream = .{ .socket = second[1] };
+    defer d.close(io);
+    var c_writer = c.writer(io, &.{});
+    try c_writer.interface.writeAll("unread");
+    try io.sleep(.fromMilliseconds(1), .awake); // delivered to d, never read
+    var d_writer = d.writer(io, &.{});
+    try d_writer.interface.writeAll("x");
+    c.close(io);
+    try io.sleep(.fromMilliseconds(1), .awake);
+    var parts = [_][]u8{&a_buffer};
+    try testing.expectError(
+        error.ConnectionResetByPeer,
+        io.vtable.netRead(io.userdata, d.socket.handle, &parts),
+    );
+}
+
+test "sim net: half-close lets the answer through; closing with unread data resets the peer" {
+    try skipInExecutorRuns();
+    var sim = try Sim.init(testing.allocator, .{ .seed = 2 });
+    defer sim.deinit();
+    try sim.run(halfCloseAndReset, .{});
+}
+
+fn udpLoss(io: Io, count: usize, received: *usize) !void {
+    const receiver_address: net.IpAddress = .{ .ip4 = .{ .bytes = .{ 10, 0, 0, 1 }, .port = 53 } };
+    const receiver = try receiver_address.bind(io, .{ .mode = .dgram });
+    defer receiver.close(io);
+    const sender = try client_ip.bind(io, .{ .mode = .dgram });
+    defer sender.close(io);
+    var message: [8]u8 = undefined;
+    for (0..count) |index| {
+        std.mem.writeInt(u64, &message, index, .little);
+        try sender.send(io, &receiver_address, &message);
+    }
+    try io.sleep(.fromSeconds(1), .awake); // every survivor has arrived
+    var seen: std.DynamicBitSetUnmanaged = try .initEmpty(testing.allocator, count);
+    defer seen.deinit(testing.allocator);
+    var data: [8 * 64]u8 = undefined;
+    var messages: [64]net.IncomingMessage = @splat(.init);
+    // Bounded by the datagrams that arrived.
+    while (true) {
+        const err, const n = receiver.receiveManyTimeout(io, &messages, &data, .{}, .{
+            .duration = .{ .raw = .fromMilliseconds(1), .clock = .awake },
+        });
+        for (messages[0..n]) |incoming| {
+            const index = std.mem.readInt(u64, incoming.data[0..8], .little);
+            if (seen.isSet(index)) return error.Duplicate; // duplicates are off
+            seen.set(index);
+            received.* += 1;
+        }
+        if (err) |e| switch (e) {
+            error.Timeout => break,
+            else => return e,
+        };
+    }
+}
+
+test "sim net: UDP loses datagrams at the configured rate, from the seed" {
+    try skipInExecutorRuns();
+    var sim = try Sim.init(testing.allocator, .{ .seed = 4, .network = .{ .loss_percent = 10 } });
+    defer sim.deinit();
+    var received: usize = 0;
+    try sim.run(udpLoss, .{ 10_000, &received });
+    // 10 % of 10,000: 1,000 lost, within a tolerance of six standard deviations (30 each).
+    try testing.expect(received >= 8_820 and received <= 9_180);
+}
+
+fn unixAndLookup(io: Io) !void {
+    const path: net.UnixAddress = try .init("/run/sim.sock");
+    var listener = try path.listen(io, .{});
+    defer listener.deinit(io);
+    const Client = struct {
+        fn hello(inner: Io, address: net.UnixAddress) !void {
+            var stream = try address.connect(inner);
+            defer stream.close(inner);
+            var writer = stream.writer(inner, &.{});
+            try writer.interface.writeAll("over unix");
+        }
+    };
+    var client = try io.concurrent(Client.hello, .{ io, path });
+    defer client.cancel(io) catch {};
+    var stream = try listener.accept(io);
+    defer stream.close(io);
+    var buffer: [32]u8 = undefined;
+    var reader = stream.reader(io, &buffer);
+    const text = try reader.interface.allocRemaining(testing.allocator, .unlimited);
+    defer testing.allocator.free(text);
+    try testing.expectEqualStrings("over unix", text);
+    try client.await(io);
+
+    // A name from the host table resolves, and a stream reaches it by name.
+    Sim.setHost(io, server_ip);
+    var tcp = try server_ip.listen(io, .{});
+    defer tcp.deinit(io);
+    const name: net.HostName = try .init("service.sim");
+    var by_name = try name.connect(io, 80, .{ .mode = .stream });
+    by_name.close(io);
+    const unknown: net.HostName = try .init("nowhere.sim");
+    try testing.expectError(error.UnknownHostName, unknown.connect(io, 80, .{ .mode = .stream }));
+}
+
+test "sim net: Unix sockets, and lookups from the host table" {
+    try skipInExecutorRuns();
+    const hosts: []const Sim.HostEntry = &.{.{ .name = "service.sim", .address = server_ip }};
+    var sim = try Sim.init(testing.allocator, .{ .seed = 6, .network = .{ .hosts = hosts } });
+    defer sim.deinit();
+    try sim.run(unixAndLookup, .{});
+}
+
+fn httpServe(io: Io, listener: *net.Server, served: *usize) !void {
+    Sim.setHost(io, server_ip);
+    // Bounded by the client's connections; canceled at the end.
+    while (true) {
+        var stream = try listener.accept(io);
+        defer stream.close(io);
+        var read_buffer: [4096]u8 = undefined;
+        var write_buffer: [4096]u8 = undefined;
+        var reader = stream.reader(io, &read_buffer);
+        var writer = stream.writer(io, &write_buffer);
+        var server: std.http.Server = .init(&reader.interface, &writer.interface);
+        // Bounded by the connection's requests.
+        while (true) {
+            var request = server.receiveHead() catch |err| switch (err) {
+                error.HttpConnectionClosing => break,
+                else => |e| return e,
+            };
+            var body_buffer: [64]u8 = undefined;
+            const body = try std.fmt.bufPrint(&body_buffer, "hello {s}", .{request.head.target});
+            try request.respond(body, .{});
+            served.* += 1;
+        }
+    }
+}
+
+fn httpExchange(io: Io, requests: usize) !void {
+    Sim.setHost(io, server_ip);
+    var listener = try server_ip.listen(io, .{});
+    defer listener.deinit(io);
+    var served: usize = 0;
+    var server = try io.concurrent(httpServe, .{ io, &listener, &served });
+    defer server.cancel(io) catch {};
+
+    Sim.setHost(io, client_ip);
+    var client: std.http.Client = .{ .allocator = testing.allocator, .io = io };
+    defer client.deinit();
+    var response_buffer: [64]u8 = undefined;
+    for (0..requests) |index| {
+        var url_buffer: [64]u8 = undefined;
+        const url = try std.fmt.bufPrint(&url_buffer, "http://service.sim/{d}", .{index});
+        var response: Io.Writer = .fixed(&response_buffer);
+        const result = try client.fetch(.{
+            .location = .{ .url = url },
+            .response_writer = &response,
+        });
+        try testing.expectEqual(std.http.Status.ok, result.status);
+        var expected_buffer: [64]u8 = undefined;
+        const expected = try std.fmt.bufPrint(&expected_buffer, "hello /{d}", .{index});
+        try testing.expectEqualStrings(expected, response.buffered());
+    }
+    try testing.expectEqual(requests, served);
+}
+
+test "sim net: std.http's client and server exchange 1,000 requests" {
+    try skipInExecutorRuns();
+    const hosts: []const Sim.HostEntry = &.{.{ .name = "service.sim", .address = server_ip }};
+    var sim = try Sim.init(testing.allocator, .{ .seed = 8, .network = .{ .hosts = hosts } });
+    defer sim.deinit();
+    try sim.run(httpExchange, .{1000});
+}
