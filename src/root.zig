@@ -88,9 +88,9 @@ test "weft: the public API is exactly the documented list" {
         // Not `Worker`, `Signals` or `serveOn`, the machinery of `run` (what users read of a
         // worker's report is `Report.workers`).
         expectPublic(Server, &.{
-            "http",   "Connection",  "Handler",  "Shape",     "Listeners", "Options",
-            "Report", "workers_max", "backlog",  "InitError", "init",      "deinit",
-            "port",   "stop",        "RunError", "run",
+            "http",   "Connection",  "Handler",  "Shape",     "Listeners",  "Options",
+            "Report", "workers_max", "backlog",  "InitError", "init",       "deinit",
+            "port",   "stop",        "RunError", "run",       "ServeError", "serve",
         });
         // Not `WaitQueue`, the building block of the primitives.
         expectPublic(sync, &.{
@@ -179,6 +179,7 @@ test {
     _ = @import("testing/select_test.zig");
     _ = @import("testing/server_test.zig");
     _ = @import("testing/sim_net_test.zig");
+    _ = @import("testing/sim_sync_test.zig");
     _ = @import("testing/sim_test.zig");
     _ = @import("testing/stall_test.zig");
     _ = @import("testing/sync_test.zig");

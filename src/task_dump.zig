@@ -251,7 +251,9 @@ fn writeEscaped(w: *Io.Writer, text: []const u8) !void {
     };
 }
 
-fn writeTrace(w: *Io.Writer, trace: frames.Trace) !void {
+/// Writes `trace`, a line a frame with its function and place where known, and why it ended
+/// early. Also weft.Sim's failure report.
+pub fn writeTrace(w: *Io.Writer, trace: frames.Trace) Io.Writer.Error!void {
     var text_buffer: [symbol_text_bytes_max]u8 = undefined;
     for (trace.addresses) |address| {
         // A return address: the call is the instruction before it.

@@ -156,13 +156,7 @@ pub const InitError = error{
 pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Server {
     const workers = options.shape.workers();
     if (workers == 0 or workers > config.server_workers_max) return error.InvalidOptions;
-    if (options.connections_max == 0) return error.InvalidOptions;
-    // A timeout of 0 would cut every connection at the reaper's first sweep.
-    const timeouts = [_]u64{
-        options.idle_timeout_ns, options.header_timeout_ns,           options.body_timeout_ns,
-        options.send_timeout_ns, options.request_timeout_ns orelse 1,
-    };
-    for (timeouts) |timeout_ns| if (timeout_ns == 0) return error.InvalidOptions;
+    try validateLimits(options);
     var server: Server = .{ .gpa = gpa, .options = options, .address = options.address };
     errdefer server.closeListeners();
     const shared = switch (options.shape) {
@@ -189,6 +183,41 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Server {
     assert(server.listener_count >= 1);
     assert(server.address.getPort() != 0);
     return server;
+}
+
+/// `error.InvalidOptions` unless the connection bound and every timeout are usable.
+fn validateLimits(options: Options) error{InvalidOptions}!void {
+    if (options.connections_max == 0) return error.InvalidOptions;
+    // A timeout of 0 would cut every connection at the reaper's first sweep.
+    const timeouts = [_]u64{
+        options.idle_timeout_ns, options.header_timeout_ns,           options.body_timeout_ns,
+        options.send_timeout_ns, options.request_timeout_ns orelse 1,
+    };
+    for (timeouts) |timeout_ns| if (timeout_ns == 0) return error.InvalidOptions;
+}
+
+pub const ServeError = error{ InvalidOptions, OutOfMemory } || Io.Cancelable;
+
+/// Serves `handler` on `listener` with the caller's `io`, on the calling task: any std.Io
+/// will do (a weft runtime's, or a weft.Sim's, which runs the server on simulated time and
+/// sockets). Applies `options`' connection bound and timeouts (its address, shape,
+/// listeners, signals and runtime are `run`'s). Returns, after draining as `run` does, once
+/// the listener is shut down (`(net.Stream{ .socket = listener.socket }).shutdown(io,
+/// .both)`, what `stop` does to `run`'s listeners); if canceled, it drains and returns
+/// `error.Canceled`. The listener stays open: it is the caller's.
+pub fn serve(
+    gpa: std.mem.Allocator,
+    io: Io,
+    listener: net.Server,
+    handler: Handler,
+    options: Options,
+) ServeError!Report {
+    try validateLimits(options);
+    const server: Server = .{ .gpa = gpa, .options = options, .address = options.address };
+    var worker: Worker = undefined;
+    try worker.init(gpa, io, listener.socket, handler, server.limits());
+    defer worker.deinit(gpa);
+    return .{ .workers = try worker.run(null) };
 }
 
 /// Closes the listeners. Call after `run` returned.

@@ -473,11 +473,17 @@ fn reap(worker: *Worker) Io.Cancelable!void {
     const period_ns = reapPeriodNs(worker.limits);
     while (true) {
         try worker.io.sleep(.fromNanoseconds(period_ns), .awake);
-        const now_ns = os.monotonicNs();
+        const now_ns = awakeNs(worker.io);
         worker.lock.lock();
         defer worker.lock.unlock();
         for (worker.slots[0..worker.slots_used]) |*connection| worker.sweep(connection, now_ns);
     }
+}
+
+/// The worker's `io`'s monotonic clock: the time its sleeps and timeouts run on (a weft.Sim's
+/// is virtual).
+fn awakeNs(io: Io) u64 {
+    return @intCast(@max(0, Io.Clock.awake.now(io).nanoseconds));
 }
 
 /// Cuts `connection` if its phase or its request outlasted its timeout. Caller holds `lock`.
@@ -540,11 +546,11 @@ fn drain(worker: *Worker) void {
         connection.stream.shutdown(io, .recv) catch {}; // already closed by the peer
     }
     worker.lock.unlock();
-    const deadline_ns = os.monotonicNs() + worker.limits.drain_timeout_ns;
+    const deadline_ns = awakeNs(io) + worker.limits.drain_timeout_ns;
     // Bounded: each pass either returns or sleeps until the deadline (a spurious wake-up
     // recomputes what is left).
     while (!worker.allFree()) {
-        const now_ns = os.monotonicNs();
+        const now_ns = awakeNs(io);
         if (now_ns >= deadline_ns) break;
         worker.drained.waitTimeout(io, .{ .duration = .{
             .raw = .fromNanoseconds(deadline_ns - now_ns),

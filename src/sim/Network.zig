@@ -76,6 +76,14 @@ pub const Host = struct {
         return host;
     }
 
+    /// The host's address with `port`.
+    pub fn at(host: Host, port: u16) net.IpAddress {
+        return switch (host.family) {
+            .ip4 => .{ .ip4 = .{ .bytes = host.bytes[0..4].*, .port = port } },
+            .ip6 => .{ .ip6 = .{ .bytes = host.bytes, .port = port } },
+        };
+    }
+
     fn eql(a: Host, b: Host) bool {
         return a.family == b.family and std.mem.eql(u8, &a.bytes, &b.bytes);
     }
@@ -111,6 +119,8 @@ pub const Socket = struct {
     // Listeners.
     backlog: std.ArrayList(*Socket) = .empty,
     backlog_max: usize = 0,
+    /// Cleared by a shutdown or close.
+    listening: bool = true,
     // Streams.
     peer: ?*Socket = null,
     inbound: std.ArrayList(Segment) = .empty,
@@ -130,11 +140,11 @@ pub const Socket = struct {
 
 gpa: Allocator,
 options: Options,
-/// By handle - handle_base; null once closed.
-sockets: std.ArrayList(?*Socket) = .empty,
+/// By handle - handle_base, closed ones included (freed by `deinit`): a task blocked on a
+/// socket that another task closes still looks at it when it wakes, and a batch finds it by
+/// handle.
+sockets: std.ArrayList(*Socket) = .empty,
 cuts: std.ArrayList([2]Host) = .empty,
-/// Closed sockets, kept until `deinit`: a task blocked on one may still look at it.
-retired: std.ArrayList(*Socket) = .empty,
 /// Tasks waiting to connect, woken by a heal or a listener's accept.
 connect_waiters: std.ArrayList(*State.Task) = .empty,
 port_next: u16 = 49152,
@@ -144,9 +154,7 @@ pub fn init(gpa: Allocator, options: Options) Network {
 }
 
 pub fn deinit(network: *Network) void {
-    for (network.sockets.items) |maybe| if (maybe) |socket| network.free(socket);
-    for (network.retired.items) |socket| network.free(socket);
-    network.retired.deinit(network.gpa);
+    for (network.sockets.items) |socket| network.free(socket);
     network.sockets.deinit(network.gpa);
     network.cuts.deinit(network.gpa);
     network.connect_waiters.deinit(network.gpa);
@@ -174,17 +182,19 @@ fn freeBuffers(network: *Network, socket: *Socket) void {
     socket.datagrams.clearAndFree(gpa);
 }
 
+/// The open socket behind `handle`; panics for any other handle (see the file doc).
 pub fn get(network: *Network, handle: Handle) *Socket {
-    const index = std.math.sub(Handle, handle, handle_base) catch unknown(handle);
-    if (index >= network.sockets.items.len) unknown(handle);
-    return network.sockets.items[@intCast(index)] orelse unknown(handle);
+    const socket = network.find(handle) orelse unknown(handle);
+    if (socket.closed) unknown(handle);
+    return socket;
 }
 
-/// The simulated socket behind `handle`, or null for a real descriptor (below the handles
-/// the network gives out).
+/// The simulated socket behind `handle`, closed or not, or null for a real descriptor (below
+/// the handles the network gives out).
 pub fn find(network: *Network, handle: Handle) ?*Socket {
-    if (handle < handle_base) return null;
-    return network.get(handle);
+    const index = std.math.sub(Handle, handle, handle_base) catch return null;
+    if (index >= network.sockets.items.len) unknown(handle);
+    return network.sockets.items[@intCast(index)];
 }
 
 fn unknown(handle: Handle) noreturn {
@@ -206,10 +216,27 @@ fn create(network: *Network, kind: Kind, address: net.IpAddress) error{OutOfMemo
     return socket;
 }
 
-fn ephemeralPort(network: *Network) u16 {
-    const port = network.port_next;
-    network.port_next = if (port == std.math.maxInt(u16)) 49152 else port + 1;
-    return port;
+const ephemeral_first: u16 = 49152;
+
+/// The next ephemeral port that no open socket of `kind` on `host` holds (as Linux, from
+/// 49152 up, wrapping); null when all 16,384 are taken.
+fn ephemeralPort(network: *Network, kind: Kind, host: Host) ?u16 {
+    const ports = std.math.maxInt(u16) - ephemeral_first + 1;
+    // Bounded by the range.
+    for (0..ports) |_| {
+        const port = network.port_next;
+        network.port_next = if (port == std.math.maxInt(u16)) ephemeral_first else port + 1;
+        if (!network.portHeld(kind, host, port)) return port;
+    }
+    return null;
+}
+
+fn portHeld(network: *Network, kind: Kind, host: Host, port: u16) bool {
+    for (network.sockets.items) |socket| {
+        if (socket.closed or socket.kind != kind or socket.unix_path != null) continue;
+        if (socket.host.eql(host) and portOf(socket.address) == port) return true;
+    }
+    return false;
 }
 
 fn withPort(address: net.IpAddress, port: u16) net.IpAddress {
@@ -233,43 +260,54 @@ fn isUnspecified(address: net.IpAddress) bool {
     };
 }
 
-fn sameAddress(a: net.IpAddress, b: net.IpAddress) bool {
-    return Host.of(a).eql(Host.of(b)) and portOf(a) == portOf(b);
+fn isLoopback(address: net.IpAddress) bool {
+    return switch (address) {
+        .ip4 => |ip4| ip4.bytes[0] == 127,
+        .ip6 => |ip6| std.mem.eql(u8, &ip6.bytes, &net.Ip6Address.loopback(0).bytes),
+    };
 }
 
-/// Whether `address` (a listener's or a bound datagram socket's) receives what is sent to
-/// `destination`: the same address, or the wildcard of its family on the same port.
-fn receivesFor(address: net.IpAddress, destination: net.IpAddress) bool {
-    if (@as(net.IpAddress.Family, address) != @as(net.IpAddress.Family, destination)) return false;
-    if (portOf(address) != portOf(destination)) return false;
-    return isUnspecified(address) or sameAddress(address, destination);
+/// Whether `socket` (a listener, or a bound datagram socket) receives what a task on `from`
+/// sends to `destination`. Addresses belong to hosts: a loopback address is its own host's
+/// (reached from that host only), a wildcard address stands for its host's own address and
+/// loopback, any other address is reached from anywhere.
+fn receivesFor(socket: *const Socket, from: Host, destination: net.IpAddress) bool {
+    const bound = socket.address;
+    if (@as(net.IpAddress.Family, bound) != @as(net.IpAddress.Family, destination)) return false;
+    if (portOf(bound) != portOf(destination)) return false;
+    if (isLoopback(destination)) {
+        if (!from.eql(socket.host)) return false;
+        return isUnspecified(bound) or Host.of(bound).eql(Host.of(destination));
+    }
+    if (isUnspecified(bound)) return socket.host.eql(Host.of(destination));
+    return Host.of(bound).eql(Host.of(destination));
 }
 
-fn findBound(network: *Network, kind: Kind, destination: net.IpAddress) ?*Socket {
-    for (network.sockets.items) |maybe| {
-        const socket = maybe orelse continue;
-        if (socket.kind != kind or socket.unix_path != null) continue;
-        if (receivesFor(socket.address, destination)) return socket;
+fn findBound(network: *Network, kind: Kind, from: Host, destination: net.IpAddress) ?*Socket {
+    for (network.sockets.items) |socket| {
+        if (socket.closed or socket.kind != kind or socket.unix_path != null) continue;
+        if (kind == .listener and !socket.listening) continue;
+        if (receivesFor(socket, from, destination)) return socket;
     }
     return null;
 }
 
 fn findUnix(network: *Network, path: []const u8) ?*Socket {
-    for (network.sockets.items) |maybe| {
-        const socket = maybe orelse continue;
-        if (socket.kind != .listener) continue;
+    for (network.sockets.items) |socket| {
+        if (socket.closed or socket.kind != .listener or !socket.listening) continue;
         if (std.mem.eql(u8, socket.unix_path orelse continue, path)) return socket;
     }
     return null;
 }
 
-fn portInUse(network: *Network, kind: Kind, address: net.IpAddress) bool {
-    for (network.sockets.items) |maybe| {
-        const socket = maybe orelse continue;
-        if (socket.kind != kind or socket.unix_path != null) continue;
-        if (portOf(socket.address) != portOf(address)) continue;
+/// Whether binding `address` (of `kind`) on `host` clashes with an open socket: the same port
+/// on the same host, where either address is the wildcard or both are the same.
+fn portInUse(network: *Network, kind: Kind, host: Host, address: net.IpAddress) bool {
+    for (network.sockets.items) |socket| {
+        if (socket.closed or socket.kind != kind or socket.unix_path != null) continue;
+        if (!socket.host.eql(host) or portOf(socket.address) != portOf(address)) continue;
         if (isUnspecified(socket.address) or isUnspecified(address)) return true;
-        if (sameAddress(socket.address, address)) return true;
+        if (Host.of(socket.address).eql(Host.of(address))) return true;
     }
     return false;
 }
@@ -292,7 +330,7 @@ pub fn partition(network: *Network, a: Host, b: Host) error{OutOfMemory}!void {
 /// Mends every cut and wakes every task waiting on the network to look again.
 pub fn heal(network: *Network) void {
     network.cuts.clearRetainingCapacity();
-    for (network.sockets.items) |maybe| if (maybe) |socket| network.wakeAll(socket);
+    for (network.sockets.items) |socket| network.wakeAll(socket);
     network.wakeConnectors();
 }
 
@@ -355,14 +393,28 @@ fn waitOn(
 
 pub const ListenError = error{ AddressInUse, SystemResources };
 
+/// `address` with an ephemeral port if it asks for port 0; `AddressInUse` if the port is
+/// taken on the running task's host.
+fn bindable(
+    network: *Network,
+    kind: Kind,
+    address: net.IpAddress,
+) error{AddressInUse}!net.IpAddress {
+    const host = network.stateOf().currentTask().host;
+    if (portOf(address) == 0) {
+        const port = network.ephemeralPort(kind, host) orelse return error.AddressInUse;
+        return withPort(address, port);
+    }
+    if (network.portInUse(kind, host, address)) return error.AddressInUse;
+    return address;
+}
+
 pub fn listen(
     network: *Network,
     address: net.IpAddress,
     backlog_max: usize,
 ) ListenError!*Socket {
-    var bound = address;
-    if (portOf(address) == 0) bound = withPort(address, network.ephemeralPort());
-    if (network.portInUse(.listener, bound)) return error.AddressInUse;
+    const bound = try network.bindable(.listener, address);
     const socket = network.create(.listener, bound) catch return error.SystemResources;
     socket.backlog_max = @max(backlog_max, 1);
     return socket;
@@ -400,12 +452,12 @@ pub fn connect(
     try state.sleepUntil(state.now_ns + network.delayNs());
     // Bounded by the deadline: each turn waits for a heal or room in the backlog.
     while (true) {
-        const found = network.findListener(destination, unix_path) orelse
+        const found = network.findListener(me.host, destination, unix_path) orelse
             return error.ConnectionRefused;
         if (network.linkUp(me.host, found.host) and found.backlog.items.len < found.backlog_max) {
             try state.sleepUntil(state.now_ns + network.delayNs());
             // The listener may have closed during the answer's way back.
-            if (network.findListener(destination, unix_path) != found) {
+            if (network.findListener(me.host, destination, unix_path) != found) {
                 return error.ConnectionRefused;
             }
             return network.establish(found, destination);
@@ -424,9 +476,14 @@ pub fn connect(
     }
 }
 
-fn findListener(network: *Network, destination: net.IpAddress, unix_path: ?[]const u8) ?*Socket {
+fn findListener(
+    network: *Network,
+    from: Host,
+    destination: net.IpAddress,
+    unix_path: ?[]const u8,
+) ?*Socket {
     if (unix_path) |path| return network.findUnix(path);
-    return network.findBound(.listener, destination);
+    return network.findBound(.listener, from, destination);
 }
 
 fn establish(
@@ -437,14 +494,11 @@ fn establish(
     const state = network.stateOf();
     listener.backlog.ensureUnusedCapacity(network.gpa, 1) catch return error.SystemResources;
     const local_host = state.currentTask().host;
-    const local: net.IpAddress = switch (local_host.family) {
-        .ip4 => .{ .ip4 = .{ .bytes = local_host.bytes[0..4].*, .port = network.ephemeralPort() } },
-        .ip6 => .{ .ip6 = .{ .bytes = local_host.bytes, .port = network.ephemeralPort() } },
-    };
+    const port = network.ephemeralPort(.stream, local_host) orelse return error.SystemResources;
+    const local = local_host.at(port);
     const client = network.create(.stream, local) catch return error.SystemResources;
     const server = network.create(.stream, destination) catch {
-        network.sockets.items[@intCast(client.handle - handle_base)] = null;
-        network.free(client);
+        network.discard(client);
         return error.SystemResources;
     };
     server.host = listener.host;
@@ -462,8 +516,7 @@ fn establish(
 pub fn pair(network: *Network) error{SystemResources}![2]*Socket {
     const a = network.create(.stream, .{ .ip4 = .loopback(0) }) catch return error.SystemResources;
     const b = network.create(.stream, .{ .ip4 = .loopback(0) }) catch {
-        network.sockets.items[@intCast(a.handle - handle_base)] = null;
-        network.free(a);
+        network.discard(a);
         return error.SystemResources;
     };
     a.peer = b;
@@ -474,7 +527,7 @@ pub fn pair(network: *Network) error{SystemResources}![2]*Socket {
 pub const AcceptError = error{ SocketNotListening, SystemResources } || Io.Cancelable;
 
 pub fn accept(network: *Network, listener: *Socket) AcceptError!*Socket {
-    if (listener.kind != .listener) return error.SocketNotListening;
+    if (listener.kind != .listener or !listener.listening) return error.SocketNotListening;
     const state = network.stateOf();
     // Bounded by the connections that arrive; a cancelation point while none waits.
     while (listener.backlog.items.len == 0) {
@@ -485,8 +538,8 @@ pub fn accept(network: *Network, listener: *Socket) AcceptError!*Socket {
             try state.checkCancel();
             return error.Canceled;
         }
-        // Closed meanwhile, by another task: how std lets a close stop an accept.
-        if (listener.closed) return error.SocketNotListening;
+        // Shut down or closed meanwhile, by another task: how std lets a close stop an accept.
+        if (!listener.listening) return error.SocketNotListening;
     }
     const server = listener.backlog.orderedRemove(0);
     network.wakeConnectors(); // room in the backlog
@@ -508,7 +561,8 @@ pub fn write(network: *Network, socket: *Socket, parts: []const []const u8) Writ
         if (socket.closed) return error.SocketUnconnected;
         if (socket.send_shut) return error.ConnectionResetByPeer;
         const peer = socket.peer orelse return error.ConnectionResetByPeer;
-        if (peer.receive_shut or peer.reset) return error.ConnectionResetByPeer;
+        if (peer.reset) return error.ConnectionResetByPeer;
+        if (peer.receive_shut) return total; // dropped, as Linux drops it (`shutdown`)
         const room = network.options.stream_buffer_bytes -| peer.inbound_bytes;
         if (room > 0) {
             const length = @min(room, total);
@@ -621,11 +675,18 @@ pub fn shutdown(
     socket: *Socket,
     how: ShutdownHow,
 ) error{SocketUnconnected}!void {
+    // A listener stops listening, as shutdown(2) makes Linux's: accepts fail, connects are
+    // refused, the backlog is reset (how `weft.Server.stop` ends an accept loop).
+    if (socket.kind == .listener) return network.stopListening(socket);
     if (socket.kind != .stream) return error.SocketUnconnected;
     if (how != .recv) network.endSending(socket);
     if (how != .send) {
+        // As on Linux: what arrives from now on is dropped, unread data with it, and the
+        // peer's writes (a blocked one too) succeed without reaching anyone.
         socket.receive_shut = true;
+        network.freeBuffers(socket);
         network.wakeAll(socket);
+        if (socket.peer) |peer| network.wakeAll(peer);
     }
 }
 
@@ -641,13 +702,7 @@ fn endSending(network: *Network, socket: *Socket) void {
 /// and, if it leaves data unread, resets the peer; a listener resets the connections on its
 /// backlog and wakes its accepters.
 pub fn close(network: *Network, socket: *Socket) void {
-    // Kept, without its buffers, for the tasks still blocked on it (see `retired`).
-    network.retired.ensureUnusedCapacity(network.gpa, 1) catch {
-        // No room to keep it: shut it down instead, and leave the handle open.
-        network.shutdown(socket, .both) catch {};
-        return;
-    };
-    network.sockets.items[@intCast(socket.handle - handle_base)] = null;
+    assert(!socket.closed); // `get` refuses a closed handle
     socket.closed = true;
     switch (socket.kind) {
         .stream => {
@@ -658,24 +713,35 @@ pub fn close(network: *Network, socket: *Socket) void {
                 network.wakeAll(peer);
             }
         },
-        .listener => {
-            for (socket.backlog.items) |server| {
-                if (server.peer) |client| {
-                    client.reset = true;
-                    client.peer = null;
-                    network.wakeAll(client);
-                }
-                network.sockets.items[@intCast(server.handle - handle_base)] = null;
-                network.free(server);
-            }
-            socket.backlog.clearRetainingCapacity();
-            network.wakeConnectors();
-        },
+        .listener => network.stopListening(socket),
         .datagram => {},
     }
     network.wakeAll(socket);
+    // The socket itself stays in `sockets` until `deinit` (see there).
     network.freeBuffers(socket);
-    network.retired.appendAssumeCapacity(socket);
+}
+
+/// Drops a socket `create` made for a call that then failed.
+fn discard(network: *Network, socket: *Socket) void {
+    socket.closed = true;
+    network.freeBuffers(socket);
+}
+
+/// Resets the connections on `listener`'s backlog and makes it refuse connects and fail
+/// accepts; wakes whoever waits on it.
+fn stopListening(network: *Network, listener: *Socket) void {
+    listener.listening = false;
+    for (listener.backlog.items) |server| {
+        if (server.peer) |client| {
+            client.reset = true;
+            client.peer = null;
+            network.wakeAll(client);
+        }
+        network.discard(server);
+    }
+    listener.backlog.clearRetainingCapacity();
+    network.wakeAll(listener);
+    network.wakeConnectors();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -684,9 +750,7 @@ pub fn close(network: *Network, socket: *Socket) void {
 pub const BindError = error{ AddressInUse, SystemResources };
 
 pub fn bindDatagram(network: *Network, address: net.IpAddress) BindError!*Socket {
-    var bound = address;
-    if (portOf(address) == 0) bound = withPort(address, network.ephemeralPort());
-    if (network.portInUse(.datagram, bound)) return error.AddressInUse;
+    const bound = try network.bindable(.datagram, address);
     return network.create(.datagram, bound) catch error.SystemResources;
 }
 
@@ -701,15 +765,22 @@ pub fn send(
     for (messages, 0..) |*message, index| {
         const destination = message.address.*;
         const data = message.data_ptr[0..message.data_len];
-        const receiver = network.findBound(.datagram, destination);
+        const receiver = network.findBound(.datagram, socket.host, destination);
         const copies: usize = if (network.chance(network.options.loss_percent))
             0
         else if (network.chance(network.options.duplicate_percent)) 2 else 1;
         if (receiver) |to| if (network.linkUp(socket.host, to.host)) for (0..copies) |_| {
             const bytes = network.gpa.dupe(u8, data) catch
                 return if (index == 0) error.SystemResources else index;
+            // A wildcard sender is seen from its host's address (or loopback's, locally).
+            const from = if (!isUnspecified(socket.address))
+                socket.address
+            else if (isLoopback(destination))
+                withPort(destination, portOf(socket.address))
+            else
+                socket.host.at(portOf(socket.address));
             to.datagrams.append(network.gpa, .{
-                .from = socket.address,
+                .from = from,
                 .bytes = bytes,
                 .deliver_ns = state.now_ns + network.delayNs(),
             }) catch {
@@ -723,12 +794,14 @@ pub fn send(
 }
 
 /// Receives the datagrams that have arrived into `messages` (their data in `data_buffer`),
-/// waiting (cancelably) for the first; in arrival order.
+/// waiting (cancelably) for the first; in arrival order. `peek` leaves them to be received
+/// again.
 pub fn receive(
     network: *Network,
     socket: *Socket,
     messages: []net.IncomingMessage,
     data_buffer: []u8,
+    peek: bool,
 ) Io.Operation.NetReceive.Result {
     const state = network.stateOf();
     if (socket.kind != .datagram) return .{ error.SocketUnconnected, 0 };
@@ -740,7 +813,7 @@ pub fn receive(
             next_ns = @min(next_ns orelse datagram.deliver_ns, datagram.deliver_ns);
         }
         if (next_ns) |due| if (due <= state.now_ns) {
-            return .{ null, network.takeDatagrams(socket, messages, data_buffer) };
+            return .{ null, network.takeDatagrams(socket, messages, data_buffer, peek) };
         };
         const wait: State.Wait = .{ .socket = socket.handle };
         const wake = network.waitOn(&socket.waiters, wait, true, next_ns) catch
@@ -791,20 +864,17 @@ fn takeDatagrams(
     socket: *Socket,
     messages: []net.IncomingMessage,
     data_buffer: []u8,
+    peek: bool,
 ) usize {
-    const state = network.stateOf();
+    const now_ns = network.stateOf().now_ns;
     var count: usize = 0;
     var offset: usize = 0;
-    var index: usize = 0;
+    var skipped: usize = 0; // peeked: the first `skipped` of arrival order are taken already
     // Bounded by the datagrams held and the messages' room.
-    while (index < socket.datagrams.items.len and count < messages.len) {
+    while (count < messages.len and offset < data_buffer.len) {
+        const index = nextArrived(socket, now_ns, skipped) orelse break;
         const datagram = socket.datagrams.items[index];
-        if (datagram.deliver_ns > state.now_ns) {
-            index += 1;
-            continue;
-        }
-        const room = data_buffer.len - offset;
-        const length = @min(room, datagram.bytes.len);
+        const length = @min(data_buffer.len - offset, datagram.bytes.len);
         @memcpy(data_buffer[offset..][0..length], datagram.bytes[0..length]);
         messages[count] = .{
             .from = datagram.from,
@@ -820,12 +890,42 @@ fn takeDatagrams(
         };
         offset += length;
         count += 1;
-        network.gpa.free(datagram.bytes);
-        _ = socket.datagrams.orderedRemove(index);
-        if (offset == data_buffer.len) break;
+        if (peek) {
+            skipped += 1;
+        } else {
+            network.gpa.free(datagram.bytes);
+            _ = socket.datagrams.orderedRemove(index);
+        }
     }
     assert(count > 0);
     return count;
+}
+
+/// The index of the datagram that arrived first (by delivery time, then sending order) of
+/// those arrived by `now_ns`, after passing over the first `skip` such.
+fn nextArrived(socket: *const Socket, now_ns: u64, skip: usize) ?usize {
+    var passed: usize = 0;
+    var floor_ns: u64 = 0;
+    var floor_index: usize = 0;
+    // Bounded: `skip` + 1 scans of the held datagrams.
+    while (true) {
+        var best: ?usize = null;
+        for (socket.datagrams.items, 0..) |datagram, index| {
+            if (datagram.deliver_ns > now_ns) continue;
+            const after_floor = passed == 0 or datagram.deliver_ns > floor_ns or
+                (datagram.deliver_ns == floor_ns and index > floor_index);
+            if (!after_floor) continue;
+            if (best) |b| {
+                if (datagram.deliver_ns >= socket.datagrams.items[b].deliver_ns) continue;
+            }
+            best = index;
+        }
+        const found = best orelse return null;
+        if (passed == skip) return found;
+        floor_ns = socket.datagrams.items[found].deliver_ns;
+        floor_index = found;
+        passed += 1;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -845,8 +945,14 @@ pub fn lookup(
     } else |_| {}
     var count: usize = 0;
     if (std.ascii.eqlIgnoreCase(name, "localhost")) {
-        if (family != .ip6) out[0] = .{ .ip4 = .loopback(port) };
-        if (family != .ip6) count += 1;
+        if (family != .ip6) {
+            out[count] = .{ .ip4 = .loopback(port) };
+            count += 1;
+        }
+        if (family != .ip4) {
+            out[count] = .{ .ip6 = .loopback(port) };
+            count += 1;
+        }
         return count;
     }
     for (network.options.hosts) |entry| {

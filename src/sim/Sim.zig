@@ -42,6 +42,7 @@ const Io = std.Io;
 const Allocator = std.mem.Allocator;
 const State = @import("State.zig");
 const Network = @import("Network.zig");
+const stack_pool = @import("../fiber/stack.zig");
 
 state: State,
 
@@ -153,12 +154,16 @@ pub fn checkSeeds(
     options: CheckOptions,
     comptime function: anytype,
     args: anytype,
-) error{OutOfMemory}!Checked {
+) InitError!Checked {
+    try State.validate(options.sim);
+    // One pool of stacks for every run: a fresh Sim would map and guard a slab each time.
+    var pool: stack_pool.Pool = .init(gpa, options.sim.stack_size_bytes, .page, null);
+    defer pool.deinit();
     var seed = options.seed_first;
     // Bounded by `options.seeds`.
     while (seed - options.seed_first < options.seeds) : (seed += 1) {
-        const first = try checkOnce(gpa, options, seed, function, args);
-        const second = try checkOnce(gpa, options, seed, function, args);
+        const first = try checkOnce(gpa, options, seed, &pool, function, args);
+        const second = try checkOnce(gpa, options, seed, &pool, function, args);
         const seeds_run = seed - options.seed_first + 1;
         if (first.hash != second.hash or !sameError(first.err, second.err)) {
             return .{
@@ -185,12 +190,13 @@ fn checkOnce(
     gpa: Allocator,
     options: CheckOptions,
     seed: u64,
+    pool: *stack_pool.Pool,
     comptime function: anytype,
     args: anytype,
-) error{OutOfMemory}!struct { hash: u64, err: ?anyerror } {
+) InitError!struct { hash: u64, err: ?anyerror } {
     var sim_options = options.sim;
     sim_options.seed = seed;
-    var sim = try Sim.init(gpa, sim_options);
+    var sim: Sim = .{ .state = try .initWithPool(gpa, sim_options, pool) };
     defer sim.deinit();
     const outcome: ?anyerror = if (sim.run(function, args)) |_| null else |err| err;
     if (outcome != null) if (options.report) |writer| {

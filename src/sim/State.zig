@@ -13,13 +13,19 @@ const Context = context_mod.Context;
 const stack_mod = @import("../fiber/stack.zig");
 const os = @import("../os/linux.zig");
 const Network = @import("Network.zig");
+const config = @import("../config.zig");
+const frames = @import("../fiber/frames.zig");
+const task_dump = @import("../task_dump.zig");
 
 gpa: Allocator,
 options: Options,
 /// Files, directories and stderr: the real ones, called synchronously. The `Io`'s userdata
 /// points here so that std.Io.Threaded's own entries take it as theirs.
 threaded: Io.Threaded,
-pool: stack_mod.Pool,
+/// The stacks, unless `shared_pool` lends them (`checkSeeds` lends one pool to every seed's
+/// Sim: mapping a slab and installing its guards per seed cost more than most runs).
+own_pool: stack_mod.Pool,
+shared_pool: ?*stack_mod.Pool,
 network: Network,
 /// The thread's own context while a task runs: `run`'s loop resumes here.
 scheduler_context: Context = .{ .registers = undefined },
@@ -29,6 +35,8 @@ root: ?*Task = null,
 ready: std.ArrayList(*Task) = .empty,
 /// Every task not yet destroyed, for the deadlock report and for `deinit`.
 live: std.ArrayList(*Task) = .empty,
+/// Every group with members now or since its last await, for `deinit` after a failed run.
+groups: std.ArrayList(*Group) = .empty,
 timers: Timers = .empty,
 /// Futex waiters by address, each list in arrival order.
 futexes: std.AutoArrayHashMapUnmanaged(usize, WaitList) = .empty,
@@ -65,7 +73,23 @@ pub const Options = struct {
     network: Network.Options = .{},
 };
 
-pub const InitError = error{OutOfMemory};
+pub const InitError = error{
+    /// A stack size that is not a multiple of the page size or below
+    /// `Runtime.stack_size_bytes_min`, or a percentage above 100.
+    InvalidOptions,
+    OutOfMemory,
+};
+
+pub fn validate(options: Options) error{InvalidOptions}!void {
+    if (options.stack_size_bytes % std.heap.page_size_min != 0) return error.InvalidOptions;
+    if (options.stack_size_bytes < config.stack_size_bytes_min) return error.InvalidOptions;
+    const percents = [_]u7{
+        options.preempt_percent,
+        options.network.loss_percent,
+        options.network.duplicate_percent,
+    };
+    for (percents) |percent| if (percent > 100) return error.InvalidOptions;
+}
 
 pub const RunError = error{
     /// Every task was blocked and no timer was pending (see `writeReport`).
@@ -88,8 +112,18 @@ pub const Failure = struct {
 };
 
 pub fn init(gpa: Allocator, options: Options) InitError!State {
-    assert(options.stack_size_bytes % std.heap.page_size_min == 0);
-    assert(options.preempt_percent <= 100);
+    return initWithPool(gpa, options, null);
+}
+
+/// `init` with the stacks of `shared_pool` (of `options.stack_size_bytes`), which must outlive
+/// the State; null: a pool of its own.
+pub fn initWithPool(
+    gpa: Allocator,
+    options: Options,
+    shared_pool: ?*stack_mod.Pool,
+) InitError!State {
+    if (shared_pool) |lent| assert(lent.stack_size_bytes == options.stack_size_bytes);
+    try validate(options);
     var threaded: Io.Threaded = .init_single_threaded;
     threaded.allocator = gpa;
     // Two streams: the user's random bytes never shift the schedule, and back.
@@ -98,7 +132,8 @@ pub fn init(gpa: Allocator, options: Options) InitError!State {
         .gpa = gpa,
         .options = options,
         .threaded = threaded,
-        .pool = .init(gpa, options.stack_size_bytes, .page, null),
+        .own_pool = .init(gpa, options.stack_size_bytes, .page, null),
+        .shared_pool = shared_pool,
         .network = .init(gpa, options.network),
         .schedule_prng = .init(seeds.random().int(u64)),
         .user_prng = .init(seeds.random().int(u64)),
@@ -107,22 +142,16 @@ pub fn init(gpa: Allocator, options: Options) InitError!State {
 
 pub fn deinit(sim: *State) void {
     assert(sim.current == null);
-    // Tasks a failed run stranded, or that the root left running. A group lives while it has
-    // members, so its last stranded member frees it.
-    while (sim.live.items.len > 0) {
-        const task = sim.live.items[sim.live.items.len - 1];
-        if (task.group) |group| if (task.state != .done) {
-            group.running -= 1;
-            if (group.running == 0) sim.gpa.destroy(group);
-        };
-        sim.destroyTask(task);
-    }
+    // Tasks a failed run stranded, or that the root left running, and their groups.
+    while (sim.live.items.len > 0) sim.destroyTask(sim.live.items[sim.live.items.len - 1]);
     sim.live.deinit(sim.gpa);
+    for (sim.groups.items) |group| sim.gpa.destroy(group);
+    sim.groups.deinit(sim.gpa);
     sim.ready.deinit(sim.gpa);
     sim.timers.deinit(sim.gpa);
     sim.futexes.deinit(sim.gpa);
     sim.network.deinit();
-    sim.pool.deinit();
+    sim.own_pool.deinit();
     sim.threaded.deinit();
     sim.* = undefined;
 }
@@ -209,10 +238,13 @@ pub fn writeReport(sim: *const State, writer: *Io.Writer) Io.Writer.Error!void {
     try writer.print("weft.Sim: seed {d}: {t} at step {d}, virtual time {d} ns\n", .{
         sim.options.seed, failure.reason, failure.steps, failure.virtual_ns,
     });
+    // A deadlock's tasks are all blocked; a limit's may be ready too (the one that spins).
     for (sim.live.items) |task| {
-        if (task.state != .blocked) continue;
+        if (task.state != .blocked and task.state != .ready) continue;
         try writer.print("  task {d}{s} ", .{ task.id, if (task.kind == .root) " (root)" else "" });
-        switch (task.wait) {
+        if (task.state == .ready) {
+            try writer.writeAll("is ready\n");
+        } else switch (task.wait) {
             .none => try writer.writeAll("waits"),
             .futex => |address| try writer.print("waits on the futex at 0x{x}", .{address}),
             .sleep => try writer.writeAll("sleeps"),
@@ -220,10 +252,22 @@ pub fn writeReport(sim: *const State, writer: *Io.Writer) Io.Writer.Error!void {
             .group => |address| try writer.print("awaits the group at 0x{x}", .{address}),
             .socket => |handle| try writer.print("waits on socket {d}", .{handle}),
         }
-        if (task.deadline_ns) |deadline| try writer.print(" until {d} ns", .{deadline});
-        try writer.print(", called from 0x{x}\n", .{task.wait_return_address});
+        if (task.state == .blocked) {
+            if (task.deadline_ns) |deadline| try writer.print(" until {d} ns", .{deadline});
+            try writer.writeAll(", at:\n");
+        }
+        // Where it stopped: its stack, from the registers its last switch saved.
+        var addresses: [report_frames_max]usize = undefined;
+        var window: [4096]u8 align(16) = undefined;
+        const trace = frames.parked(&task.context, &addresses, &window);
+        task_dump.writeTrace(writer, trace) catch |err| switch (err) {
+            error.WriteFailed => return error.WriteFailed,
+        };
     }
 }
+
+/// Frames of each task's stack a report shows.
+const report_frames_max = 16;
 
 // ---------------------------------------------------------------------------------------------
 // Tasks.
@@ -265,7 +309,6 @@ pub const Task = struct {
     wait: Wait = .none,
     cancelable: bool = false,
     deadline_ns: ?u64 = null,
-    wait_return_address: usize = 0,
     wake: Wake = .woken,
     /// The task awaiting this future.
     awaiter: ?*Task = null,
@@ -289,6 +332,8 @@ pub const Task = struct {
 
 /// A group's members, behind `Io.Group.token`.
 pub const Group = struct {
+    /// Where it sits in `State.groups`.
+    index: usize,
     members: ?*Task = null,
     running: usize = 0,
     canceled: bool = false,
@@ -344,8 +389,8 @@ pub fn createTask(
     @memcpy(context_bytes, context);
     const result = try allocBytes(sim.gpa, result_len, result_alignment);
     errdefer freeBytes(sim.gpa, result, result_alignment);
-    const stack = sim.pool.acquire() catch return error.OutOfMemory;
-    errdefer sim.pool.release(stack);
+    const stack = sim.pool().acquire() catch return error.OutOfMemory;
+    errdefer sim.pool().release(stack);
     // `ready` never holds more tasks than live, so waking and yielding never allocate.
     try sim.live.ensureUnusedCapacity(sim.gpa, 1);
     try sim.ready.ensureTotalCapacity(sim.gpa, sim.live.items.len + 1);
@@ -403,9 +448,13 @@ pub fn forgetUnstarted(sim: *State, task: *Task) void {
     sim.destroyTask(task);
 }
 
+fn pool(sim: *State) *stack_mod.Pool {
+    return sim.shared_pool orelse &sim.own_pool;
+}
+
 fn releaseStack(sim: *State, task: *Task, stack: stack_mod.Stack) void {
     context_mod.finish(stack.top());
-    sim.pool.release(stack);
+    sim.pool().release(stack);
     task.stack = null;
 }
 
@@ -475,7 +524,7 @@ fn schedule(sim: *State) RunError!void {
         context_mod.switchTo(&sim.scheduler_context, &task.context);
         sim.current = null;
         sim.steps += 1;
-        sim.now_ns += sim.options.tick_ns;
+        sim.now_ns +|= sim.options.tick_ns;
         assert(task.state != .running);
         if (task.state == .done) {
             sim.releaseStack(task, task.stack.?);
@@ -504,7 +553,6 @@ pub fn park(sim: *State, wait: Wait, cancelable: bool, deadline_ns: ?u64) Wake {
     task.wait = wait;
     task.cancelable = cancelable;
     task.deadline_ns = deadline_ns;
-    task.wait_return_address = @returnAddress();
     task.state = .blocked;
     sim.switchToScheduler(task);
     assert(task.state == .running);
@@ -589,13 +637,15 @@ pub fn checkCancel(sim: *State) Io.Cancelable!void {
     return error.Canceled;
 }
 
-/// Awaits `child`, forwarding a cancel request of the awaiter once (as std.Io.Threaded does);
-/// if the child does not acknowledge it, the request is re-armed on the awaiter.
-pub fn awaitTask(sim: *State, child: *Task) void {
+/// Awaits `child`. An `await` (`cancelable`) forwards a cancel request of the awaiter once (as
+/// std.Io.Threaded does) and re-arms it on the awaiter if the child does not acknowledge it;
+/// a `cancel` has canceled the child already and waits uncancelably, so a request aimed at
+/// the awaiter stays pending for its next cancelation point.
+pub fn awaitTask(sim: *State, child: *Task, cancelable: bool) void {
     const me = sim.currentTask();
     assert(child.kind == .future);
     assert(child.awaiter == null);
-    var forwarded = false;
+    var forwarded = !cancelable;
     // Bounded: each turn ends with the child done or a cancel forwarded (once).
     while (child.state != .done) {
         child.awaiter = me;
@@ -607,15 +657,17 @@ pub fn awaitTask(sim: *State, child: *Task) void {
             sim.requestCancel(child);
         }
     }
-    if (forwarded and child.cancel != .acknowledged) me.cancel = .requested;
+    if (cancelable and forwarded and child.cancel != .acknowledged) me.cancel = .requested;
 }
 
 pub fn addGroupMember(sim: *State, io_group: *Io.Group, task: *Task) error{OutOfMemory}!void {
     const group: *Group = if (io_group.token.load(.monotonic)) |token|
         @ptrCast(@alignCast(token))
     else created: {
+        try sim.groups.ensureUnusedCapacity(sim.gpa, 1);
         const fresh = try sim.gpa.create(Group);
-        fresh.* = .{};
+        fresh.* = .{ .index = sim.groups.items.len };
+        sim.groups.appendAssumeCapacity(fresh);
         io_group.token.store(fresh, .monotonic);
         break :created fresh;
     };
@@ -649,8 +701,15 @@ pub fn awaitGroup(sim: *State, io_group: *Io.Group, cancel_members: bool) Io.Can
     }
     assert(group.members == null);
     io_group.token.store(null, .monotonic);
-    sim.gpa.destroy(group);
+    sim.destroyGroup(group);
     if (canceled_awaiter) return error.Canceled;
+}
+
+fn destroyGroup(sim: *State, group: *Group) void {
+    assert(sim.groups.items[group.index] == group);
+    _ = sim.groups.swapRemove(group.index);
+    if (group.index < sim.groups.items.len) sim.groups.items[group.index].index = group.index;
+    sim.gpa.destroy(group);
 }
 
 fn cancelGroup(sim: *State, group: *Group) void {
@@ -724,7 +783,7 @@ pub fn futexWake(sim: *State, address: *const u32, waiters_max: u32) void {
 /// The virtual clock, advanced by a tick per read so that a loop polling it ends.
 pub fn readClock(sim: *State, clock: Io.Clock) i96 {
     const now: i96 = sim.now_ns;
-    sim.now_ns += sim.options.tick_ns;
+    sim.now_ns +|= sim.options.tick_ns;
     return switch (clock) {
         .real => now + sim.options.start_real_ns,
         .awake, .boot, .cpu_process, .cpu_thread => now,

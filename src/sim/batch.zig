@@ -79,7 +79,16 @@ fn performReady(
         };
         const ready = if (socket) |s| sim.network.receiveReady(s) else true;
         if (ready) {
-            const result = try sim.vtableOperate(submission.operation);
+            // A simulated socket is received from directly: its handle may have been closed
+            // by another task while this batch waited (the receive then reports it).
+            const result: Io.Operation.Result = if (socket) |s| .{
+                .net_receive = sim.network.receive(
+                    s,
+                    submission.operation.net_receive.message_buffer,
+                    submission.operation.net_receive.data_buffer,
+                    submission.operation.net_receive.flags.peek,
+                ),
+            } else try sim.vtableOperate(submission.operation);
             batch_list.complete(b, prev, index, result);
         } else {
             const s = socket.?;

@@ -138,7 +138,7 @@ fn cancel(userdata: ?*anyopaque, any_future: *Io.AnyFuture, result: []u8, _: Ali
 
 fn finishAwait(sim: *State, child: *State.Task, result: []u8, cancel_first: bool) void {
     if (cancel_first) sim.requestCancel(child);
-    sim.awaitTask(child);
+    sim.awaitTask(child, !cancel_first);
     @memcpy(result, child.result);
     sim.destroyTask(child);
 }
@@ -498,7 +498,12 @@ fn operate(userdata: ?*anyopaque, operation: Io.Operation) Io.Cancelable!Io.Oper
         .net_receive => |receive| {
             const network = networkOf(userdata);
             const socket = network.get(receive.socket_handle);
-            const result = network.receive(socket, receive.message_buffer, receive.data_buffer);
+            const result = network.receive(
+                socket,
+                receive.message_buffer,
+                receive.data_buffer,
+                receive.flags.peek,
+            );
             return .{ .net_receive = result };
         },
         else => return base.operate(userdata, operation),

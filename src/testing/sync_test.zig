@@ -229,7 +229,7 @@ fn consumer(io: Io, channel: *MessageChannel, counts: []std.atomic.Value(u32)) !
     }
 }
 
-fn stress(io: Io, capacity: usize, producers: u32, consumers: u32, messages: u32) !void {
+pub fn stress(io: Io, capacity: usize, producers: u32, consumers: u32, messages: u32) !void {
     var buffer: [8]Message = undefined;
     var channel: MessageChannel = .init(buffer[0..capacity]);
     var counts: [16]std.atomic.Value(u32) = @splat(.init(0));
@@ -576,7 +576,7 @@ fn threadPacedSender(
 }
 
 /// One paced sender and `receivers` receivers: each receives all `total` values in order.
-fn fanOut(io: Io, capacity: usize, receivers: usize, total: u64, sender_thread: bool) !void {
+pub fn fanOut(io: Io, capacity: usize, receivers: usize, total: u64, sender_thread: bool) !void {
     var ring: [16]u64 = undefined;
     var broadcast: U64Broadcast = .init(ring[0..capacity]);
     var progress: [4]std.atomic.Value(u64) = @splat(.init(0));
@@ -912,7 +912,7 @@ fn threadWatchSender(io: Io, watch: *U64Watch, last: u64) void {
     watch.close(io);
 }
 
-fn watchFanOut(io: Io, followers: usize, last: u64, sender_thread: bool) !void {
+pub fn watchFanOut(io: Io, followers: usize, last: u64, sender_thread: bool) !void {
     var watch: U64Watch = .init(0);
     var futures: [4]FutureOf(watchFollower) = undefined;
     for (futures[0..followers]) |*f| f.* = try io.concurrent(watchFollower, .{ io, &watch, last });
@@ -983,7 +983,7 @@ test "Watch: a send or close wakes parked receivers; cancel and timeout mark not
 
 // ---------------------------------------------------------------------------------- Barrier
 
-fn barrierParty(
+pub fn barrierParty(
     io: Io,
     barrier: *sync.Barrier,
     phase: *std.atomic.Value(u32),
@@ -1136,7 +1136,7 @@ test "OnceCell: concurrent getOrInit runs the initialiser once; a canceled one r
 
 // ---------------------------------------------------------------------------------- Semaphore
 
-fn semaphoreUser(
+pub fn semaphoreUser(
     io: Io,
     semaphore: *sync.Semaphore,
     inside: *std.atomic.Value(u32),
@@ -1218,7 +1218,7 @@ test "Semaphore: FIFO hand-off; canceled and timed-out acquires hold nothing" {
 
 /// Who holds an `RwLock` now, checked by every holder: a writer must be alone, a reader must
 /// see no writer, and a reader must never see a half-done write (`value` and `shadow` differ).
-const RwShared = struct {
+pub const RwShared = struct {
     lock: sync.RwLock = .init,
     value: u64 = 0,
     shadow: u64 = 0,
@@ -1250,8 +1250,8 @@ const RwShared = struct {
 
 const rw_ops = 400;
 
-fn rwTask(io: Io, shared: *RwShared, writer: bool) !void {
-    for (0..rw_ops) |i| {
+pub fn rwTask(io: Io, shared: *RwShared, writer: bool, ops: usize) !void {
+    for (0..ops) |i| {
         const pause = i % 32 == 0;
         if (writer) {
             try shared.lock.lock(io);
@@ -1287,7 +1287,9 @@ test "RwLock: one writer or many readers, never a torn read, across executors an
                 t.* = try std.Thread.spawn(.{}, rwThread, .{ io, &shared, i == 0, &failed });
             }
             var futures: [6]FutureOf(rwTask) = undefined;
-            for (&futures, 0..) |*f, i| f.* = try io.concurrent(rwTask, .{ io, &shared, i < 2 });
+            for (&futures, 0..) |*f, i| {
+                f.* = try io.concurrent(rwTask, .{ io, &shared, i < 2, rw_ops });
+            }
             for (&futures) |*f| try f.await(io);
             for (threads) |t| t.join();
             try testing.expect(!failed.load(.monotonic));
