@@ -54,6 +54,7 @@ pub const RunResult = State.RunResult;
 pub const seedFromEnvironment = State.seedFromEnvironment;
 pub const NetworkOptions = Network.Options;
 pub const HostEntry = Network.HostEntry;
+pub const FileFaults = @import("files.zig").Options;
 
 pub fn init(gpa: Allocator, options: Options) InitError!Sim {
     return .{ .state = try .init(gpa, options) };

@@ -13,6 +13,7 @@ const Context = context_mod.Context;
 const stack_mod = @import("../fiber/stack.zig");
 const os = @import("../os/linux.zig");
 const Network = @import("Network.zig");
+const files = @import("files.zig");
 const config = @import("../config.zig");
 const frames = @import("../fiber/frames.zig");
 const task_dump = @import("../task_dump.zig");
@@ -42,6 +43,8 @@ timers: Timers = .empty,
 futexes: std.AutoArrayHashMapUnmanaged(usize, WaitList) = .empty,
 schedule_prng: std.Random.DefaultPrng,
 user_prng: std.Random.DefaultPrng,
+/// File faults' dice (`fileFault`): a stream of their own, so faults shift no other choice.
+fault_prng: std.Random.DefaultPrng,
 /// Virtual CLOCK_MONOTONIC, in ns since the run's start.
 now_ns: u64 = 0,
 steps: u64 = 0,
@@ -71,6 +74,8 @@ pub const Options = struct {
     preempt_percent: u7 = 0,
     /// The simulated network: delays, datagram faults, buffer sizes, names to look up.
     network: Network.Options = .{},
+    /// Errors and short transfers injected into file operations (files.zig).
+    file_faults: files.Options = .{},
 };
 
 pub const InitError = error{
@@ -87,6 +92,10 @@ pub fn validate(options: Options) error{InvalidOptions}!void {
         options.preempt_percent,
         options.network.loss_percent,
         options.network.duplicate_percent,
+        options.file_faults.io_error_percent,
+        options.file_faults.no_space_percent,
+        options.file_faults.short_percent,
+        options.file_faults.sync_error_percent,
     };
     for (percents) |percent| if (percent > 100) return error.InvalidOptions;
 }
@@ -137,6 +146,7 @@ pub fn initWithPool(
         .network = .init(gpa, options.network),
         .schedule_prng = .init(seeds.random().int(u64)),
         .user_prng = .init(seeds.random().int(u64)),
+        .fault_prng = .init(seeds.random().int(u64)),
     };
 }
 
@@ -808,6 +818,26 @@ pub fn deadlineOf(sim: *State, timeout: Io.Timeout) ?u64 {
 fn addClamped(now_ns: u64, delta_ns: i96) u64 {
     if (delta_ns <= 0) return now_ns;
     return @intCast(@min(@as(i96, now_ns) + delta_ns, std.math.maxInt(u64)));
+}
+
+pub const FileFault = enum { io_error, no_space, short, sync_error };
+
+/// Whether to inject `fault` into the file operation at hand (`Options.file_faults`).
+pub fn fileFault(sim: *State, fault: FileFault) bool {
+    const faults = sim.options.file_faults;
+    const percent = switch (fault) {
+        .io_error => faults.io_error_percent,
+        .no_space => faults.no_space_percent,
+        .short => faults.short_percent,
+        .sync_error => faults.sync_error_percent,
+    };
+    if (percent == 0) return false;
+    return sim.fault_prng.random().uintLessThan(u8, 100) < percent;
+}
+
+/// The file faults' stream, for the lengths of short transfers.
+pub fn faultRandom(sim: *State) std.Random {
+    return sim.fault_prng.random();
 }
 
 pub fn fillRandom(sim: *State, buffer: []u8) void {

@@ -12,12 +12,14 @@ const Threaded = Io.Threaded;
 const State = @import("State.zig");
 const Network = @import("Network.zig");
 const batch = @import("batch.zig");
+const files = @import("files.zig");
 
 const base = Threaded.io(@constCast(&Threaded.init_single_threaded)).vtable.*;
 
 pub const table: Io.VTable = table: {
     var entries = base;
     for (simulated) |entry| @field(entries, entry[0]) = entry[1];
+    for (files.entries) |entry| @field(entries, entry[0]) = entry[1];
     for (unsimulated) |entry| @field(entries, entry[0]) = entry[1];
     break :table entries;
 };
@@ -505,6 +507,21 @@ fn operate(userdata: ?*anyopaque, operation: Io.Operation) Io.Cancelable!Io.Oper
                 receive.flags.peek,
             );
             return .{ .net_receive = result };
+        },
+        .file_read_streaming => |read| {
+            const sim = State.fromUserdata(userdata);
+            if (files.faultStreaming(sim, operation)) |result| return result;
+            if (files.shortened(sim, read.data)) |first| {
+                var short = read;
+                short.data = &.{first};
+                return base.operate(userdata, .{ .file_read_streaming = short });
+            }
+            return base.operate(userdata, operation);
+        },
+        .file_write_streaming => {
+            const sim = State.fromUserdata(userdata);
+            if (files.faultStreaming(sim, operation)) |result| return result;
+            return base.operate(userdata, operation);
         },
         else => return base.operate(userdata, operation),
     }
