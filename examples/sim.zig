@@ -155,8 +155,7 @@ fn runSeed(seed: u64, deduplicate: bool) !Outcome {
         .seed = seed,
         .network = .{
             .hosts = hosts,
-            .latency_ns = 2 * std.time.ns_per_ms,
-            .jitter_ns = std.time.ns_per_ms,
+            .link = .{ .latency_ns = 2 * std.time.ns_per_ms, .jitter_ns = std.time.ns_per_ms },
         },
     });
     defer sim.deinit();
@@ -203,7 +202,9 @@ pub fn main(init: std.process.Init) !void {
         const outcome = try runSeed(seed, deduplicate);
         if (outcome.balance == expected) continue;
         failing += 1;
-        try out.print("seed {d}: balance {d}, expected {d}\n", .{ seed, outcome.balance, expected });
+        try out.print("seed {d}: balance {d}, expected {d}\n", .{
+            seed, outcome.balance, expected,
+        });
     }
     const elapsed = start.durationTo(Io.Clock.awake.now(init.io));
     try out.print("{d} of {d} seeds ended with a wrong balance ({s}), in {d} ms\n", .{

@@ -60,8 +60,8 @@ test "weft: the public API is exactly the documented list" {
             "Options",    "InitError",           "RunError",       "Failure",      "init",
             "deinit",     "seedFromEnvironment", "io",             "traceHash",    "elapsedNs",
             "stepCount",  "RunResult",           "run",            "CheckOptions", "Checked",
-            "checkSeeds", "writeReport",         "NetworkOptions", "HostEntry",    "FileFaults",
-            "setHost",    "partition",           "heal",
+            "checkSeeds", "writeReport",         "NetworkOptions", "HostEntry",    "Link",
+            "setLink",    "FileFaults",          "setHost",        "partition",    "heal",
         });
         // Not `State` (the VTable's userdata, with createTask, destroyTask and start).
         expectPublic(Runtime, &.{

@@ -41,14 +41,29 @@ const State = @import("State.zig");
 pub const Handle = net.Socket.Handle;
 const handle_base: Handle = 1 << 28;
 
-pub const Options = struct {
-    /// One-way delay of every link.
+/// How a link between two hosts behaves; `Options.link` for every link, `Sim.setLink` for one
+/// pair of hosts.
+pub const Link = struct {
+    /// One-way delay.
     latency_ns: u64 = 100 * std.time.ns_per_us,
     /// A seeded extra delay of up to this much, per segment or datagram.
     jitter_ns: u64 = 0,
     /// Datagrams only: the chance that one is lost, or arrives twice.
     loss_percent: u7 = 0,
     duplicate_percent: u7 = 0,
+    /// Streams only: the chance that a write resets its connection (both ends then see
+    /// `ConnectionResetByPeer`, as after a middlebox's RST).
+    reset_percent: u7 = 0,
+
+    pub fn valid(link: Link) bool {
+        return link.loss_percent <= 100 and link.duplicate_percent <= 100 and
+            link.reset_percent <= 100;
+    }
+};
+
+pub const Options = struct {
+    /// Every link not given one of its own (`Sim.setLink`).
+    link: Link = .{},
     /// Unread bytes a stream's receiver holds before its sender waits.
     stream_buffer_bytes: usize = 64 * 1024,
     /// How long a connect waits for a cut link or a full backlog without a timeout of its own
@@ -145,6 +160,8 @@ options: Options,
 /// handle.
 sockets: std.ArrayList(*Socket) = .empty,
 cuts: std.ArrayList([2]Host) = .empty,
+/// Links given their own behaviour (`setLink`), by pair of hosts.
+links: std.ArrayList(struct { a: Host, b: Host, link: Link }) = .empty,
 /// Tasks waiting to connect, woken by a heal or a listener's accept.
 connect_waiters: std.ArrayList(*State.Task) = .empty,
 port_next: u16 = 49152,
@@ -157,6 +174,7 @@ pub fn deinit(network: *Network) void {
     for (network.sockets.items) |socket| network.free(socket);
     network.sockets.deinit(network.gpa);
     network.cuts.deinit(network.gpa);
+    network.links.deinit(network.gpa);
     network.connect_waiters.deinit(network.gpa);
     network.* = undefined;
 }
@@ -334,12 +352,34 @@ pub fn heal(network: *Network) void {
     network.wakeConnectors();
 }
 
-/// A one-way delay: latency plus a seeded jitter.
-fn delayNs(network: *Network) u64 {
+/// Gives the link between hosts `a` and `b` its own behaviour (both ways).
+pub fn setLink(network: *Network, a: Host, b: Host, link: Link) error{OutOfMemory}!void {
+    for (network.links.items) |*entry| {
+        if ((entry.a.eql(a) and entry.b.eql(b)) or (entry.a.eql(b) and entry.b.eql(a))) {
+            entry.link = link;
+            return;
+        }
+    }
+    try network.links.append(network.gpa, .{ .a = a, .b = b, .link = link });
+}
+
+/// How the link between hosts `a` and `b` behaves.
+fn linkOf(network: *const Network, a: Host, b: Host) Link {
+    for (network.links.items) |entry| {
+        if ((entry.a.eql(a) and entry.b.eql(b)) or (entry.a.eql(b) and entry.b.eql(a))) {
+            return entry.link;
+        }
+    }
+    return network.options.link;
+}
+
+/// A one-way delay from `a` to `b`: the link's latency plus a seeded jitter.
+fn delayNs(network: *Network, a: Host, b: Host) u64 {
     const state = network.stateOf();
-    const jitter = network.options.jitter_ns;
+    const link = network.linkOf(a, b);
+    const jitter = link.jitter_ns;
     const extra = if (jitter == 0) 0 else state.schedule_prng.random().uintAtMost(u64, jitter);
-    return network.options.latency_ns + extra;
+    return link.latency_ns +| extra;
 }
 
 fn chance(network: *Network, percent: u7) bool {
@@ -449,13 +489,18 @@ pub fn connect(
     const me = state.currentTask();
     const deadline = state.now_ns +| (timeout_ns orelse network.options.connect_timeout_ns);
     // The SYN's way there, then the answer's way back.
-    try state.sleepUntil(state.now_ns + network.delayNs());
+    // The host the SYN goes to: a loopback or Unix destination is on the caller's own.
+    const there: Host = if (unix_path != null or isLoopback(destination))
+        me.host
+    else
+        Host.of(destination);
+    try state.sleepUntil(state.now_ns +| network.delayNs(me.host, there));
     // Bounded by the deadline: each turn waits for a heal or room in the backlog.
     while (true) {
         const found = network.findListener(me.host, destination, unix_path) orelse
             return error.ConnectionRefused;
         if (network.linkUp(me.host, found.host) and found.backlog.items.len < found.backlog_max) {
-            try state.sleepUntil(state.now_ns + network.delayNs());
+            try state.sleepUntil(state.now_ns +| network.delayNs(me.host, found.host));
             // The listener may have closed during the answer's way back.
             if (network.findListener(me.host, destination, unix_path) != found) {
                 return error.ConnectionRefused;
@@ -563,6 +608,10 @@ pub fn write(network: *Network, socket: *Socket, parts: []const []const u8) Writ
         const peer = socket.peer orelse return error.ConnectionResetByPeer;
         if (peer.reset) return error.ConnectionResetByPeer;
         if (peer.receive_shut) return total; // dropped, as Linux drops it (`shutdown`)
+        if (network.chance(network.linkOf(socket.host, peer.host).reset_percent)) {
+            network.resetConnection(socket, peer);
+            return error.ConnectionResetByPeer;
+        }
         const room = network.options.stream_buffer_bytes -| peer.inbound_bytes;
         if (room > 0) {
             const length = @min(room, total);
@@ -594,11 +643,11 @@ fn queueSegment(
     end: bool,
 ) error{OutOfMemory}!void {
     const state = network.stateOf();
-    const deliver_ns = @max(state.now_ns + network.delayNs(), to.last_deliver_ns);
+    const delay_ns = network.delayNs(from.host, to.host);
+    const deliver_ns = @max(state.now_ns +| delay_ns, to.last_deliver_ns);
     try to.inbound.append(network.gpa, .{ .bytes = bytes, .deliver_ns = deliver_ns, .end = end });
     to.last_deliver_ns = deliver_ns;
     to.inbound_bytes += bytes.len;
-    _ = from;
     network.wakeAll(to);
 }
 
@@ -721,6 +770,16 @@ pub fn close(network: *Network, socket: *Socket) void {
     network.freeBuffers(socket);
 }
 
+/// Resets both ends of a stream, as a RST from the middle of the network would.
+fn resetConnection(network: *Network, a: *Socket, b: *Socket) void {
+    for ([_]*Socket{ a, b }) |end| {
+        end.reset = true;
+        end.peer = null;
+        network.freeBuffers(end);
+        network.wakeAll(end);
+    }
+}
+
 /// Drops a socket `create` made for a call that then failed.
 fn discard(network: *Network, socket: *Socket) void {
     socket.closed = true;
@@ -766,10 +825,12 @@ pub fn send(
         const destination = message.address.*;
         const data = message.data_ptr[0..message.data_len];
         const receiver = network.findBound(.datagram, socket.host, destination);
-        const copies: usize = if (network.chance(network.options.loss_percent))
+        const to = receiver orelse continue;
+        const link = network.linkOf(socket.host, to.host);
+        const copies: usize = if (network.chance(link.loss_percent))
             0
-        else if (network.chance(network.options.duplicate_percent)) 2 else 1;
-        if (receiver) |to| if (network.linkUp(socket.host, to.host)) for (0..copies) |_| {
+        else if (network.chance(link.duplicate_percent)) 2 else 1;
+        if (network.linkUp(socket.host, to.host)) for (0..copies) |_| {
             const bytes = network.gpa.dupe(u8, data) catch
                 return if (index == 0) error.SystemResources else index;
             // A wildcard sender is seen from its host's address (or loopback's, locally).
@@ -782,7 +843,7 @@ pub fn send(
             to.datagrams.append(network.gpa, .{
                 .from = from,
                 .bytes = bytes,
-                .deliver_ns = state.now_ns + network.delayNs(),
+                .deliver_ns = state.now_ns +| network.delayNs(socket.host, to.host),
             }) catch {
                 network.gpa.free(bytes);
                 return if (index == 0) error.SystemResources else index;

@@ -54,6 +54,7 @@ pub const RunResult = State.RunResult;
 pub const seedFromEnvironment = State.seedFromEnvironment;
 pub const NetworkOptions = Network.Options;
 pub const HostEntry = Network.HostEntry;
+pub const Link = Network.Link;
 pub const FileFaults = @import("files.zig").Options;
 
 pub fn init(gpa: Allocator, options: Options) InitError!Sim {
@@ -105,6 +106,16 @@ pub fn setHost(task_io: Io, ip: Io.net.IpAddress) void {
 /// `heal` and datagrams are dropped; connects wait, up to their timeout. From a task.
 pub fn partition(task_io: Io, a: Io.net.IpAddress, b: Io.net.IpAddress) error{OutOfMemory}!void {
     try State.fromIo(task_io).network.partition(.of(a), .of(b));
+}
+
+/// Gives the link between hosts `a` and `b` (ports ignored) its own latency, jitter, loss,
+/// duplicates and resets, in place of `NetworkOptions.link`. From a task.
+pub fn setLink(task_io: Io, a: Io.net.IpAddress, b: Io.net.IpAddress, link: Link) error{
+    InvalidOptions,
+    OutOfMemory,
+}!void {
+    if (!link.valid()) return error.InvalidOptions;
+    try State.fromIo(task_io).network.setLink(.of(a), .of(b), link);
 }
 
 /// Mends every cut; what waited to cross goes on. From a task.

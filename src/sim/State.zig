@@ -90,14 +90,13 @@ pub fn validate(options: Options) error{InvalidOptions}!void {
     if (options.stack_size_bytes < config.stack_size_bytes_min) return error.InvalidOptions;
     const percents = [_]u7{
         options.preempt_percent,
-        options.network.loss_percent,
-        options.network.duplicate_percent,
         options.file_faults.io_error_percent,
         options.file_faults.no_space_percent,
         options.file_faults.short_percent,
         options.file_faults.sync_error_percent,
     };
     for (percents) |percent| if (percent > 100) return error.InvalidOptions;
+    if (!options.network.link.valid()) return error.InvalidOptions;
 }
 
 pub const RunError = error{

@@ -76,7 +76,7 @@ test "sim net: TCP delivers every byte in order and once, with backpressure, und
     const checked = try Sim.checkSeeds(testing.allocator, .{
         .seeds = 100,
         .sim = .{ .seed = 0, .preempt_percent = 10, .network = .{
-            .jitter_ns = 50_000,
+            .link = .{ .jitter_ns = 50_000 },
             .stream_buffer_bytes = 4096,
         } },
     }, tcpEcho, .{50_000});
@@ -209,7 +209,8 @@ fn udpLoss(io: Io, count: usize, received: *usize) !void {
 
 test "sim net: UDP loses datagrams at the configured rate, from the seed" {
     try skipInExecutorRuns();
-    var sim = try Sim.init(testing.allocator, .{ .seed = 4, .network = .{ .loss_percent = 10 } });
+    const lossy: Sim.NetworkOptions = .{ .link = .{ .loss_percent = 10 } };
+    var sim = try Sim.init(testing.allocator, .{ .seed = 4, .network = lossy });
     defer sim.deinit();
     var received: usize = 0;
     try sim.run(udpLoss, .{ 10_000, &received });
@@ -384,7 +385,7 @@ test "sim net: weft.Server stops under load and drains, under 200 seeds" {
         .sim = .{
             .seed = 0,
             .preempt_percent = 10,
-            .network = .{ .hosts = hosts, .jitter_ns = 20_000 },
+            .network = .{ .hosts = hosts, .link = .{ .jitter_ns = 20_000 } },
         },
     }, serverStopsUnderLoad, .{});
     try testing.expectEqual(.passed, checked.outcome);
@@ -457,4 +458,56 @@ test "sim net: closes under waiters, shutdown of a reader, wildcards per host, p
     var sim = try Sim.init(testing.allocator, .{ .seed = 3 });
     defer sim.deinit();
     try sim.run(socketEdges, .{});
+}
+
+/// A link of its own: one pair of hosts slow, the others fast; resets drawn per write.
+fn linksAndResets(io: Io) !void {
+    const far: net.IpAddress = .{ .ip4 = .{ .bytes = .{ 10, 0, 0, 9 }, .port = 80 } };
+    try Sim.setLink(io, far, client_ip, .{ .latency_ns = 50 * std.time.ns_per_ms });
+    try testing.expectError(error.InvalidOptions, Sim.setLink(io, far, client_ip, .{
+        .loss_percent = 101,
+    }));
+    Sim.setHost(io, far);
+    var slow_listener = try far.listen(io, .{});
+    defer slow_listener.deinit(io);
+    Sim.setHost(io, server_ip);
+    var fast_listener = try server_ip.listen(io, .{});
+    defer fast_listener.deinit(io);
+    Sim.setHost(io, client_ip);
+    // A connect is a round trip: 100 ms on the slow link, 200 us on the default one.
+    var start = Io.Clock.awake.now(io);
+    var slow = try far.connect(io, .{ .mode = .stream });
+    slow.close(io);
+    const slow_ns = start.durationTo(Io.Clock.awake.now(io)).nanoseconds;
+    try testing.expect(slow_ns >= 100 * std.time.ns_per_ms);
+    start = Io.Clock.awake.now(io);
+    var fast = try server_ip.connect(io, .{ .mode = .stream });
+    fast.close(io);
+    var fast_accepted = try fast_listener.accept(io);
+    fast_accepted.close(io);
+    try testing.expect(start.durationTo(Io.Clock.awake.now(io)).nanoseconds < std.time.ns_per_ms);
+
+    // Every write across a resetting link resets the connection: both ends see it.
+    try Sim.setLink(io, server_ip, client_ip, .{ .reset_percent = 100 });
+    var stream = try server_ip.connect(io, .{ .mode = .stream });
+    defer stream.close(io);
+    var accepted = try fast_listener.accept(io);
+    defer accepted.close(io);
+    var writer = stream.writer(io, &.{});
+    try testing.expectError(error.WriteFailed, writer.interface.writeAll("lost"));
+    try testing.expectEqual(error.ConnectionResetByPeer, writer.err.?);
+    var parts = [_][]u8{&.{}};
+    var byte: [1]u8 = undefined;
+    parts[0] = &byte;
+    try testing.expectError(
+        error.ConnectionResetByPeer,
+        io.vtable.netRead(io.userdata, accepted.socket.handle, &parts),
+    );
+}
+
+test "sim net: a pair of hosts with a link of its own; resets drawn per write" {
+    try skipInExecutorRuns();
+    var sim = try Sim.init(testing.allocator, .{ .seed = 12 });
+    defer sim.deinit();
+    try sim.run(linksAndResets, .{});
 }

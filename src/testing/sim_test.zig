@@ -558,3 +558,37 @@ test "sim: the same seed gives the same trace in every process and build" {
         return error.TestUnexpectedResult;
     }
 }
+
+/// Tasks that read every clock between sleeps and yields: no reading is ever below the one
+/// before it, in any task, under any seed.
+fn clocksOnlyGrow(io: Io) !void {
+    const Reader = struct {
+        fn run(inner: Io, last: *i96, backwards: *bool) Io.Cancelable!void {
+            var prng = std.Random.DefaultPrng.init(@intCast(@as(u96, @bitCast(last.*)) & 0xff));
+            for (0..50) |_| {
+                const now = Io.Clock.awake.now(inner).nanoseconds;
+                if (now < last.*) backwards.* = true;
+                last.* = now;
+                const pause = prng.random().uintLessThan(u64, 3);
+                if (pause == 0) try inner.checkCancel() else {
+                    try inner.sleep(.fromMicroseconds(@intCast(pause * 7)), .awake);
+                }
+            }
+        }
+    };
+    var last: i96 = 0;
+    var backwards = false;
+    var group: Io.Group = .init;
+    for (0..5) |_| group.async(io, Reader.run, .{ io, &last, &backwards });
+    try group.await(io);
+    if (backwards) return error.ClockWentBackwards;
+}
+
+test "sim: virtual time never goes backwards, under 200 seeds" {
+    try skipInExecutorRuns();
+    const checked = try Sim.checkSeeds(testing.allocator, .{
+        .seeds = 200,
+        .sim = .{ .seed = 0, .preempt_percent = 30 },
+    }, clocksOnlyGrow, .{});
+    try testing.expectEqual(.passed, checked.outcome);
+}
