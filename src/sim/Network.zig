@@ -648,6 +648,7 @@ fn queueSegment(
     try to.inbound.append(network.gpa, .{ .bytes = bytes, .deliver_ns = deliver_ns, .end = end });
     to.last_deliver_ns = deliver_ns;
     to.inbound_bytes += bytes.len;
+    state.traceEvent(.delivery, @intCast(to.handle), deliver_ns);
     network.wakeAll(to);
 }
 
@@ -848,6 +849,8 @@ pub fn send(
                 network.gpa.free(bytes);
                 return if (index == 0) error.SystemResources else index;
             };
+            const queued = to.datagrams.items[to.datagrams.items.len - 1];
+            state.traceEvent(.delivery, @intCast(to.handle), queued.deliver_ns);
             network.wakeAll(to);
         };
     }

@@ -12,8 +12,9 @@
 //! it starts at `start_real_ns`, moves by `tick_ns` per scheduling step and per clock read (so
 //! a loop that polls `now` ends), and jumps to the next timer whenever no task is ready, so an
 //! hour of timeouts takes milliseconds. Each run hashes its events (every task chosen, every
-//! timer fired, with the virtual time), and `checkSeeds` runs a scenario under many seeds,
-//! twice each, to show that a failure replays and that nothing outside the seed steers it.
+//! timer fired, every network delivery, with the virtual time), and `checkSeeds` runs a
+//! scenario under many seeds, twice each, to show that a failure replays and that nothing
+//! outside the seed steers it.
 //!
 //! What is simulated: tasks (`async`, `concurrent`, groups, `await`, `cancel`, cancel
 //! protection), futexes (so every std.Io and weft.sync primitive), clocks, sleeps, timeouts,
@@ -78,8 +79,8 @@ pub fn run(sim: *Sim, comptime function: anytype, args: anytype) RunResult(funct
     return sim.state.run(function, args);
 }
 
-/// A hash of every scheduling decision and timer of the runs so far: equal for two runs of
-/// the same scenario and seed.
+/// A hash of every scheduling decision, timer and network delivery of the runs so far: equal
+/// for two runs of the same scenario and seed.
 pub fn traceHash(sim: *const Sim) u64 {
     return sim.state.traceHash();
 }

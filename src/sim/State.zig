@@ -177,8 +177,8 @@ pub fn io(sim: *State) Io {
     return .{ .userdata = &sim.threaded, .vtable = &vtable.table };
 }
 
-/// A hash of every scheduling decision and timer of the runs so far: equal for two runs of
-/// the same scenario and seed.
+/// A hash of every scheduling decision, timer and network delivery of the runs so far: equal
+/// for two runs of the same scenario and seed.
 pub fn traceHash(sim: *const State) u64 {
     return sim.trace_hash;
 }
@@ -506,9 +506,9 @@ fn finishTask(sim: *State, task: *Task) void {
 // ---------------------------------------------------------------------------------------------
 // The schedule.
 
-const Event = enum(u64) { spawn, step, timer };
+const Event = enum(u64) { spawn, step, timer, delivery };
 
-fn traceEvent(sim: *State, event: Event, a: u64, b: u64) void {
+pub fn traceEvent(sim: *State, event: Event, a: u64, b: u64) void {
     const words = [_]u64{ @intFromEnum(event), a, b };
     sim.trace_hash = std.hash.Wyhash.hash(sim.trace_hash, std.mem.asBytes(&words));
 }

@@ -8,6 +8,7 @@ const net = Io.net;
 const testing = std.testing;
 const Sim = @import("../sim/Sim.zig");
 const skipInExecutorRuns = @import("sim_test.zig").skipInExecutorRuns;
+const seedCount = @import("sim_test.zig").seedCount;
 
 const ns_per_s = std.time.ns_per_s;
 const server_ip: net.IpAddress = .{ .ip4 = .{ .bytes = .{ 10, 0, 0, 1 }, .port = 80 } };
@@ -74,7 +75,7 @@ fn tcpEcho(io: Io, total_bytes: usize) !void {
 test "sim net: TCP delivers every byte in order and once, with backpressure, under 100 seeds" {
     try skipInExecutorRuns();
     const checked = try Sim.checkSeeds(testing.allocator, .{
-        .seeds = 100,
+        .seeds = seedCount(100),
         .sim = .{ .seed = 0, .preempt_percent = 10, .network = .{
             .link = .{ .jitter_ns = 50_000 },
             .stream_buffer_bytes = 4096,
@@ -381,7 +382,7 @@ test "sim net: weft.Server stops under load and drains, under 200 seeds" {
     try skipInExecutorRuns();
     const hosts: []const Sim.HostEntry = &.{.{ .name = "service.sim", .address = server_ip }};
     const checked = try Sim.checkSeeds(testing.allocator, .{
-        .seeds = 200,
+        .seeds = seedCount(200),
         .sim = .{
             .seed = 0,
             .preempt_percent = 10,

@@ -11,6 +11,7 @@ const Sim = @import("../sim/Sim.zig");
 const sync = @import("../sync/root.zig");
 const sync_test = @import("sync_test.zig");
 const skipInExecutorRuns = @import("sim_test.zig").skipInExecutorRuns;
+const seedCount = @import("sim_test.zig").seedCount;
 
 const seeds: u64 = if (@import("builtin").mode == .Debug) 250 else 2000;
 
@@ -19,7 +20,7 @@ fn expectPassesAllSeeds(comptime scenario: anytype) !void {
     var report_buffer: [16 * 1024]u8 = undefined;
     var report: Io.Writer = .fixed(&report_buffer);
     const checked = try Sim.checkSeeds(testing.allocator, .{
-        .seeds = seeds,
+        .seeds = seedCount(seeds),
         .sim = .{ .seed = 0, .preempt_percent = 25 },
         .report = &report,
     }, scenario, .{});

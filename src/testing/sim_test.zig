@@ -8,16 +8,27 @@ const Sim = @import("../sim/Sim.zig");
 const sync = @import("../sync/root.zig");
 const os = @import("../os/linux.zig");
 const frames = @import("../fiber/frames.zig");
+const qemu = @import("qemu.zig");
 const builtin = @import("builtin");
 
 const ns_per_s = std.time.ns_per_s;
 
-/// The simulator uses neither the runtime's backend nor its executors: its tests skip in the
-/// runs that only change the executor count (`WEFT_EXECUTORS`), and run in the others (each
-/// backend, the release builds, aarch64).
+/// The simulator uses neither the runtime's backend nor its executors, and runs on one
+/// thread: its tests run once per build (in the io_uring run, and under qemu, where epoll is
+/// the only backend) and skip in the runs that change only the backend or the executor count
+/// (`WEFT_BACKEND`, `WEFT_EXECUTORS`), and under TSan, which has no threads to watch here.
+/// `seeds`, or a fifth of it (at least 10) under qemu-user, where each run is ten times
+/// slower: the scenarios still run there, for the other architecture.
+pub fn seedCount(seeds: u64) u64 {
+    return if (qemu.underQemu()) @max(seeds / 5, 10) else seeds;
+}
+
 pub fn skipInExecutorRuns() error{SkipZigTest}!void {
+    if (builtin.sanitize_thread) return error.SkipZigTest;
     var buffer: [16]u8 = undefined;
     if (os.getEnv("WEFT_EXECUTORS", &buffer) != null) return error.SkipZigTest;
+    const backend = os.getEnv("WEFT_BACKEND", &buffer) orelse return;
+    if (std.mem.eql(u8, backend, "epoll") and !qemu.underQemu()) return error.SkipZigTest;
 }
 
 /// Four tasks ready at once append their ids to `order` as they run, three turns each.
@@ -164,8 +175,8 @@ test "sim: a deadlock ends the run with an error and a report naming each blocke
     try testing.expect(std.mem.indexOf(u8, report, "task 1 (root) waits on the futex") != null);
     try testing.expect(std.mem.indexOf(u8, report, "task 2 waits on the futex") != null);
     // Each task's stack says where in the program it waits (in Debug: release builds inline
-    // the scenario's functions into the fiber's entry).
-    if (frames.available and builtin.mode == .Debug) {
+    // the scenario's functions into the fiber's entry; qemu-user reads no stack for the walk).
+    if (frames.available and builtin.mode == .Debug and !qemu.underQemu()) {
         try testing.expect(std.mem.indexOf(u8, report, "in neverWoken (") != null);
         try testing.expect(std.mem.indexOf(u8, report, "in wait (") != null);
     }
@@ -306,12 +317,12 @@ test "sim: weft.sync's channel and std.Io.Mutex hand over every value, under 300
     try skipInExecutorRuns();
     const checked = try Sim.checkSeeds(
         testing.allocator,
-        .{ .seeds = 300, .sim = .{ .seed = 0, .preempt_percent = 20 } },
+        .{ .seeds = seedCount(300), .sim = .{ .seed = 0, .preempt_percent = 20 } },
         channelScenario,
         .{},
     );
     try testing.expectEqual(.passed, checked.outcome);
-    try testing.expectEqual(@as(u64, 300), checked.seeds_run);
+    try testing.expectEqual(seedCount(300), checked.seeds_run);
 }
 
 var lost_update_bug = true;
@@ -337,7 +348,7 @@ test "sim: checkSeeds finds a planted race and names a seed that replays it" {
     var report_buffer: [512]u8 = undefined;
     var report: Io.Writer = .fixed(&report_buffer);
     const options: Sim.CheckOptions = .{
-        .seeds = 200,
+        .seeds = seedCount(200),
         .sim = .{ .seed = 0, .preempt_percent = 50 },
         .report = &report,
     };
@@ -587,8 +598,71 @@ fn clocksOnlyGrow(io: Io) !void {
 test "sim: virtual time never goes backwards, under 200 seeds" {
     try skipInExecutorRuns();
     const checked = try Sim.checkSeeds(testing.allocator, .{
-        .seeds = 200,
+        .seeds = seedCount(200),
         .sim = .{ .seed = 0, .preempt_percent = 30 },
     }, clocksOnlyGrow, .{});
     try testing.expectEqual(.passed, checked.outcome);
+}
+
+/// Runs `misuse` in a forked child with its stderr on a pipe, and expects the child to panic
+/// with `message`: the Sim's misuse checks end a process, so they are tested in one.
+fn expectChildPanics(comptime misuse: fn () void, message: []const u8) !void {
+    const linux = std.os.linux;
+    var fds: [2]i32 = undefined;
+    if (linux.errno(linux.pipe2(&fds, .{ .CLOEXEC = true })) != .SUCCESS) return error.NoPipe;
+    const pid_rc = linux.fork();
+    if (linux.errno(pid_rc) != .SUCCESS) return error.NoFork;
+    if (pid_rc == 0) {
+        _ = linux.dup2(fds[1], 2);
+        misuse();
+        linux.exit_group(0); // the misuse went unnoticed
+    }
+    const pid: linux.pid_t = @intCast(pid_rc);
+    _ = linux.close(fds[1]);
+    defer _ = linux.close(fds[0]);
+    var buffer: [8192]u8 = undefined;
+    var len: usize = 0;
+    // Bounded by the child's output, which ends when it exits.
+    while (len < buffer.len) {
+        const rc = linux.read(fds[0], buffer[len..].ptr, buffer.len - len);
+        if (linux.errno(rc) == .INTR) continue;
+        if (linux.errno(rc) != .SUCCESS or rc == 0) break;
+        len += rc;
+    }
+    var status: u32 = 0;
+    while (linux.errno(linux.waitpid(pid, &status, 0)) == .INTR) {}
+    const output = buffer[0..len];
+    try testing.expect(linux.W.IFSIGNALED(status));
+    try testing.expectEqual(linux.SIG.ABRT, linux.W.TERMSIG(status));
+    if (std.mem.indexOf(u8, output, message) == null) {
+        std.debug.print("the child wrote:\n{s}\n", .{output});
+        return error.TestUnexpectedResult;
+    }
+}
+
+const thread_rule = "a Sim runs every task on the thread that called run";
+
+fn useOutsideRun() void {
+    var sim = Sim.init(std.heap.page_allocator, .{ .seed = 1 }) catch return;
+    _ = Io.Clock.awake.now(sim.io());
+}
+
+fn useFromAnotherThread() void {
+    var sim = Sim.init(std.heap.page_allocator, .{ .seed = 1 }) catch return;
+    const Scenario = struct {
+        fn run(io: Io) !void {
+            const thread = try std.Thread.spawn(.{}, readClock, .{io});
+            thread.join();
+        }
+        fn readClock(io: Io) void {
+            _ = Io.Clock.awake.now(io);
+        }
+    };
+    sim.run(Scenario.run, .{}) catch return;
+}
+
+test "sim: its Io used outside run, or from another thread, panics naming the rule" {
+    try skipInExecutorRuns();
+    try expectChildPanics(useOutsideRun, thread_rule);
+    try expectChildPanics(useFromAnotherThread, thread_rule);
 }
