@@ -57,11 +57,11 @@ test "weft: the public API is exactly the documented list" {
         });
         // Not the machinery the VTable calls (`Task`, `park`, `futexWait`, ...).
         expectPublic(Sim, &.{
-            "Options",    "InitError",           "RunError",       "Failure",      "init",
-            "deinit",     "seedFromEnvironment", "io",             "traceHash",    "elapsedNs",
-            "stepCount",  "RunResult",           "run",            "CheckOptions", "Checked",
-            "checkSeeds", "writeReport",         "NetworkOptions", "HostEntry",    "Link",
-            "setLink",    "FileFaults",          "setHost",        "partition",    "heal",
+            "Options",     "InitError",      "RunError",     "Failure",   "init",
+            "deinit",      "io",             "traceHash",    "elapsedNs", "stepCount",
+            "RunResult",   "run",            "CheckOptions", "Checked",   "checkSeeds",
+            "writeReport", "NetworkOptions", "HostEntry",    "Link",      "setLink",
+            "FileFaults",  "setHost",        "partition",    "heal",
         });
         // Not `State` (the VTable's userdata, with createTask, destroyTask and start).
         expectPublic(Runtime, &.{

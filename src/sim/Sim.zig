@@ -52,7 +52,6 @@ pub const InitError = State.InitError;
 pub const RunError = State.RunError;
 pub const Failure = State.Failure;
 pub const RunResult = State.RunResult;
-pub const seedFromEnvironment = State.seedFromEnvironment;
 pub const NetworkOptions = Network.Options;
 pub const HostEntry = Network.HostEntry;
 pub const Link = Network.Link;
@@ -161,7 +160,7 @@ pub const Checked = struct {
 
 /// Runs `function(io, args...)` on a fresh State for every seed of `options`, twice each, and
 /// stops at the first seed that fails or whose runs diverge (different trace hashes or
-/// outcomes). A failing seed replays with `WEFT_SEED`-style `Options.seed`.
+/// outcomes). With `WEFT_SEED=n` in the environment it runs seed n alone, to replay it.
 pub fn checkSeeds(
     gpa: Allocator,
     options: CheckOptions,
@@ -169,15 +168,21 @@ pub fn checkSeeds(
     args: anytype,
 ) InitError!Checked {
     try State.validate(options.sim);
+    var first_seed = options.seed_first;
+    var seed_count = options.seeds;
+    if (try State.environmentSeed()) |only| {
+        first_seed = only;
+        seed_count = 1;
+    }
     // One pool of stacks for every run: a fresh Sim would map and guard a slab each time.
     var pool: stack_pool.Pool = .init(gpa, options.sim.stack_size_bytes, .page, null);
     defer pool.deinit();
-    var seed = options.seed_first;
-    // Bounded by `options.seeds`.
-    while (seed - options.seed_first < options.seeds) : (seed += 1) {
+    var seed = first_seed;
+    // Bounded by `seed_count`.
+    while (seed - first_seed < seed_count) : (seed += 1) {
         const first = try checkOnce(gpa, options, seed, &pool, function, args);
         const second = try checkOnce(gpa, options, seed, &pool, function, args);
-        const seeds_run = seed - options.seed_first + 1;
+        const seeds_run = seed - first_seed + 1;
         if (first.hash != second.hash or !sameError(first.err, second.err)) {
             return .{
                 .outcome = .diverged,
@@ -190,7 +195,7 @@ pub fn checkSeeds(
             return .{ .outcome = .failed, .seed = seed, .err = err, .seeds_run = seeds_run };
         }
     }
-    return .{ .outcome = .passed, .seeds_run = options.seeds };
+    return .{ .outcome = .passed, .seeds_run = seed_count };
 }
 
 fn sameError(a: ?anyerror, b: ?anyerror) bool {

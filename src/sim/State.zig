@@ -57,7 +57,7 @@ failure: ?Failure = null,
 
 pub const Options = struct {
     /// Names the run: the schedule, the user's random bytes and every injected choice derive
-    /// from it. `seedFromEnvironment` reads one from `WEFT_SEED`, to replay a failure.
+    /// from it. `WEFT_SEED=n` in the environment overrides it, to replay a failure.
     seed: u64,
     /// Each task's stack.
     stack_size_bytes: usize = 256 * 1024,
@@ -82,6 +82,8 @@ pub const InitError = error{
     /// A stack size that is not a multiple of the page size or below
     /// `Runtime.stack_size_bytes_min`, or a percentage above 100.
     InvalidOptions,
+    /// `WEFT_SEED` is set but is not a number.
+    InvalidEnvironment,
     OutOfMemory,
 };
 
@@ -132,13 +134,15 @@ pub fn initWithPool(
 ) InitError!State {
     if (shared_pool) |lent| assert(lent.stack_size_bytes == options.stack_size_bytes);
     try validate(options);
+    var effective = options;
+    if (try environmentSeed()) |seed| effective.seed = seed;
     var threaded: Io.Threaded = .init_single_threaded;
     threaded.allocator = gpa;
     // Two streams: the user's random bytes never shift the schedule, and back.
-    var seeds = std.Random.DefaultPrng.init(options.seed);
+    var seeds = std.Random.DefaultPrng.init(effective.seed);
     return .{
         .gpa = gpa,
-        .options = options,
+        .options = effective,
         .threaded = threaded,
         .own_pool = .init(gpa, options.stack_size_bytes, .page, null),
         .shared_pool = shared_pool,
@@ -165,12 +169,17 @@ pub fn deinit(sim: *State) void {
     sim.* = undefined;
 }
 
-/// `WEFT_SEED` as a number if the environment sets it, else `default`: the way to replay a
-/// seed that a run printed without changing the test.
-pub fn seedFromEnvironment(default: u64) u64 {
+/// `WEFT_SEED` as a number (decimal, or 0x hexadecimal) if the environment sets it: the seed
+/// every Sim then runs with, to replay a seed a run printed without changing the test.
+pub fn environmentSeed() error{InvalidEnvironment}!?u64 {
     var buffer: [32]u8 = undefined;
-    const text = os.getEnv("WEFT_SEED", &buffer) orelse return default;
-    return std.fmt.parseInt(u64, text, 0) catch default;
+    const text = os.getEnv("WEFT_SEED", &buffer) orelse return null;
+    return try parseSeed(text);
+}
+
+/// A seed as `WEFT_SEED` gives it: decimal, or hexadecimal after `0x`.
+pub fn parseSeed(text: []const u8) error{InvalidEnvironment}!u64 {
+    return std.fmt.parseInt(u64, text, 0) catch error.InvalidEnvironment;
 }
 
 pub fn io(sim: *State) Io {

@@ -666,3 +666,12 @@ test "sim: its Io used outside run, or from another thread, panics naming the ru
     try expectChildPanics(useOutsideRun, thread_rule);
     try expectChildPanics(useFromAnotherThread, thread_rule);
 }
+
+test "sim: WEFT_SEED is read as decimal or 0x hexadecimal, and anything else is refused" {
+    const State = @import("../sim/State.zig");
+    try testing.expectEqual(@as(u64, 42), try State.parseSeed("42"));
+    try testing.expectEqual(@as(u64, 42), try State.parseSeed("0x2a"));
+    try testing.expectError(error.InvalidEnvironment, State.parseSeed("forty-two"));
+    try testing.expectError(error.InvalidEnvironment, State.parseSeed("-1"));
+    try testing.expectError(error.InvalidEnvironment, State.parseSeed(""));
+}
