@@ -478,16 +478,17 @@ pub const ConnectError = error{
 } || Io.Cancelable;
 
 /// A stream to `destination` (an IP address, or a Unix path when `unix_path` is set), after
-/// a round trip. See the file doc for refusals and waits.
+/// a round trip; `deadline_ns` null: `connect_timeout_ns` from now. See the file doc for
+/// refusals and waits.
 pub fn connect(
     network: *Network,
     destination: net.IpAddress,
     unix_path: ?[]const u8,
-    timeout_ns: ?u64,
+    deadline_ns: ?u64,
 ) ConnectError!*Socket {
     const state = network.stateOf();
     const me = state.currentTask();
-    const deadline = state.now_ns +| (timeout_ns orelse network.options.connect_timeout_ns);
+    const deadline = deadline_ns orelse state.now_ns +| network.options.connect_timeout_ns;
     // The SYN's way there, then the answer's way back.
     // The host the SYN goes to: a loopback or Unix destination is on the caller's own.
     const there: Host = if (unix_path != null or isLoopback(destination))
@@ -596,7 +597,6 @@ pub const WriteError = error{ ConnectionResetByPeer, SystemResources, SocketUnco
 /// Queues up to the peer's free buffer of `data` (the header first); waits (not cancelably,
 /// as std's stream writes are not cancelation points) while the peer's buffer is full.
 pub fn write(network: *Network, socket: *Socket, parts: []const []const u8) WriteError!usize {
-    const state = network.stateOf();
     if (socket.kind != .stream) return error.SocketUnconnected;
     var total: usize = 0;
     for (parts) |part| total += part.len;
@@ -631,7 +631,6 @@ pub fn write(network: *Network, socket: *Socket, parts: []const []const u8) Writ
         }
         _ = network.waitOn(&socket.waiters, .{ .socket = socket.handle }, false, null) catch
             return error.SystemResources;
-        _ = state;
     }
 }
 
@@ -872,10 +871,7 @@ pub fn receive(
     // Bounded by the datagrams that arrive.
     while (true) {
         if (socket.closed) return .{ error.SocketUnconnected, 0 };
-        var next_ns: ?u64 = null;
-        for (socket.datagrams.items) |datagram| {
-            next_ns = @min(next_ns orelse datagram.deliver_ns, datagram.deliver_ns);
-        }
+        const next_ns = network.nextArrival(socket);
         if (next_ns) |due| if (due <= state.now_ns) {
             return .{ null, network.takeDatagrams(socket, messages, data_buffer, peek) };
         };

@@ -365,13 +365,18 @@ threadlocal var active: ?*State = null;
 
 /// The State behind `userdata`, checked against the one-thread rule.
 pub fn fromUserdata(userdata: ?*anyopaque) *State {
-    const threaded: *Io.Threaded = @ptrCast(@alignCast(userdata.?));
-    const sim: *State = @fieldParentPtr("threaded", threaded);
+    const sim = ofUserdata(userdata);
     if (active != sim) {
         @panic("weft.Sim: its Io was used outside Sim.run or from another thread; a Sim runs " ++
             "every task on the thread that called run, so that the seed alone decides the order");
     }
     return sim;
+}
+
+/// The Sim behind `userdata`, unchecked (the crash handler's, which may run anywhere).
+pub fn ofUserdata(userdata: ?*anyopaque) *State {
+    const threaded: *Io.Threaded = @ptrCast(@alignCast(userdata.?));
+    return @fieldParentPtr("threaded", threaded);
 }
 
 /// The Sim behind a task's `io`, checked like `fromUserdata`; panics if `io` is not a Sim's.
@@ -800,11 +805,16 @@ pub fn futexWake(sim: *State, address: *const u32, waiters_max: u32) void {
 
 /// The virtual clock, advanced by a tick per read so that a loop polling it ends.
 pub fn readClock(sim: *State, clock: Io.Clock) i96 {
-    const now: i96 = sim.now_ns;
+    const now = sim.clockAt(clock, sim.now_ns);
     sim.now_ns +|= sim.options.tick_ns;
+    return now;
+}
+
+/// What `clock` reads at virtual monotonic time `now_ns`.
+fn clockAt(sim: *const State, clock: Io.Clock, now_ns: u64) i96 {
     return switch (clock) {
-        .real => now + sim.options.start_real_ns,
-        .awake, .boot, .cpu_process, .cpu_thread => now,
+        .real => @as(i96, now_ns) + sim.options.start_real_ns,
+        .awake, .boot, .cpu_process, .cpu_thread => now_ns,
     };
 }
 
@@ -814,10 +824,7 @@ pub fn deadlineOf(sim: *State, timeout: Io.Timeout) ?u64 {
         .none => null,
         .duration => |d| addClamped(sim.now_ns, d.raw.nanoseconds),
         .deadline => |d| deadline: {
-            const clock_now: i96 = switch (d.clock) {
-                .real => @as(i96, sim.now_ns) + sim.options.start_real_ns,
-                .awake, .boot, .cpu_process, .cpu_thread => sim.now_ns,
-            };
+            const clock_now = sim.clockAt(d.clock, sim.now_ns);
             break :deadline addClamped(sim.now_ns, d.raw.nanoseconds - clock_now);
         },
     };

@@ -22,11 +22,6 @@ pub const Options = struct {
     short_percent: u7 = 0,
     /// `sync` fails with `error.InputOutput`.
     sync_error_percent: u7 = 0,
-
-    pub fn any(options: Options) bool {
-        return options.io_error_percent + options.no_space_percent + options.short_percent +
-            options.sync_error_percent > 0;
-    }
 };
 
 const base = Threaded.io(@constCast(&Threaded.init_single_threaded)).vtable.*;

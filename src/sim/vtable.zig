@@ -81,9 +81,7 @@ pub const unsimulated = .{
 
 fn crashHandler(userdata: ?*anyopaque) void {
     // The panic printer may call the Io from anywhere: no rule check, nothing may cancel.
-    const threaded: *Threaded = @ptrCast(@alignCast(userdata.?));
-    const sim: *State = @fieldParentPtr("threaded", threaded);
-    if (sim.current) |task| task.protection = .blocked;
+    if (State.ofUserdata(userdata).current) |task| task.protection = .blocked;
 }
 
 fn async(
@@ -247,9 +245,8 @@ fn clockResolution(userdata: ?*anyopaque, clock: Io.Clock) Io.Clock.ResolutionEr
 /// Cancelation point; `.none` and past deadlines return at once.
 fn sleep(userdata: ?*anyopaque, timeout: Io.Timeout) Io.Cancelable!void {
     const sim = State.fromUserdata(userdata);
-    try sim.checkCancel();
-    const deadline = sim.deadlineOf(timeout) orelse return;
-    return sim.sleepUntil(deadline);
+    const deadline = sim.deadlineOf(timeout) orelse return sim.checkCancel();
+    return sim.sleepUntil(deadline); // checks for a cancel first
 }
 
 fn random(userdata: ?*anyopaque, buffer: []u8) void {
@@ -309,11 +306,7 @@ fn netConnectIp(
 ) net.IpAddress.ConnectError!net.Socket {
     const sim = State.fromUserdata(userdata);
     if (options.mode != .stream) return error.SocketModeUnsupported;
-    const timeout_ns: ?u64 = if (sim.deadlineOf(options.timeout)) |deadline|
-        deadline -| sim.now_ns
-    else
-        null;
-    const socket = try sim.network.connect(address.*, null, timeout_ns);
+    const socket = try sim.network.connect(address.*, null, sim.deadlineOf(options.timeout));
     return .{ .handle = socket.handle, .address = socket.address };
 }
 
