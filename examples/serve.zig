@@ -6,17 +6,26 @@
 //!   curl http://127.0.0.1:9123/
 //!
 //! SIGINT or SIGTERM stops it: no new connections, requests in flight get `--drain-timeout`
-//! (5 s) to finish and are cut after it, then it prints what was served and cut and exits 0. Listens on 127.0.0.1. In forked mode
-//! SIGTERM to one worker's pid (logged at its start) restarts that worker alone.
+//! (5 s) to finish and are cut after it, then it prints what was served and cut and exits 0.
+//! Listens on 127.0.0.1. In forked mode SIGTERM to one worker's pid (logged at its start)
+//! restarts that worker alone.
+//!
+//! Exit status: 0 after a stop; 1 when it cannot listen or a worker cannot start (its runtime,
+//! its fiber stacks, its first task: the log names the error and the address-space limit);
+//! 2 for a bad command line; 3 after a stop in forked mode when a worker died uncleanly
+//! meanwhile (a crash, an abort, a signal, a non-zero status: printed per worker).
 const std = @import("std");
+const builtin = @import("builtin");
 const weft = @import("weft");
+const linux = std.os.linux;
 
 const usage =
     \\usage: weft-serve --mode single|threaded|forked --port PORT [--workers N]
     \\                  [--executors N] [--listeners reuse_port|shared] [--connections N]
     \\                  [--scheduling stealing|pinned] [--idle-timeout S] [--header-timeout S]
     \\                  [--body-timeout S] [--send-timeout S] [--request-timeout S]
-    \\                  [--drain-timeout S] [--metrics]
+    \\                  [--drain-timeout S] [--drain-grace S] [--when-full close-idle|refuse]
+    \\                  [--metrics]
     \\       weft-serve --help
     \\
     \\  --mode         single: one runtime on one thread
@@ -37,9 +46,18 @@ const usage =
     \\                 read of a body (body, 60), on each write of a response (send, 60), on
     \\                 a whole request (request, unbounded); drain: how long a stop lets
     \\                 requests in flight finish (5)
+    \\  --drain-grace  seconds a stop keeps reading idle keep-alive connections, answering
+    \\                 what arrives with Connection: close (default 1; at most half the
+    \\                 drain timeout is used; 0: close them at once)
+    \\  --when-full    what a worker with --connections open does with a new one:
+    \\                 close-idle closes its longest-idle connection (default), refuse
+    \\                 closes the new one
     \\  --metrics      also answer GET /metrics with weft.Metrics in the Prometheus text
     \\                 format (the runtime of the worker that serves the request)
     \\  -h, --help     this text, on stdout
+    \\
+    \\exit status: 0 stopped; 1 cannot listen or a worker cannot start; 2 bad arguments;
+    \\3 stopped, but a forked worker died uncleanly (crash, abort, signal, status not 0)
     \\
 ;
 
@@ -58,6 +76,8 @@ const Args = struct {
     send_timeout_ns: u64 = serverDefault(.send_timeout_ns),
     request_timeout_ns: ?u64 = null,
     drain_timeout_ns: u64 = serverDefault(.drain_timeout_ns),
+    drain_idle_grace_ns: u64 = serverDefault(.drain_idle_grace_ns),
+    when_full: weft.Server.WhenFull = serverDefault(.when_full),
     metrics: bool = false,
 };
 
@@ -83,6 +103,15 @@ pub fn main(init: std.process.Init) u8 {
         },
         .serve => |args| args,
     };
+    return serve(args);
+}
+
+/// Exit statuses (`--help` and the header say what each means).
+const exit_failed: u8 = 1;
+const exit_unclean: u8 = 3;
+
+/// Serves until SIGINT or SIGTERM; returns the exit status.
+fn serve(args: Args) u8 {
     // Every connection is an fd: take all the fds the hard limit allows.
     const fd_limit = weft.raiseFdLimit();
     // The smp allocator: thread-safe for .threaded, and fork-safe here because the process
@@ -98,11 +127,13 @@ pub fn main(init: std.process.Init) u8 {
         .send_timeout_ns = args.send_timeout_ns,
         .request_timeout_ns = args.request_timeout_ns,
         .drain_timeout_ns = args.drain_timeout_ns,
+        .drain_idle_grace_ns = args.drain_idle_grace_ns,
+        .when_full = args.when_full,
         .stop_on_signals = true,
         .runtime = .{ .executors = args.executors, .pinned = args.pinned },
     }) catch |err| {
         std.debug.print("weft-serve: cannot listen on 127.0.0.1:{d}: {t}\n", .{ args.port, err });
-        return 1;
+        return exit_failed;
     };
     defer server.deinit();
     std.debug.print(
@@ -118,23 +149,37 @@ pub fn main(init: std.process.Init) u8 {
     const metered_handler = metered.httpHandler();
     const http_handler = if (args.metrics) &metered_handler else &hello.http_handler;
     const report = server.run(weft.Server.http.handler(http_handler)) catch |err| {
-        std.debug.print("weft-serve: {t}\n", .{err});
-        return 1;
+        // A worker that could not start: the log above says why.
+        std.debug.print("weft-serve: cannot start: {t}\n", .{err});
+        return exit_failed;
     };
+    printReport(report, args.shape.workers());
+    return if (report.workers_unclean == 0) 0 else exit_unclean;
+}
+
+/// Prints the report's counts on one line, then one line per worker that died uncleanly.
+fn printReport(report: weft.Server.Report, workers: u32) void {
     const w = report.workers;
     std.debug.print(
         "weft-serve: stopped; accepted={d} requests={d} rejected={d} rejected_full={d} " ++
-            "closed_idle={d} cut_at_drain={d} cut_idle={d} cut_header={d} cut_body={d} " ++
-            "cut_send={d} cut_request={d} restarted={d} restarts_delayed={d} killed={d}\n",
+            "closed_for_admission={d} closed_idle={d} cut_at_drain={d} cut_idle={d} cut_header={d} cut_body={d} " ++
+            "cut_send={d} cut_request={d} restarted={d} restarts_delayed={d} killed={d} " ++
+            "unclean={d}\n",
         .{
-            w.accepted,              w.requests,             w.requests_rejected,
-            w.rejected_full,         w.closed_idle_at_drain, w.cut_at_drain,
-            w.cut_idle_timeout,      w.cut_header_timeout,   w.cut_body_timeout,
-            w.cut_send_timeout,      w.cut_request_timeout,  report.workers_restarted,
-            report.restarts_delayed, report.workers_killed,
+            w.accepted,               w.requests,                  w.requests_rejected,
+            w.rejected_full,          w.closed_idle_for_admission, w.closed_idle_at_drain,
+            w.cut_at_drain,           w.cut_idle_timeout,          w.cut_header_timeout,
+            w.cut_body_timeout,       w.cut_send_timeout,          w.cut_request_timeout,
+            report.workers_restarted, report.restarts_delayed,     report.workers_killed,
+            report.workers_unclean,
         },
     );
-    return 0;
+    for (report.worker_exits[0..workers], 0..) |exits, index| {
+        if (exits.unclean == 0) continue;
+        std.debug.print("weft-serve: worker {d} died uncleanly {d} time(s), lately {f}\n", .{
+            index, exits.unclean, exits.last_unclean,
+        });
+    }
 }
 
 const Command = union(enum) {
@@ -175,6 +220,8 @@ const Option = enum {
     @"--send-timeout",
     @"--request-timeout",
     @"--drain-timeout",
+    @"--drain-grace",
+    @"--when-full",
 };
 
 /// Reads the options after the program name; on `error.Misuse`, `misuse` says which and why.
@@ -231,6 +278,20 @@ fn parse(args: []const [:0]const u8, misuse: *Misuse) error{Misuse}!Command {
                 parsed.request_timeout_ns = try seconds(option, value, misuse);
             },
             .@"--drain-timeout" => parsed.drain_timeout_ns = try seconds(option, value, misuse),
+            .@"--drain-grace" => parsed.drain_idle_grace_ns = if (eql(value, "0"))
+                0
+            else
+                try seconds(option, value, misuse),
+            .@"--when-full" => {
+                const WhenFull = enum { @"close-idle", refuse };
+                const when_full = std.meta.stringToEnum(WhenFull, value) orelse {
+                    return misuse.set("--when-full: \"{s}\" is not close-idle or refuse", .{value});
+                };
+                parsed.when_full = switch (when_full) {
+                    .@"close-idle" => .close_idle,
+                    .refuse => .refuse,
+                };
+            },
         }
     }
     const name = mode orelse return misuse.set("--mode is required", .{});
@@ -301,6 +362,14 @@ test "weft-serve: a bad argument is named, with why" {
         },
         .{ .args = &.{ "--port", "8080" }, .message = "--mode is required" },
         .{
+            .args = &.{ "--when-full", "wait", "--mode", "single" },
+            .message = "--when-full: \"wait\" is not close-idle or refuse",
+        },
+        .{
+            .args = &.{ "--drain-grace", "-1" },
+            .message = "--drain-grace: \"-1\" is not seconds within 0.001-86400",
+        },
+        .{
             .args = &.{ "--body-timeout", "0" },
             .message = "--body-timeout: \"0\" is not seconds within 0.001-86400",
         },
@@ -339,4 +408,78 @@ test "weft-serve: --help and -h ask for the usage; good arguments parse" {
     try std.testing.expect(timed.metrics);
     try std.testing.expectEqual(1_500 * std.time.ns_per_ms, timed.body_timeout_ns);
     try std.testing.expectEqual(30 * std.time.ns_per_s, timed.request_timeout_ns.?);
+    try std.testing.expectEqual(weft.Server.WhenFull.close_idle, timed.when_full);
+    const stopping = (try parse(&.{
+        "--mode", "single", "--port", "1", "--drain-grace", "0", "--when-full", "refuse",
+    }, &misuse)).serve;
+    try std.testing.expectEqual(0, stopping.drain_idle_grace_ns);
+    try std.testing.expectEqual(weft.Server.WhenFull.refuse, stopping.when_full);
+}
+
+test "weft-serve: a worker that cannot start exits 1, its log naming the address-space limit" {
+    // ThreadSanitizer's shadow memory fits no RLIMIT_AS; its forked workers can hang.
+    if (builtin.sanitize_thread) return error.SkipZigTest;
+    for ([_][:0]const u8{ "single", "threaded", "forked" }) |mode| {
+        expectCannotStart(mode) catch |err| {
+            std.debug.print("--mode {s}: {t}\n", .{ mode, err });
+            return err;
+        };
+    }
+}
+
+/// Runs weft-serve in `mode` in a child process whose address space has room for a runtime's
+/// task table (256 MiB by default) and half a slab of fiber stacks (256 MiB), not a whole one;
+/// expects exit status 1 within 10 s and a log that names RLIMIT_AS. One that serves instead
+/// (accepting and closing every connection) is stopped with SIGTERM after the 10 s.
+fn expectCannotStart(mode: [:0]const u8) !void {
+    var fds: [2]linux.fd_t = undefined;
+    try std.testing.expectEqual(0, linux.pipe2(&fds, .{ .CLOEXEC = true, .NONBLOCK = true }));
+    defer for (fds) |fd| {
+        _ = linux.close(fd);
+    };
+    const fork_rc = linux.fork();
+    try std.testing.expect(linux.errno(fork_rc) == .SUCCESS);
+    if (fork_rc == 0) {
+        if (linux.dup2(fds[1], 2) != 2) linux.exit_group(7);
+        const headroom_bytes = (256 + 128) * 1024 * 1024;
+        var limit: linux.rlimit = undefined;
+        if (linux.getrlimit(.AS, &limit) != 0) linux.exit_group(7);
+        limit.cur = @min(limit.max, addressSpaceBytes() + headroom_bytes);
+        if (linux.setrlimit(.AS, &limit) != 0) linux.exit_group(7);
+        var misuse: Misuse = .{};
+        const argv = [_][:0]const u8{ "--mode", mode, "--port", "0", "--drain-timeout", "0.1" };
+        const command = parse(&argv, &misuse) catch linux.exit_group(7);
+        linux.exit_group(serve(command.serve));
+    }
+    const pid: linux.pid_t = @intCast(fork_rc);
+    var status: u32 = 0;
+    for (0..1000) |round| {
+        if (linux.waitpid(pid, &status, linux.W.NOHANG) == pid) break;
+        if (round == 999) {
+            _ = linux.kill(pid, .TERM); // it serves: stop it, then fail
+            _ = linux.waitpid(pid, &status, 0);
+        }
+        std.testing.io.sleep(.fromMilliseconds(10), .awake) catch {};
+    }
+    var log_buffer: [16 * 1024]u8 = undefined;
+    const log_rc = linux.read(fds[0], &log_buffer, log_buffer.len);
+    const log = if (linux.errno(log_rc) == .SUCCESS) log_buffer[0..log_rc] else "";
+    errdefer std.debug.print("weft-serve's log:\n{s}\n", .{log});
+    try std.testing.expect(linux.W.IFEXITED(status));
+    try std.testing.expectEqual(exit_failed, linux.W.EXITSTATUS(status));
+    try std.testing.expect(std.mem.indexOf(u8, log, "weft-serve: cannot start: ") != null);
+    try std.testing.expect(std.mem.indexOf(u8, log, "RLIMIT_AS") != null);
+}
+
+/// The process's mapped address space (`VmSize`, what RLIMIT_AS bounds), from /proc.
+fn addressSpaceBytes() u64 {
+    const fd_rc = linux.open("/proc/self/statm", .{ .CLOEXEC = true }, 0);
+    if (linux.errno(fd_rc) != .SUCCESS) return 0;
+    defer _ = linux.close(@intCast(fd_rc));
+    var buffer: [128]u8 = undefined;
+    const len = linux.read(@intCast(fd_rc), &buffer, buffer.len);
+    if (linux.errno(len) != .SUCCESS) return 0;
+    var fields = std.mem.tokenizeScalar(u8, buffer[0..len], ' ');
+    const pages = std.fmt.parseInt(u64, fields.next() orelse return 0, 10) catch return 0;
+    return pages * std.heap.pageSize();
 }

@@ -110,6 +110,9 @@ pub const ServerCounts = struct {
     rejected_full: u64 = 0,
     /// Closed right after accept: no task could be created for them.
     rejected_no_task: u64 = 0,
+    /// Idle keep-alive connections closed to admit a new one when `connections_max` were
+    /// open (`Server.Options.when_full = .close_idle`).
+    closed_idle_for_admission: u64 = 0,
     /// Requests handed to the handler (HTTP: each request whose head was read).
     requests: u64 = 0,
     /// Requests the server answered with an error status itself (malformed framing, oversized
@@ -121,8 +124,8 @@ pub const ServerCounts = struct {
     cut_body_timeout: u64 = 0,
     cut_send_timeout: u64 = 0,
     cut_request_timeout: u64 = 0,
-    /// Idle keep-alive connections whose reading side was shut when the drain began: each
-    /// ended at once, or after answering a request it had already been sent.
+    /// Idle keep-alive connections whose reading side was shut when the drain's grace period
+    /// ended: each ended at once, or after answering a request it had already been sent.
     closed_idle_at_drain: u64 = 0,
     /// Connections still open when the drain deadline passed, cut mid-request.
     cut_at_drain: u64 = 0,
@@ -405,11 +408,12 @@ fn writeDuration(writer: *Io.Writer, duration_ns: ?u64) Io.Writer.Error!void {
 fn writeServerText(server: Server, writer: *Io.Writer) Io.Writer.Error!void {
     try writer.print(
         "server: {d} of {d} connections open, {d} accepted, refused {d} at " ++
-            "connections_max and {d} for want of a task; {d} requests, {d} rejected\n",
+            "connections_max and {d} for want of a task; {d} idle closed to admit; " ++
+            "{d} requests, {d} rejected\n",
         .{
             server.connections_open,  server.connections_max,  server.accepted,
-            server.rejected_full,     server.rejected_no_task, server.requests,
-            server.requests_rejected,
+            server.rejected_full,     server.rejected_no_task, server.closed_idle_for_admission,
+            server.requests,          server.requests_rejected,
         },
     );
     try writer.print(
@@ -840,6 +844,11 @@ const server_series = [_]Series{
         .label = "reason=\"no_task\"",
     },
     .{
+        .field = "closed_idle_for_admission",
+        .name = "weft_server_connections_closed_for_admission_total",
+        .help = "Idle connections closed to admit a new one at connections_max.",
+    },
+    .{
         .field = "cut_idle_timeout",
         .name = "weft_server_connections_cut_total",
         .help = "Connections cut by a timeout, by timeout.",
@@ -878,7 +887,7 @@ const server_series = [_]Series{
     .{
         .field = "closed_idle_at_drain",
         .name = "weft_server_connections_closed_at_drain_total",
-        .help = "Idle connections closed when the drain began.",
+        .help = "Idle connections closed when the drain's grace period ended.",
     },
     .{
         .field = "requests",

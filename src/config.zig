@@ -212,6 +212,16 @@ pub const server_send_timeout_ns_default = 60 * std.time.ns_per_s;
 /// Default time a stopping server lets in-flight requests finish before cutting them.
 pub const server_drain_timeout_ns_default = 5 * std.time.ns_per_s;
 
+/// How long a stop keeps reading idle keep-alive connections by default: a request a client
+/// sent just before or as the stop came (one round trip) is read and answered. Each idle
+/// connection holds the stop this long; at most half the drain timeout is used.
+pub const server_drain_idle_grace_ns_default = 1 * std.time.ns_per_s;
+
+/// Longest the accept task waits for an idle connection it closed to admit a new one to give
+/// its slot back (`Server.Options.when_full`); the new connection is refused after it. The
+/// closed one only has to see the end of its stream, unless it was sent a request meanwhile.
+pub const server_admission_wait_ns_max = 100 * std.time.ns_per_ms;
+
 /// Bounds of the accept back-off under EMFILE/ENFILE/ENOMEM: it doubles from the first to
 /// the last and resets after a successful accept, so a full fd table never spins the loop.
 pub const server_accept_backoff_ns_min = 1 * std.time.ns_per_ms;
@@ -341,6 +351,7 @@ comptime {
     assert(map_count_reserve < 65530);
     assert(server_workers_max > 0 and server_connections_max_default > 0);
     assert(server_head_bytes_max >= 1024);
+    assert(server_drain_idle_grace_ns_default <= server_drain_timeout_ns_default / 2);
     assert(server_accept_backoff_ns_min <= server_accept_backoff_ns_max);
     assert(server_restart_backoff_ns_min > 0); // doubling from 0 stays 0
     assert(server_restart_backoff_ns_min <= server_restart_backoff_ns_max);

@@ -88,9 +88,10 @@ test "weft: the public API is exactly the documented list" {
         // Not `Worker`, `Signals` or `serveOn`, the machinery of `run` (what users read of a
         // worker's report is `Report.workers`).
         expectPublic(Server, &.{
-            "http",   "Connection",  "Handler",  "Shape",     "Listeners",  "Options",
-            "Report", "workers_max", "backlog",  "InitError", "init",       "deinit",
-            "port",   "stop",        "RunError", "run",       "ServeError", "serve",
+            "http",    "Connection", "Handler",     "Shape",    "Listeners", "WhenFull",
+            "Options", "Report",     "workers_max", "backlog",  "InitError", "init",
+            "deinit",  "port",       "stop",        "RunError", "run",       "ServeError",
+            "serve",
         });
         // Not `WaitQueue`, the building block of the primitives.
         expectPublic(sync, &.{
@@ -177,6 +178,7 @@ test {
     _ = @import("testing/runtime_test.zig");
     _ = @import("testing/scheduler_test.zig");
     _ = @import("testing/select_test.zig");
+    _ = @import("testing/server_stop_test.zig");
     _ = @import("testing/server_test.zig");
     _ = @import("testing/sim_net_test.zig");
     _ = @import("testing/sim_sync_test.zig");

@@ -91,8 +91,8 @@ pub const InitError = os.MapError;
 /// A table for the main task and up to `tasks_max` others (at most `config.task_slots_max`
 /// slots in all).
 pub fn init(tasks_max: usize) InitError!LiveTasks {
-    const slots_max: usize = @min(tasks_max, config.task_slots_max - 1) + 1;
-    const bytes = std.mem.alignForward(usize, slots_max * @sizeOf(Entry), std.heap.page_size_min);
+    const slots_max = slotsMax(tasks_max);
+    const bytes = mappedBytes(tasks_max);
     const memory = (try os.mapAnonymous(bytes))[0..bytes];
     const entries_ptr: [*]Entry = @ptrCast(memory.ptr);
     return .{
@@ -100,6 +100,17 @@ pub fn init(tasks_max: usize) InitError!LiveTasks {
         .memory = memory,
         .tasks_max = slots_max - 1,
     };
+}
+
+fn slotsMax(tasks_max: usize) usize {
+    return @min(tasks_max, config.task_slots_max - 1) + 1;
+}
+
+/// The address space `init(tasks_max)` maps (committed only as slots are used): what a
+/// runtime that cannot start under `RLIMIT_AS` reports it needed (`weft.Server` logs it).
+pub fn mappedBytes(tasks_max: usize) usize {
+    const bytes = slotsMax(tasks_max) * @sizeOf(Entry);
+    return std.mem.alignForward(usize, bytes, std.heap.page_size_min);
 }
 
 /// Call once every task is gone (the main task's entry goes with the table).

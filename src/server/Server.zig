@@ -11,9 +11,14 @@
 //!   not `SO_REUSEPORT`). The supervisor restarts any worker that exits while the service
 //!   runs: a crash, a panic, or SIGTERM/SIGINT sent to that worker alone (it drains and
 //!   exits 0); one that keeps dying young is restarted after a growing back-off. Each start
-//!   and exit is logged with the worker's pid. Only SIGTERM/SIGINT to the supervisor (or
-//!   `stop` in its process) stops the service: it stops accepting, forwards SIGTERM, waits
-//!   for the drain and returns.
+//!   and exit is logged with the worker's pid, and every exit but a clean one is counted in
+//!   `Report.workers_unclean` and `Report.worker_exits`. Only SIGTERM/SIGINT to the
+//!   supervisor (or `stop` in its process) stops the service: it stops accepting, forwards
+//!   SIGTERM, waits for the drain and returns.
+//!
+//! In every shape a worker that cannot start (its runtime, its memory, its first task, its
+//! thread or process) fails `run` with that error before it accepts a connection, after the
+//! other workers stopped, and the log says why (`RunError`).
 //!
 //! ```
 //! var server = try weft.Server.init(gpa, .{ .address = address, .shape = .{ .threaded = 2 } });
@@ -42,10 +47,12 @@ const os = @import("../os/linux.zig");
 const socket = @import("../net/socket.zig");
 const Runtime = @import("../Runtime.zig");
 const Worker = @import("Worker.zig");
+const LiveTasks = @import("../sched/LiveTasks.zig");
 pub const http = @import("http.zig");
 const supervisor = @import("supervisor.zig");
 
 pub const Connection = Worker.Connection;
+pub const WhenFull = Worker.WhenFull;
 pub const Handler = Worker.Handler;
 
 gpa: std.mem.Allocator,
@@ -99,6 +106,9 @@ pub const Options = struct {
     listeners: Listeners = .reuse_port,
     /// Per worker.
     connections_max: u32 = config.server_connections_max_default,
+    /// What a worker with `connections_max` open does with a new connection: by default it
+    /// closes its longest-idle keep-alive connection to serve the new one.
+    when_full: WhenFull = .close_idle,
     /// Longest wait for a keep-alive connection's next request.
     idle_timeout_ns: u64 = config.server_idle_timeout_ns_default,
     /// Longest time from a request's first byte to the end of its head.
@@ -112,6 +122,9 @@ pub const Options = struct {
     request_timeout_ns: ?u64 = null,
     /// Longest time a stop lets requests in flight finish.
     drain_timeout_ns: u64 = config.server_drain_timeout_ns_default,
+    /// How long a stop keeps reading idle keep-alive connections, answering what arrives with
+    /// `Connection: close` (at most half of `drain_timeout_ns` is used); 0 shuts them at once.
+    drain_idle_grace_ns: u64 = config.server_drain_idle_grace_ns_default,
     /// `.single`/`.threaded`: SIGINT and SIGTERM call `stop` while `run` runs (one server per
     /// process). The forked supervisor always handles them, and each forked worker its own.
     stop_on_signals: bool = false,
@@ -132,6 +145,60 @@ pub const Report = struct {
     restart_delay_ns_max: u64 = 0,
     /// `.forked`: workers still running after the drain deadline, killed with SIGKILL.
     workers_killed: u32 = 0,
+    /// `.forked`: worker exits other than status 0 that the supervisor did not cause, while
+    /// the service ran or during the stop: a crash, an abort (SIGABRT: a panic, a failed
+    /// assertion), a signal from elsewhere (SIGKILL from the OOM killer), a non-zero status
+    /// (1: a restarted worker that could not start). A crash loop shows here, one per death.
+    /// Not counted: the supervisor's kills at the drain deadline (`workers_killed`), and
+    /// exits reaped by another (`Exit.lost`). `weft-serve` exits 3 when it is not 0.
+    workers_unclean: u32 = 0,
+    /// `.forked`: per worker (by index, as the log names them), how its latest process ended,
+    /// and how many of its processes ended uncleanly and how the latest of those did.
+    /// Entries past `shape.workers()` stay empty.
+    worker_exits: [config.server_workers_max]WorkerExits = @splat(.{}),
+
+    /// How a worker process ended (`waitpid`'s status).
+    pub const Exit = union(enum) {
+        /// Not ended: no process of this worker was reaped.
+        none,
+        /// `exit(status)`: 0 after its drain, 1 when it could not start.
+        exited: u8,
+        /// Killed by this signal: SIGABRT for a panic or an abort, SIGKILL from the
+        /// supervisor at the drain deadline or from elsewhere, SIGSEGV for a fault.
+        signalled: linux.SIG,
+        /// Reaped by another (the program set SIGCHLD to SIG_IGN): how it ended is unknown.
+        lost,
+
+        /// From a `waitpid` status (null: reaped by another).
+        pub fn fromStatus(status: ?u32) Exit {
+            const s = status orelse return .lost;
+            if (linux.W.IFEXITED(s)) return .{ .exited = linux.W.EXITSTATUS(s) };
+            if (linux.W.IFSIGNALED(s)) return .{ .signalled = linux.W.TERMSIG(s) };
+            return .none; // stopped or continued: not reported without WUNTRACED/WCONTINUED
+        }
+
+        /// "exited with status 0", "killed by signal SIGABRT (6)", ...
+        pub fn format(exit: Exit, writer: *Io.Writer) Io.Writer.Error!void {
+            switch (exit) {
+                .none => try writer.writeAll("not ended"),
+                .exited => |status| try writer.print("exited with status {d}", .{status}),
+                .signalled => |sig| try writer.print("killed by signal SIG{s} ({d})", .{
+                    std.enums.tagName(linux.SIG, sig) orelse "?", @intFromEnum(sig),
+                }),
+                .lost => try writer.writeAll("exited (status lost: reaped elsewhere)"),
+            }
+        }
+    };
+
+    pub const WorkerExits = struct {
+        /// How the worker's latest process ended (at the stop, unless it could not start).
+        last: Exit = .none,
+        /// How the latest of its processes that ended uncleanly ended: a crash that a
+        /// restart and a clean stop followed stays visible here.
+        last_unclean: Exit = .none,
+        /// Its processes that ended uncleanly, as `workers_unclean` counts them.
+        unclean: u32 = 0,
+    };
 };
 
 /// Workers at most (`Shape`).
@@ -196,7 +263,8 @@ fn validateLimits(options: Options) error{InvalidOptions}!void {
     for (timeouts) |timeout_ns| if (timeout_ns == 0) return error.InvalidOptions;
 }
 
-pub const ServeError = error{ InvalidOptions, OutOfMemory } || Io.Cancelable;
+/// `Worker.StartError`: the worker could not start its own tasks on `io`, and accepted nothing.
+pub const ServeError = error{ InvalidOptions, OutOfMemory } || Worker.StartError || Io.Cancelable;
 
 /// Serves `handler` on `listener` with the caller's `io`, on the calling task: any std.Io
 /// will do (a weft runtime's, or a weft.Sim's, which runs the server on simulated time and
@@ -204,7 +272,8 @@ pub const ServeError = error{ InvalidOptions, OutOfMemory } || Io.Cancelable;
 /// listeners, signals and runtime are `run`'s). Returns, after draining as `run` does, once
 /// the listener is shut down (`(net.Stream{ .socket = listener.socket }).shutdown(io,
 /// .both)`, what `stop` does to `run`'s listeners); if canceled, it drains and returns
-/// `error.Canceled`. The listener stays open: it is the caller's.
+/// `error.Canceled`; if `io` cannot start the worker's own tasks, it returns
+/// `error.ConcurrencyUnavailable` before accepting. The listener stays open: it is the caller's.
 pub fn serve(
     gpa: std.mem.Allocator,
     io: Io,
@@ -246,11 +315,17 @@ pub fn stop(server: *Server) void {
     }
 }
 
+/// Why a worker could not start, in every shape alike: its runtime (`Runtime.InitError`), its
+/// memory (`OutOfMemory`), its first tasks (`Worker.StartError`: no fiber stack, for one),
+/// or its thread or process (`WorkerStartFailed`). `run` returns the first worker's such
+/// error once the other workers have stopped; the failed worker accepted nothing. Each is
+/// logged (scope `weft_server`) with the worker's index, and a shortage of memory or address
+/// space with the process's `RLIMIT_AS` and what a runtime maps (`logStartFailure`).
 pub const RunError = error{
-    /// A runtime or a worker thread could not be started (see the log); the other workers
-    /// were stopped.
+    /// `.threaded`: a worker thread could not be spawned. `.forked`: a worker process could
+    /// not be forked, or could not make its stop eventfd or its serving thread.
     WorkerStartFailed,
-} || Runtime.InitError || error{OutOfMemory};
+} || Worker.StartError || Runtime.InitError || error{OutOfMemory};
 
 /// Serves until `stop` (or a signal, see `Options.stop_on_signals`), then drains. Blocks the
 /// calling thread. For `.forked` it returns in the supervisor only.
@@ -272,7 +347,9 @@ fn runSingle(server: *Server, handler: Handler) RunError!Report {
 
 /// Runs worker `index` on a new runtime on the calling thread, over its own listener or the
 /// shared one, until `stop` or, when `stop_fd` (an eventfd) is not null, until it is
-/// signalled (`Worker.run`).
+/// signalled (`Worker.run`). Every error is a start failure, logged here (where it happens,
+/// so that the address space in use is the failing worker's), so that each shape logs it
+/// alike.
 fn serveOn(
     server: *Server,
     index: u32,
@@ -286,7 +363,9 @@ fn serveOn(
     // already run one worker per thread or process), unless the options ask for more.
     var runtime_options = server.options.runtime;
     if (runtime_options.executors == null) runtime_options.executors = 1;
-    var rt = try Runtime.init(server.gpa, runtime_options);
+    var rt = Runtime.init(server.gpa, runtime_options) catch |err| {
+        return startFailed(index, err, runtime_options);
+    };
     defer rt.deinit();
     const io = rt.io();
     const listener: net.Socket = .{
@@ -294,23 +373,75 @@ fn serveOn(
         .address = server.address,
     };
     var worker: Worker = undefined;
-    try worker.init(server.gpa, io, listener, handler, server.limits());
-    defer worker.deinit(server.gpa);
-    // The runtime's main task is never canceled.
-    return worker.run(stop_fd) catch |err| switch (err) {
-        error.Canceled => unreachable,
+    worker.init(server.gpa, io, listener, handler, server.limits()) catch |err| {
+        return startFailed(index, err, runtime_options);
     };
+    defer worker.deinit(server.gpa);
+    return worker.run(stop_fd) catch |err| switch (err) {
+        error.Canceled => unreachable, // the runtime's main task is never canceled
+        error.ConcurrencyUnavailable => |e| startFailed(index, e, runtime_options),
+    };
+}
+
+/// Logs why worker `index` could not start (`logStartFailure`) and returns `err`.
+fn startFailed(index: u32, err: RunError, runtime: Runtime.Options) RunError {
+    logStartFailure(index, err, runtime);
+    return err;
+}
+
+/// Logs why worker `index` could not start. For a shortage of memory or address space it
+/// adds what an operator would change: the process's address-space limit (`ulimit -v`) and
+/// use, and what a runtime maps (its task table at init, a slab of fiber stacks per executor
+/// at its first task, `fiber/stack.zig`), from `runtime` (`Server.Options.runtime`).
+fn logStartFailure(index: u32, err: RunError, runtime: Runtime.Options) void {
+    const log = std.log.scoped(.weft_server);
+    switch (err) {
+        error.SystemResources, error.OutOfMemory, error.ConcurrencyUnavailable => {},
+        else => return log.err("worker {d} cannot start: {t}", .{ index, err }),
+    }
+    const mib = 1024 * 1024;
+    var limit_buffer: [32]u8 = undefined;
+    var limit: linux.rlimit = undefined;
+    const limit_text = if (linux.getrlimit(.AS, &limit) != 0)
+        "unknown"
+    else if (limit.cur == linux.RLIM.INFINITY)
+        "unlimited"
+    else
+        std.fmt.bufPrint(&limit_buffer, "{d} MiB", .{limit.cur / mib}) catch unreachable;
+    const table_bytes = LiveTasks.mappedBytes(runtime.tasks_max);
+    const slab_bytes = runtime.stack_size_bytes * config.slab_stacks;
+    log.err("worker {d} cannot start: {t}. Address space: RLIMIT_AS {s}, {d} MiB in use; " ++
+        "a runtime maps {d} MiB for its task table (runtime.tasks_max {d}) and, from its " ++
+        "first task, {d} MiB of fiber stacks per executor ({d} stacks of " ++
+        "runtime.stack_size_bytes, {d} KiB)", .{
+        index,                           err,
+        limit_text,                      addressSpaceBytes() / mib,
+        table_bytes / mib,               runtime.tasks_max,
+        slab_bytes / mib,                config.slab_stacks,
+        runtime.stack_size_bytes / 1024,
+    });
+}
+
+/// The process's mapped address space (`VmSize`, what `RLIMIT_AS` bounds); 0 if unknown.
+fn addressSpaceBytes() u64 {
+    var buffer: [128]u8 = undefined;
+    const text = os.readFile("/proc/self/statm", &buffer) orelse return 0;
+    var fields = std.mem.tokenizeScalar(u8, text, ' ');
+    const pages = std.fmt.parseInt(u64, fields.next() orelse return 0, 10) catch return 0;
+    return pages * std.heap.pageSize();
 }
 
 fn limits(server: *const Server) Worker.Limits {
     return .{
         .connections_max = server.options.connections_max,
+        .when_full = server.options.when_full,
         .idle_timeout_ns = server.options.idle_timeout_ns,
         .header_timeout_ns = server.options.header_timeout_ns,
         .body_timeout_ns = server.options.body_timeout_ns,
         .send_timeout_ns = server.options.send_timeout_ns,
         .request_timeout_ns = server.options.request_timeout_ns,
         .drain_timeout_ns = server.options.drain_timeout_ns,
+        .drain_idle_grace_ns = server.options.drain_idle_grace_ns,
     };
 }
 
@@ -326,12 +457,15 @@ fn runThreaded(server: *Server, handler: Handler) RunError!Report {
     var results: [config.server_workers_max]ThreadResult = @splat(.running);
     var threads: [config.server_workers_max]std.Thread = undefined;
     var started: u32 = 0;
-    var failed = false;
+    var failure: ?RunError = null;
     while (started < workers) : (started += 1) {
         threads[started] = std.Thread.spawn(.{}, threadMain, .{
             server, started, handler, &results[started],
-        }) catch {
-            failed = true;
+        }) catch |err| {
+            std.log.scoped(.weft_server).err("worker {d} cannot start: no thread: {t}", .{
+                started, err,
+            });
+            failure = error.WorkerStartFailed;
             server.stop();
             break;
         };
@@ -342,10 +476,11 @@ fn runThreaded(server: *Server, handler: Handler) RunError!Report {
         switch (result.*) {
             .running => unreachable, // joined
             .report => |r| report.workers.add(r),
-            .failed => failed = true,
+            // The first worker's (by index), as `.single` would return it.
+            .failed => |err| failure = failure orelse err,
         }
     }
-    if (failed) return error.WorkerStartFailed;
+    if (failure) |err| return err;
     return report;
 }
 
@@ -353,7 +488,6 @@ fn threadMain(server: *Server, index: u32, handler: Handler, result: *ThreadResu
     result.* = if (server.serveOn(index, handler, null)) |report|
         .{ .report = report }
     else |err| failed: {
-        std.log.scoped(.weft_server).err("worker {d}: {t}", .{ index, err });
         server.stop(); // the others stop too: a server with a dead worker is not what was asked
         break :failed .{ .failed = err };
     };

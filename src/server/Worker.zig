@@ -34,10 +34,19 @@
 //! doubles the tasks or allocates per request. A handler computing in `busy` is cut by no
 //! phase timeout, only by the request timeout.
 //!
-//! Shutdown: accept ends → `draining`; `idle` connections get `shutdown(SHUT_RD)`: a request
-//! whose bytes have arrived is still read and answered (with `Connection: close`), and an idle
-//! one ends at once; `head`/`busy` ones finish their request and close instead of reading
-//! another; after `drain_timeout_ns` the rest are cut and counted in `Report.cut_at_drain`.
+//! Shutdown: accept ends → `draining`. For the grace period (`Limits.graceNs`) every
+//! connection is still read and each request answered with `Connection: close` (decided
+//! before its head is written, by the HTTP layer); a response already under way finishes as
+//! it began, and its connection may answer one more. Then (`endGrace`) the connections still
+//! idle get `shutdown(SHUT_RD)`: one with a request already in the socket reads and answers
+//! it, the others end at once; `head`/`busy` ones finish their request and close instead of
+//! reading another; after `drain_timeout_ns` the rest are cut and counted in
+//! `Report.cut_at_drain`. Rejected: shutting idle connections at once (the grace of 0), which
+//! loses the request a keep-alive client has on the wire at that moment: one per active
+//! connection under load.
+//!
+//! A full worker (`connections_max` open) admits a new connection by closing its
+//! longest-idle one (`WhenFull`, `admit`), timed by the reaper's sightings.
 const Worker = @This();
 
 const std = @import("std");
@@ -65,8 +74,16 @@ group: Io.Group = .init,
 /// Guards `free_slots`, `free_count`, `slots_used` and the shutdown of a slot's stream.
 lock: SpinLock = .{},
 draining: std.atomic.Value(bool) = .init(false),
+/// Set (under `lock`) once the drain's grace period is over: a connection that finds it set
+/// as it turns idle ends instead of waiting for another request.
+grace_over: std.atomic.Value(bool) = .init(false),
 /// Set by the last connection to end while draining.
 drained: Io.Event = .unset,
+/// Whether the accept task waits for a slot that an idle connection closed to admit a new one
+/// gives back (`admit`). Under `lock`.
+admission_waiting: bool = false,
+/// Set by `release` when `admission_waiting`.
+slot_freed: Io.Event = .unset,
 report: Report = .{},
 
 /// What a handler is given for each accepted connection. The handler reads and writes
@@ -127,13 +144,21 @@ pub const Connection = struct {
         return connection.worker.io;
     }
 
-    /// Call before waiting for the next request. Returns false when the server is stopping:
-    /// the handler should then return (the worker closes the connection).
+    /// Call before waiting for the next request. Returns false when the server is stopping
+    /// and the drain's grace period is over: the handler should then return (the worker
+    /// closes the connection). While the server stops, a connection that turns idle within
+    /// the grace period is still read: its last response may have promised more (its head
+    /// went out before the stop), and a request the client sent on that promise is answered,
+    /// with `Connection: close`, rather than lost.
     pub fn awaitRequest(connection: *Connection) bool {
         assert(connection.phase.load(.monotonic) != .free);
-        if (connection.worker.draining.load(.acquire)) return false;
-        connection.enter(.idle);
-        return true;
+        connection.changes.store(connection.changes.load(.monotonic) +% 1, .monotonic);
+        // Sequentially consistent, the store and the load, as `Worker.endGrace`'s store and
+        // loads are: either this connection sees the grace over, or the drain sees it idle
+        // and shuts its reading side. Release and acquire would let both miss, and an idle
+        // connection would wait out the drain deadline. One locked store per request.
+        connection.phase.store(.idle, .seq_cst);
+        return !connection.worker.grace_over.load(.seq_cst);
     }
 
     fn enter(connection: *Connection, phase: Phase) void {
@@ -204,6 +229,8 @@ pub const Handler = struct {
 
 pub const Limits = struct {
     connections_max: u32,
+    /// What a worker with `connections_max` open does with the next connection.
+    when_full: WhenFull,
     idle_timeout_ns: u64,
     header_timeout_ns: u64,
     body_timeout_ns: u64,
@@ -211,6 +238,29 @@ pub const Limits = struct {
     /// Null: no bound on a request as a whole.
     request_timeout_ns: ?u64,
     drain_timeout_ns: u64,
+    /// How long a stop keeps reading idle keep-alive connections; at most half the drain
+    /// timeout is used (`graceNs`).
+    drain_idle_grace_ns: u64,
+
+    /// The grace period a drain gives idle connections: `drain_idle_grace_ns`, but at most
+    /// half of `drain_timeout_ns`, so that a request that arrives at its end has the other
+    /// half to be answered before the drain deadline cuts it.
+    pub fn graceNs(limits: Limits) u64 {
+        return @min(limits.drain_idle_grace_ns, limits.drain_timeout_ns / 2);
+    }
+};
+
+/// What a worker does with a connection accepted while `connections_max` are open.
+pub const WhenFull = enum {
+    /// Closes its longest-idle keep-alive connection (the reading side: a request already
+    /// there is still answered) and serves the new one in its slot; refuses the new one as
+    /// `refuse` does when none is idle or no slot comes back within
+    /// `config.server_admission_wait_ns_max`. Counted in `Report.closed_idle_for_admission`.
+    /// nginx does the same when it runs out of connections.
+    close_idle,
+    /// Closes the new connection at once (`Report.rejected_full`): idle clients hold their
+    /// slots until the idle timeout, and new ones are locked out meanwhile.
+    refuse,
 };
 
 /// What one worker (or, summed with `add`, one server) saw: the counts `weft.Metrics` also
@@ -252,17 +302,33 @@ pub fn deinit(worker: *Worker, gpa: std.mem.Allocator) void {
     worker.* = undefined;
 }
 
+/// Why a worker cannot start.
+pub const StartError = error{
+    /// `io.concurrent` could not start one of the worker's own tasks (the reaper, and for a
+    /// forked worker the one reading its stop eventfd), so it could start no connection's
+    /// task either: no fiber stack could be mapped (the address space or memory is short; a
+    /// weft runtime logs which), or `tasks_max` tasks live. std.Io's name for it.
+    ConcurrencyUnavailable,
+};
+
+pub const RunError = StartError || Io.Cancelable;
+
 /// Accepts and serves until the listener is shut down (`Server.stop`) or, when `stop_fd` is
 /// not null, until that eventfd is signalled; then drains. Returns this worker's report. Runs
 /// on the runtime's executor thread. `stop_fd` is the caller's; it stays open.
-pub fn run(worker: *Worker, stop_fd: ?std.posix.fd_t) Io.Cancelable!Report {
+///
+/// Fails with a `StartError` before its first accept when its own tasks cannot start: a
+/// worker that could start no connection's task would otherwise accept every connection
+/// only to close it (`Report.rejected_no_task`), looking alive while serving nothing.
+pub fn run(worker: *Worker, stop_fd: ?std.posix.fd_t) RunError!Report {
     const io = worker.io;
+    // A task like a connection's: when it cannot start, neither could they.
+    var reaper = try io.concurrent(reap, .{worker});
+    defer reaper.cancel(io) catch {};
     // `weft.Metrics` of the runtime reports this worker while it runs (after the drain, too).
     const state = State.of(io);
     if (state) |s| s.attachServer(.{ .context = worker, .readFn = readFigures });
     defer if (state) |s| s.detachServer();
-    var reaper = io.concurrent(reap, .{worker}) catch null;
-    defer if (reaper) |*future| future.cancel(io) catch {};
     // Canceled or not, the connections are drained before the worker's memory goes.
     const accepted = if (stop_fd) |fd| worker.acceptUntilSignalled(fd) else worker.acceptLoop();
     worker.drain();
@@ -280,19 +346,19 @@ pub fn run(worker: *Worker, stop_fd: ?std.posix.fd_t) Io.Cancelable!Report {
 /// a signal handler may write one (async-signal-safe) and a task can wait on it like any
 /// read; rejected: a `signalfd`, whose blocked signal mask every process a handler spawns
 /// would inherit through `exec`.
-fn acceptUntilSignalled(worker: *Worker, stop_fd: std.posix.fd_t) Io.Cancelable!void {
+///
+/// A task that cannot start fails it with `error.ConcurrencyUnavailable`, before any accept.
+/// Rejected: accepting on the calling task with the eventfd unread, a worker that only its
+/// supervisor's SIGKILL, after the drain deadline, would stop.
+fn acceptUntilSignalled(worker: *Worker, stop_fd: std.posix.fd_t) RunError!void {
     const io = worker.io;
     const Ended = union(enum) { accept: Io.Cancelable!void, signalled: Io.Cancelable!void };
     var buffer: [2]Ended = undefined;
     var select: Io.Select(Ended) = .init(io, &buffer);
-    select.concurrent(.signalled, awaitSignalled, .{ io, stop_fd }) catch {
-        std.log.scoped(.weft_server).warn("no task for the stop eventfd; ignoring it", .{});
-        return worker.acceptLoop();
-    };
-    select.concurrent(.accept, acceptLoop, .{worker}) catch {
+    try select.concurrent(.signalled, awaitSignalled, .{ io, stop_fd });
+    select.concurrent(.accept, acceptLoop, .{worker}) catch |err| {
         select.cancelDiscard();
-        std.log.scoped(.weft_server).warn("no task for the stop eventfd; ignoring it", .{});
-        return worker.acceptLoop();
+        return err;
     };
     const first = select.await() catch |err| {
         select.cancelDiscard();
@@ -348,19 +414,30 @@ fn acceptLoop(worker: *Worker) Io.Cancelable!void {
         };
         backoff_ns = config.server_accept_backoff_ns_min;
         bump(&worker.report.accepted, 1);
-        worker.startConnection(stream);
+        try worker.startConnection(stream);
     }
 }
 
-fn startConnection(worker: *Worker, stream: net.Stream) void {
+fn startConnection(worker: *Worker, stream: net.Stream) Io.Cancelable!void {
     const io = worker.io;
     worker.lock.lock();
     if (worker.free_count == 0) {
-        worker.lock.unlock();
-        bump(&worker.report.rejected_full, 1);
-        stream.close(io);
-        return;
+        const admitted = switch (worker.limits.when_full) {
+            // Unlocks while it waits; returns locked, but unlocked when canceled.
+            .close_idle => worker.admit() catch |err| {
+                stream.close(io);
+                return err;
+            },
+            .refuse => false,
+        };
+        if (!admitted) {
+            worker.lock.unlock();
+            bump(&worker.report.rejected_full, 1);
+            stream.close(io);
+            return;
+        }
     }
+    assert(worker.free_count > 0);
     worker.free_count -= 1;
     const index = worker.free_slots[worker.free_count];
     const connection = &worker.slots[index];
@@ -373,6 +450,67 @@ fn startConnection(worker: *Worker, stream: net.Stream) void {
         worker.release(index);
     };
 }
+
+/// Frees a slot for a new connection by closing the longest-idle one: shuts its reading side
+/// (its task sees the end of stream, or first answers a request already there) and waits, for
+/// at most `config.server_admission_wait_ns_max`, for its task to give the slot back. Returns
+/// whether a slot is free. Caller holds `lock` with every slot in use; `lock` is held again
+/// on return. Only the accept task calls it, so one wait at a time.
+fn admit(worker: *Worker) Io.Cancelable!bool {
+    assert(worker.free_count == 0);
+    assert(!worker.admission_waiting);
+    const victim = worker.longestIdle() orelse return false;
+    // Not chosen again, and not cut by the reaper meanwhile.
+    victim.watch = .{
+        .changes = victim.changes.load(.monotonic),
+        .since_ns = Connection.Watch.cut_ns,
+    };
+    victim.stream.shutdown(worker.io, .recv) catch {}; // already closed by the peer
+    bump(&worker.report.closed_idle_for_admission, 1);
+    worker.admission_waiting = true;
+    // No waiter yet, and `release` sets it only under `lock` after seeing `admission_waiting`.
+    worker.slot_freed.reset();
+    worker.lock.unlock();
+    const waited = worker.slot_freed.waitTimeout(worker.io, .{ .duration = .{
+        .raw = .fromNanoseconds(config.server_admission_wait_ns_max),
+        .clock = .awake,
+    } });
+    worker.lock.lock();
+    worker.admission_waiting = false;
+    waited catch |err| switch (err) {
+        error.Timeout => {},
+        error.Canceled => {
+            worker.lock.unlock();
+            return error.Canceled;
+        },
+    };
+    return worker.free_count > 0;
+}
+
+/// The idle connection the reaper has seen idle the longest (one it has not seen yet is the
+/// newest idle), or null when none is idle. Caller holds `lock`. A scan of the slots in use:
+/// it runs only when the worker is full, and nothing on a request's path pays for an order.
+fn longestIdle(worker: *Worker) ?*Connection {
+    var oldest: ?*Connection = null;
+    var oldest_since_ns: u64 = std.math.maxInt(u64);
+    for (worker.slots[0..worker.slots_used]) |*connection| {
+        if (connection.phase.load(.acquire) != .idle) continue;
+        const changes = connection.changes.load(.monotonic);
+        const since_ns = if (connection.watch) |watch| since: {
+            if (watch.since_ns == Connection.Watch.cut_ns) continue; // on its way out
+            break :since if (watch.changes == changes) watch.since_ns else idle_since_unseen_ns;
+        } else idle_since_unseen_ns;
+        if (oldest == null or since_ns < oldest_since_ns) {
+            oldest = connection;
+            oldest_since_ns = since_ns;
+        }
+    }
+    return oldest;
+}
+
+/// The `since_ns` of an idle connection the reaper has not timed yet: idle for less than a
+/// sweep, so the newest.
+const idle_since_unseen_ns = std.math.maxInt(u64) - 1;
 
 fn serveConnection(worker: *Worker, index: u32) Io.Cancelable!void {
     defer worker.release(index);
@@ -400,6 +538,7 @@ fn release(worker: *Worker, index: u32) void {
     worker.free_slots[worker.free_count] = index;
     worker.free_count += 1;
     const all_free = worker.free_count == worker.limits.connections_max;
+    if (worker.admission_waiting) worker.slot_freed.set(worker.io);
     worker.lock.unlock();
     if (all_free and worker.draining.load(.acquire)) worker.drained.set(worker.io);
 }
@@ -531,35 +670,22 @@ fn expired(watch: *?Connection.Watch, count: u32, now_ns: u64, timeout_ns: ?u64)
     return now_ns -| since_ns >= (timeout_ns orelse return false);
 }
 
-/// Closes idle connections, waits up to the drain timeout for the others, cuts what remains.
+/// Stops a worker whose accepting has ended: for the grace period (`Limits.graceNs`) every
+/// connection is still served, each request answered with `Connection: close`; then idle
+/// connections have their reading side shut (`endGrace`); the rest finish within the drain
+/// timeout, and what remains at its deadline is cut.
 fn drain(worker: *Worker) void {
     const io = worker.io;
     assert(!worker.draining.load(.monotonic));
+    assert(!worker.grace_over.load(.monotonic));
     worker.draining.store(true, .release);
-    worker.lock.lock();
-    for (worker.slots[0..worker.slots_used]) |*connection| {
-        if (connection.phase.load(.acquire) != .idle) continue;
-        bump(&worker.report.closed_idle_at_drain, 1);
-        // Only the read side: a request already in the socket (or just read, its task not
-        // yet past `receivingHead`) is read and answered before the end of stream; a
-        // connection with nothing more sees the end at once.
-        connection.stream.shutdown(io, .recv) catch {}; // already closed by the peer
-    }
-    worker.lock.unlock();
-    const deadline_ns = awakeNs(io) + worker.limits.drain_timeout_ns;
-    // Bounded: each pass either returns or sleeps until the deadline (a spurious wake-up
-    // recomputes what is left).
-    while (!worker.allFree()) {
-        const now_ns = awakeNs(io);
-        if (now_ns >= deadline_ns) break;
-        worker.drained.waitTimeout(io, .{ .duration = .{
-            .raw = .fromNanoseconds(deadline_ns - now_ns),
-            .clock = .awake,
-        } }) catch |err| switch (err) {
-            error.Timeout => {},
-            error.Canceled => break, // cut now
-        };
-    }
+    const start_ns = awakeNs(io);
+    const deadline_ns = start_ns + worker.limits.drain_timeout_ns;
+    const grace_end_ns = start_ns + worker.limits.graceNs();
+    assert(grace_end_ns <= deadline_ns);
+    const canceled = worker.awaitAllFree(grace_end_ns);
+    worker.endGrace();
+    if (!canceled) _ = worker.awaitAllFree(deadline_ns);
     worker.lock.lock();
     for (worker.slots[0..worker.slots_used]) |*connection| {
         if (connection.phase.load(.acquire) == .free) continue;
@@ -571,4 +697,41 @@ fn drain(worker: *Worker) void {
     // on something else.
     worker.group.cancel(io);
     assert(worker.free_count == worker.limits.connections_max);
+}
+
+/// Waits until every slot is free or `deadline_ns` passed; returns true if canceled (the
+/// drain then cuts at once).
+fn awaitAllFree(worker: *Worker, deadline_ns: u64) bool {
+    const io = worker.io;
+    // Bounded: each pass either returns or sleeps until the deadline (a spurious wake-up
+    // recomputes what is left).
+    while (!worker.allFree()) {
+        const now_ns = awakeNs(io);
+        if (now_ns >= deadline_ns) return false;
+        worker.drained.waitTimeout(io, .{ .duration = .{
+            .raw = .fromNanoseconds(deadline_ns - now_ns),
+            .clock = .awake,
+        } }) catch |err| switch (err) {
+            error.Timeout => {},
+            error.Canceled => return true,
+        };
+    }
+    return false;
+}
+
+/// Ends the grace period: from here a connection turning idle ends (`awaitRequest`), and one
+/// idle now has its reading side shut, so that it sees the end of stream at once, or first
+/// reads and answers a request already in the socket. A request a client sends after this is
+/// not read: the client sees the connection close without an answer.
+fn endGrace(worker: *Worker) void {
+    worker.lock.lock();
+    defer worker.lock.unlock();
+    // Sequentially consistent with the phase loads below, as `awaitRequest`'s store and load:
+    // a connection turning idle now sees the grace over, or is seen idle here.
+    worker.grace_over.store(true, .seq_cst);
+    for (worker.slots[0..worker.slots_used]) |*connection| {
+        if (connection.phase.load(.seq_cst) != .idle) continue;
+        bump(&worker.report.closed_idle_at_drain, 1);
+        connection.stream.shutdown(worker.io, .recv) catch {}; // already closed by the peer
+    }
 }

@@ -14,7 +14,10 @@
 //! It reports the connection's phases to the worker, so each phase has its timeout: idle until
 //! a request's first byte, head until its end, body for each wait for body bytes (in
 //! `Body`), send for each wait for the client to take response bytes (in `Writer`). While the
-//! server stops, a request gets `Connection: close` and is the connection's last.
+//! server stops, a request whose head is read gets `Connection: close` and is the
+//! connection's last; a response under way when the stop comes finishes as it began, and its
+//! connection, told nothing of a close, goes on reading for the drain's grace period (see
+//! `Worker.zig`).
 const std = @import("std");
 const Io = std.Io;
 const assert = std.debug.assert;
@@ -170,8 +173,16 @@ const Exchange = struct {
             reject(connection, writer, exchange.in, .internal_server_error);
             return false;
         }
-        if (!request.head.keep_alive or server.reader.state == .closing) return false;
-        if (connection.stopping()) return false;
+        if (!request.head.keep_alive or server.reader.state == .closing) {
+            // The response said `Connection: close`. A client that pipelined requests after
+            // this one, or is still sending this one's body, would have the close reset the
+            // connection, which can destroy responses it has not read yet: read what it
+            // sends for a while first.
+            if (exchange.in.bufferedLen() > 0 or !body.complete()) {
+                lingeringClose(connection, exchange.in);
+            }
+            return false;
+        }
         if (body.skip(config.server_body_skip_bytes_max)) return true;
         // Too much left unread, or it broke its framing: the response said nothing of a
         // close, so read what follows for a while before closing rather than reset.
@@ -214,13 +225,16 @@ fn lingeringClose(connection: *Worker.Connection, in: *Io.Reader) void {
 
 /// The connection's response writer: std's `net.Stream.Writer`, but each write that may wait
 /// for the client is the connection's `send` phase, the bytes written are counted, and while
-/// a handler runs (`begin` to `end`) it guards the response:
-/// - nothing of it goes out once the request's body failed (a malformed or cut body makes
-///   the request one to reject, whatever the handler answered: std's `respond` swallows the
-///   failure of the discard it does first);
-/// - once the server stops, a response head about to go out says `Connection: close` (std
-///   decided keep-alive before the stop, but the connection will close after it, and a client
-///   told so does not send another request into the close).
+/// a handler runs (`begin` to `end`) nothing of its response goes out once the request's body
+/// failed (a malformed or cut body makes the request one to reject, whatever the handler
+/// answered: std's `respond` swallows the failure of the discard it does first).
+///
+/// It never changes a byte it is given. Whether a response says `Connection: close` is
+/// decided before its head is serialized (`Exchange.run` sets `request.head.keep_alive`, which
+/// std's `respond` and `respondStreaming` read); a stop that comes after the head went out
+/// leaves the response as it is, and the connection answers what comes next (see
+/// `Worker.Connection.awaitRequest`). Rejected: rewriting a buffered head to say `close`
+/// once the stop came, which cannot tell a head from body bytes after a short write.
 const Writer = struct {
     interface: Io.Writer,
     connection: *Worker.Connection,
@@ -229,8 +243,6 @@ const Writer = struct {
     err: ?Io.net.Stream.Writer.Error = null,
     /// The body of the request whose handler runs; null outside `begin`-`end`.
     body: ?*const Body = null,
-    /// Whether the response head may still be given `Connection: close` (not seen yet).
-    head_pending: bool = false,
 
     fn init(connection: *Worker.Connection, buffer: []u8) Writer {
         return .{
@@ -243,13 +255,11 @@ const Writer = struct {
         assert(writer.body == null);
         assert(writer.interface.end == 0);
         writer.body = body;
-        writer.head_pending = true;
     }
 
     fn end(writer: *Writer) void {
         assert(writer.body != null);
         writer.body = null;
-        writer.head_pending = false;
         // What a refused response left in the buffer is dropped.
         writer.interface.end = 0;
     }
@@ -261,7 +271,6 @@ const Writer = struct {
             else => return error.WriteFailed,
         };
         const connection = writer.connection;
-        if (writer.head_pending and connection.stopping()) try writer.closeHead();
         const io = connection.io();
         const previous = connection.sending();
         defer connection.sent(previous);
@@ -272,62 +281,6 @@ const Writer = struct {
         };
         writer.written_bytes += n;
         return w.consume(n);
-    }
-
-    /// Makes the buffered response head say `Connection: close`: a `keep-alive` value is
-    /// overwritten in place (padded with spaces, which the grammar allows), a missing header
-    /// is sent right after the status line. A head not wholly buffered is left as it is (the
-    /// connection still closes after it).
-    fn closeHead(writer: *Writer) Io.Writer.Error!void {
-        const buffered = writer.interface.buffered();
-        // An interim `100 Continue` is not the head: wait for the final one.
-        if (std.mem.startsWith(u8, buffered, "HTTP/1.1 1")) return;
-        writer.head_pending = false;
-        const head_end = std.mem.indexOf(u8, buffered, "\r\n\r\n") orelse return;
-        const status_end = std.mem.indexOf(u8, buffered, "\r\n").?;
-        var lines = std.mem.splitSequence(u8, buffered[status_end + 2 .. head_end], "\r\n");
-        while (lines.next()) |line| {
-            const colon = std.mem.indexOfScalar(u8, line, ':') orelse continue;
-            if (!std.ascii.eqlIgnoreCase(line[0..colon], "connection")) continue;
-            const value = @constCast(line[colon + 1 ..]);
-            if (std.ascii.indexOfIgnoreCase(value, "close") != null) return;
-            if (value.len < " close".len) return; // cannot happen for std's `keep-alive`
-            @memcpy(value[0.." close".len], " close");
-            @memset(value[" close".len..], ' ');
-            return;
-        }
-        // Status line, then the header, as one write ahead of the rest.
-        var prefix: [256]u8 = undefined;
-        const status_line = buffered[0 .. status_end + 2];
-        const extra = "connection: close\r\n";
-        if (status_line.len + extra.len > prefix.len) return;
-        @memcpy(prefix[0..status_line.len], status_line);
-        @memcpy(prefix[status_line.len..][0..extra.len], extra);
-        try writer.writeRaw(prefix[0 .. status_line.len + extra.len]);
-        _ = writer.interface.consume(status_line.len);
-    }
-
-    /// Writes all of `bytes` to the socket, bypassing the buffer.
-    fn writeRaw(writer: *Writer, bytes: []const u8) Io.Writer.Error!void {
-        const connection = writer.connection;
-        const io = connection.io();
-        const previous = connection.sending();
-        defer connection.sent(previous);
-        var offset: usize = 0;
-        while (offset < bytes.len) {
-            const n = io.vtable.netWrite(
-                io.userdata,
-                connection.stream.socket.handle,
-                bytes[offset..],
-                &.{""},
-                1,
-            ) catch |err| {
-                writer.err = err;
-                return error.WriteFailed;
-            };
-            offset += n;
-            writer.written_bytes += n;
-        }
     }
 };
 

@@ -27,6 +27,17 @@
 //! and connections meanwhile wait in the listener's queue. One that ran longer is restarted
 //! at once and its slot's back-off starts over.
 //!
+//! A worker that cannot start (`Server.RunError`: its runtime, its first task, its thread)
+//! stores its error in memory it shares with the supervisor (`Shared.start_error`, beside its
+//! report) and exits 1; nothing else writes there, so a start failure is told from a crash
+//! later. At the service's start (the first worker of its slot) the supervisor then stops the
+//! service and `run` returns that error, as `.single` and `.threaded` do; a restarted worker
+//! that cannot start is a quick death like any other (memory may come back; the back-off
+//! bounds the retries). Every exit is recorded in `Report.worker_exits`, and one that is not
+//! status 0 (a signal, an abort, a non-zero status; the supervisor's SIGKILL at the drain
+//! deadline excepted) is counted in `Report.workers_unclean`, so a crash during the stop is
+//! not reported as a clean stop.
+//!
 //! The supervisor logs (scope `weft_server`) each worker's pid when it starts, and its exit:
 //! pid, exit status or signal, how long it ran, and when it restarts. The worker logs its pid
 //! and the thread it serves on. std's default panic handler prints "thread <id> panic: ..."
@@ -57,10 +68,27 @@ pub const kill_grace_ns = std.time.ns_per_s;
 const Slot = struct {
     pid: linux.pid_t = 0,
     started_ns: u64 = 0,
+    /// Processes forked for this slot: the first is the service's start, the others restarts.
+    starts: u32 = 0,
+    /// Set when the supervisor SIGKILLed the running process at the drain deadline.
+    killed: bool = false,
     /// When a dead worker is started again (unless the service is stopping).
     restart_at_ns: u64 = 0,
     /// How long the next quick death of this slot's worker holds its restart back.
     backoff_ns: u64 = config.server_restart_backoff_ns_min,
+};
+
+/// What a worker process leaves for the supervisor, in memory they share (`mapShared`).
+const Shared = struct {
+    /// Written by the worker as it exits after its drain; read once it exited with status 0.
+    report: Worker.Report = .{},
+    /// `@intFromError` of the `Server.RunError` the worker could not start with, 0 if none.
+    /// The supervisor clears it before the fork; the worker stores it before it exits with
+    /// status 1 (release), and the supervisor reads it after reaping the worker (acquire).
+    /// An error's integer is the same in both processes: one program, forked.
+    start_error: std.atomic.Value(ErrorInt) = .init(0),
+
+    const ErrorInt = @TypeOf(@intFromError(error.WorkerStartFailed));
 };
 
 /// How a worker process serves: `Server.serveOn`, which is not public (users have `run`), so
@@ -77,9 +105,9 @@ pub fn run(server: *Server, handler: Server.Handler, serve: Serve) Server.RunErr
     const workers = server.options.shape.workers();
     assert(server.listener_count == 1);
     assert(workers >= 1);
-    // Workers write their reports here on exit: shared, so the supervisor sees them.
-    const reports = try mapReports(workers);
-    defer _ = linux.munmap(@ptrCast(reports.ptr), reports.len * @sizeOf(Worker.Report));
+    // Workers write their reports and start errors here: shared, so the supervisor sees them.
+    const shared = try mapShared(workers);
+    defer _ = linux.munmap(@ptrCast(shared.ptr), shared.len * @sizeOf(Shared));
 
     var waited = linux.sigemptyset();
     for ([_]linux.SIG{ .INT, .TERM, .CHLD }) |sig| linux.sigaddset(&waited, sig);
@@ -89,10 +117,11 @@ pub fn run(server: *Server, handler: Server.Handler, serve: Serve) Server.RunErr
 
     var slots: [config.server_workers_max]Slot = @splat(.{});
     var report: Server.Report = .{};
-    var start_failed = false;
+    // The first worker that could not start: the ones started are stopped, then run fails.
+    var failure: ?Server.RunError = null;
     for (slots[0..workers], 0..) |*slot, i| {
-        start(server, slot, @intCast(i), handler, serve, &mask_before, reports) catch {
-            start_failed = true; // the ones started are stopped, then run fails
+        start(server, slot, @intCast(i), handler, serve, &mask_before, shared) catch |err| {
+            failure = err;
             break;
         };
     }
@@ -101,29 +130,32 @@ pub fn run(server: *Server, handler: Server.Handler, serve: Serve) Server.RunErr
     // Bounded: once stopping, every child is SIGKILLed at the deadline and then reaped.
     while (true) {
         const signalled = waitStopSignal(&waited, waitNs(slots[0..workers], stop_deadline_ns));
-        const stop_asked = signalled or start_failed or server.stopping.load(.acquire);
+        const stop_asked = signalled or failure != null or server.stopping.load(.acquire);
         // Before reaping: a worker that died of the same Ctrl-C is not restarted.
         if (stop_deadline_ns == null and stop_asked) {
             stop_deadline_ns = beginStop(server, slots[0..workers]);
         }
         const stopping = stop_deadline_ns != null;
-        const live = reapExited(slots[0..workers], reports, &report, stopping);
+        const live = reapExited(slots[0..workers], shared, &report, stopping, &failure);
         if (stop_deadline_ns) |deadline_ns| {
             if (live == 0) break;
             if (!killed and os.monotonicNs() >= deadline_ns) {
-                for (slots[0..workers]) |slot| {
+                for (slots[0..workers]) |*slot| {
                     if (slot.pid == 0) continue;
                     _ = linux.kill(slot.pid, .KILL);
+                    slot.killed = true;
                     report.workers_killed += 1;
                 }
                 killed = true;
             }
             continue;
         }
-        restartDue(server, slots[0..workers], handler, serve, &mask_before, reports, &report);
+        // A worker that could not start at the service's start stops it at the next pass.
+        if (failure != null) continue;
+        restartDue(server, slots[0..workers], handler, serve, &mask_before, shared, &report);
     }
     for (slots[0..workers]) |slot| assert(slot.pid == 0);
-    if (start_failed) return error.WorkerStartFailed;
+    if (failure) |err| return err;
     return report;
 }
 
@@ -148,13 +180,16 @@ fn waitNs(slots: []const Slot, stop_deadline_ns: ?u64) u64 {
     return wait_ns;
 }
 
-/// Reaps the workers that exited, adds the reports of those that exited 0, logs each exit,
-/// and unless `stopping` schedules its restart. Returns how many workers still run.
+/// Reaps the workers that exited, adds the reports of those that exited 0, records and logs
+/// each exit, and unless `stopping` schedules its restart. A worker that could not start at
+/// the service's start (its slot's first) is not restarted: its error goes to `failure`, and
+/// the service stops. Returns how many workers still run.
 fn reapExited(
     slots: []Slot,
-    reports: []Worker.Report,
+    shared: []Shared,
     report: *Server.Report,
     stopping: bool,
+    failure: *?Server.RunError,
 ) u32 {
     var live: u32 = 0;
     for (slots, 0..) |*slot, i| {
@@ -178,14 +213,58 @@ fn reapExited(
         const ran_ns = now_ns -| slot.started_ns;
         const pid = slot.pid;
         slot.pid = 0;
-        if (status) |s| if (linux.W.IFEXITED(s) and linux.W.EXITSTATUS(s) == 0) {
-            report.workers.add(reports[i]);
-            reports[i] = .{};
-        };
-        const delay_ns = if (stopping) null else scheduleRestart(slot, now_ns, ran_ns, report);
-        logExit(i, pid, status, ran_ns, delay_ns);
+        const exit: Server.Report.Exit = .fromStatus(status);
+        if (std.meta.eql(exit, .{ .exited = 0 })) {
+            report.workers.add(shared[i].report);
+            shared[i].report = .{};
+        }
+        recordExit(report, i, exit, slot.killed);
+        const start_error = startErrorOf(shared[i].start_error.load(.acquire));
+        const failed_at_start = start_error != null and slot.starts == 1;
+        if (failed_at_start) failure.* = failure.* orelse start_error.?;
+        const delay_ns = if (stopping or failed_at_start)
+            null
+        else
+            scheduleRestart(slot, now_ns, ran_ns, report);
+        logExit(i, pid, status, ran_ns, delay_ns, start_error);
     }
     return live;
+}
+
+/// Records worker `index`'s exit in `report`: its last, and unless it was clean or
+/// `killed_by_supervisor` (or unknown), one more unclean exit.
+fn recordExit(
+    report: *Server.Report,
+    index: usize,
+    exit: Server.Report.Exit,
+    killed_by_supervisor: bool,
+) void {
+    assert(exit != .none);
+    const exits = &report.worker_exits[index];
+    exits.last = exit;
+    const unclean = switch (exit) {
+        .none => unreachable, // asserted above
+        .exited => |code| code != 0,
+        // SIGKILL at the drain deadline is `workers_killed`'s; a worker killed then by
+        // another signal (its handler panicked as it died) is the supervisor's doing too.
+        .signalled => !killed_by_supervisor,
+        .lost => false, // unknown: a clean exit too is lost where SIGCHLD is ignored
+    };
+    if (!unclean) return;
+    exits.last_unclean = exit;
+    exits.unclean += 1;
+    report.workers_unclean += 1;
+    assert(exits.unclean <= report.workers_unclean);
+}
+
+/// The start error a worker left in `Shared.start_error`, or null.
+fn startErrorOf(code: Shared.ErrorInt) ?Server.RunError {
+    if (code == 0) return null;
+    inline for (@typeInfo(Server.RunError).error_set.?) |member| {
+        const err = @field(Server.RunError, member.name);
+        if (@intFromError(err) == code) return err;
+    }
+    return error.WorkerStartFailed; // written by no worker: `serveWorker` stores a RunError
 }
 
 /// Sets when the slot's dead worker starts again: at once after a worker that ran for
@@ -216,13 +295,13 @@ fn restartDue(
     handler: Server.Handler,
     serve: Serve,
     mask_before: *const linux.sigset_t,
-    reports: []Worker.Report,
+    shared: []Shared,
     report: *Server.Report,
 ) void {
     const now_ns = os.monotonicNs();
     for (slots, 0..) |*slot, i| {
         if (slot.pid != 0 or slot.restart_at_ns > now_ns) continue;
-        start(server, slot, @intCast(i), handler, serve, mask_before, reports) catch {
+        start(server, slot, @intCast(i), handler, serve, mask_before, shared) catch {
             const delay_ns = scheduleRestart(slot, now_ns, 0, report);
             log.err("worker {d}: fork failed; retrying in {d} ms", .{
                 i, delay_ns / std.time.ns_per_ms,
@@ -234,13 +313,14 @@ fn restartDue(
 }
 
 /// Logs a worker's exit: `status` null when it was reaped elsewhere, `restart_delay_ns` null
-/// when the service is stopping.
+/// when the service is stopping, `start_error` the error it could not start with.
 fn logExit(
     index: usize,
     pid: linux.pid_t,
     status: ?u32,
     ran_ns: u64,
     restart_delay_ns: ?u64,
+    start_error: ?Server.RunError,
 ) void {
     var how_buffer: [64]u8 = undefined;
     const how = describeStatus(&how_buffer, status);
@@ -254,6 +334,11 @@ fn logExit(
             config.server_restart_backoff_reset_ns / std.time.ns_per_s,
         }) catch unreachable // 64 bytes hold it
     else "not restarted: stopping";
+    if (start_error) |err| {
+        return log.err("worker {d} (pid {d}) could not start ({t}): {s} after {d} ms; {s}", .{
+            index, pid, err, how, ran_ns / std.time.ns_per_ms, next,
+        });
+    }
     const format = "worker {d} (pid {d}) {s} after {d} ms; {s}";
     const args = .{ index, pid, how, ran_ns / std.time.ns_per_ms, next };
     if (clean) log.info(format, args) else log.warn(format, args);
@@ -261,20 +346,13 @@ fn logExit(
 
 /// "exited with status 0", "killed by signal SIGSEGV (11), core dumped", ...
 fn describeStatus(buffer: []u8, status: ?u32) []const u8 {
-    const s = status orelse return "exited (status lost: reaped elsewhere)";
-    if (linux.W.IFEXITED(s)) {
-        return std.fmt.bufPrint(buffer, "exited with status {d}", .{linux.W.EXITSTATUS(s)}) catch
-            unreachable; // 64 bytes hold it
-    }
-    if (linux.W.IFSIGNALED(s)) {
-        const sig = linux.W.TERMSIG(s);
-        const name = std.enums.tagName(linux.SIG, sig) orelse "?";
-        const core_dumped = s & 0x80 != 0; // WCOREDUMP
-        return std.fmt.bufPrint(buffer, "killed by signal SIG{s} ({d}){s}", .{
-            name, @intFromEnum(sig), if (core_dumped) ", core dumped" else "",
-        }) catch unreachable; // 64 bytes hold it
-    }
-    return "ended"; // stopped or continued: not reported without WUNTRACED/WCONTINUED
+    const exit: Server.Report.Exit = .fromStatus(status);
+    // Not reported without WUNTRACED/WCONTINUED.
+    if (exit == .none) return "ended";
+    const core_dumped = exit == .signalled and status.? & 0x80 != 0; // WCOREDUMP
+    return std.fmt.bufPrint(buffer, "{f}{s}", .{
+        exit, if (core_dumped) ", core dumped" else "",
+    }) catch unreachable; // 64 bytes hold it
 }
 
 /// Waits up to `timeout_ns` for one of the `waited` signals, then takes those already
@@ -310,16 +388,16 @@ fn waitSignal(waited: *const linux.sigset_t, timeout_ns: u64) ?linux.SIG {
     };
 }
 
-fn mapReports(workers: u32) error{OutOfMemory}![]Worker.Report {
-    const len = workers * @sizeOf(Worker.Report);
+fn mapShared(workers: u32) error{OutOfMemory}![]Shared {
+    const len = workers * @sizeOf(Shared);
     const rc = linux.mmap(null, len, .{ .READ = true, .WRITE = true }, .{
         .TYPE = .SHARED,
         .ANONYMOUS = true,
     }, -1, 0);
     if (os.errno(rc) != .SUCCESS) return error.OutOfMemory;
-    const reports: [*]Worker.Report = @ptrFromInt(rc);
-    @memset(reports[0..workers], .{});
-    return reports[0..workers];
+    const shared: [*]Shared = @ptrFromInt(rc);
+    @memset(shared[0..workers], .{});
+    return shared[0..workers];
 }
 
 fn start(
@@ -329,14 +407,20 @@ fn start(
     handler: Server.Handler,
     serve: Serve,
     mask_before: *const linux.sigset_t,
-    reports: []Worker.Report,
+    shared: []Shared,
 ) error{WorkerStartFailed}!void {
     assert(slot.pid == 0);
     const supervisor_pid = linux.getpid();
+    shared[index].start_error.store(0, .monotonic); // the worker is not forked yet
     const rc = linux.fork();
-    if (os.errno(rc) != .SUCCESS) return error.WorkerStartFailed;
-    if (rc == 0) workerMain(server, index, handler, serve, mask_before, supervisor_pid, reports);
+    if (os.errno(rc) != .SUCCESS) {
+        log.err("worker {d} cannot start: fork: {t}", .{ index, os.errno(rc) });
+        return error.WorkerStartFailed;
+    }
+    if (rc == 0) workerMain(server, index, handler, serve, mask_before, supervisor_pid, shared);
     slot.pid = @intCast(rc);
+    slot.starts += 1;
+    slot.killed = false;
     slot.started_ns = os.monotonicNs();
     log.info("worker {d} started: pid {d}", .{ index, slot.pid });
 }
@@ -359,7 +443,7 @@ fn workerMain(
     serve: Serve,
     mask_before: *const linux.sigset_t,
     supervisor_pid: linux.pid_t,
-    reports: []Worker.Report,
+    shared: []Shared,
 ) noreturn {
     // A supervisor killed outright must not leave its workers serving: they get SIGTERM,
     // whose handler stops the worker like any SIGTERM.
@@ -367,8 +451,8 @@ fn workerMain(
     // Blocking (see `Worker.awaitSignalled`); close-on-exec like every fd weft opens.
     const fd_rc = linux.eventfd(0, linux.EFD.CLOEXEC);
     if (os.errno(fd_rc) != .SUCCESS) {
-        log.err("worker {d}: no eventfd: {t}", .{ index, os.errno(fd_rc) });
-        linux.exit_group(1);
+        log.err("worker {d} cannot start: no eventfd: {t}", .{ index, os.errno(fd_rc) });
+        exitStartFailed(&shared[index], error.WorkerStartFailed);
     }
     const stop_fd: linux.fd_t = @intCast(fd_rc);
     worker_stop_fd.store(stop_fd, .release); // pairs with the acquire load in the handler
@@ -386,30 +470,35 @@ fn workerMain(
     // thread keeps the id of the supervisor thread it was forked from once that one logged
     // anything. A thread started here has a fresh cache: a panic names the worker's thread.
     const thread = std.Thread.spawn(.{}, serveWorker, .{
-        server, index, handler, serve, stop_fd, &reports[index],
+        server, index, handler, serve, stop_fd, &shared[index],
     }) catch |err| {
-        log.err("worker {d}: no thread: {t}", .{ index, err });
-        linux.exit_group(1);
+        log.err("worker {d} cannot start: no thread: {t}", .{ index, err });
+        exitStartFailed(&shared[index], error.WorkerStartFailed);
     };
     thread.join();
     linux.exit_group(0);
 }
 
-/// The worker's serving thread: its runtime's first executor. Exits the process with status 1
-/// if the runtime cannot start; otherwise writes the worker's report for the supervisor.
+/// Leaves `err` for the supervisor (`Shared.start_error`) and exits with status 1.
+fn exitStartFailed(shared: *Shared, err: Server.RunError) noreturn {
+    shared.start_error.store(@intFromError(err), .release); // pairs with the supervisor's
+    linux.exit_group(1);
+}
+
+/// The worker's serving thread: its runtime's first executor. Writes the worker's report for
+/// the supervisor, or if the worker cannot start (`Server.serveOn` logged why), its error,
+/// and exits the process with status 1.
 fn serveWorker(
     server: *Server,
     index: u32,
     handler: Server.Handler,
     serve: Serve,
     stop_fd: linux.fd_t,
-    report: *Worker.Report,
+    shared: *Shared,
 ) void {
     log.info("worker {d} (pid {d}) serves on thread {d}", .{
         index, linux.getpid(), linux.gettid(),
     });
-    report.* = serve(server, 0, handler, stop_fd) catch |err| {
-        log.err("worker {d}: {t}", .{ index, err });
-        linux.exit_group(1);
-    };
+    // Every error of `serve` is a start failure: it returns none once serving.
+    shared.report = serve(server, index, handler, stop_fd) catch |err| exitStartFailed(shared, err);
 }

@@ -978,6 +978,10 @@ test "Metrics: a server's figures: text lines and Prometheus series, each field 
             .value = server.cut_at_drain,
         },
         .{
+            .series = "weft_server_connections_closed_for_admission_total",
+            .value = server.closed_idle_for_admission,
+        },
+        .{
             .series = "weft_server_connections_closed_at_drain_total",
             .value = server.closed_idle_at_drain,
         },

@@ -301,9 +301,10 @@ test "Server: a port in use is reported by init, in every shape" {
     try testing.expectError(error.InvalidOptions, Server.init(testing.allocator, no_workers));
 }
 
-test "Server: past connections_max a new connection is closed at once" {
+test "Server: past connections_max a new connection is closed at once (when_full = .refuse)" {
     var opts = optionsOf(.single);
     opts.connections_max = 2;
+    opts.when_full = .refuse;
     const report = try serveWhile(opts, &hello.http_handler, struct {
         fn body(io: Io, p: u16) !void {
             var clients: [2]Client = undefined;
@@ -530,14 +531,14 @@ fn expectServes(io: Io, port: u16) !void {
 /// A `.forked` server whose supervisor runs in a child process of the test; its exit status
 /// is the verdict on its report: 0 when `expected(report)` holds, 3 when `run` failed, 4
 /// otherwise.
-const Supervisor = struct {
+pub const Supervisor = struct {
     pid: linux.pid_t,
     port: u16,
     reaped: bool = false,
 
     /// Forks before the test makes a runtime, so the supervisor inherits none; the page
     /// allocator takes no lock a fork could leave held.
-    fn start(
+    pub fn start(
         options: Server.Options,
         http_handler: *const Server.http.Handler,
         comptime expected: fn (Server.Report) bool,
@@ -559,7 +560,7 @@ const Supervisor = struct {
     }
 
     /// For a `defer`: SIGKILLs and reaps a supervisor the test did not see exit.
-    fn reap(supervisor: *Supervisor) void {
+    pub fn reap(supervisor: *Supervisor) void {
         if (supervisor.reaped) return;
         _ = linux.kill(supervisor.pid, .KILL);
         var status: u32 = 0;
@@ -579,7 +580,7 @@ const Supervisor = struct {
 
     /// Reaps the supervisor and returns its wait status once it exited, polling every 10 ms;
     /// null if it still runs after `ms_max`.
-    fn awaitExit(supervisor: *Supervisor, io: Io, ms_max: u64) !?u32 {
+    pub fn awaitExit(supervisor: *Supervisor, io: Io, ms_max: u64) !?u32 {
         var status: u32 = 0;
         for (0..ms_max / 10 + 1) |_| {
             const rc = linux.waitpid(supervisor.pid, &status, linux.W.NOHANG);
@@ -609,7 +610,7 @@ const Supervisor = struct {
 };
 
 /// Why the .forked tests are skipped under ThreadSanitizer (the first of them says more).
-const tsan_fork = "forked workers of a TSan process drain too slowly and can hang";
+pub const tsan_fork = "forked workers of a TSan process drain too slowly and can hang";
 
 test "Server: .forked restarts a SIGKILLed worker, and SIGTERM drains, reaps and exits 0" {
     // Under ThreadSanitizer the forked workers (raw fork of a TSan process) drain too slowly
@@ -1134,6 +1135,7 @@ test "Server: /metrics counts K requests, a refusal at connections_max and a hea
     const metered_handler = metered.httpHandler();
     var opts = optionsOf(.single);
     opts.connections_max = 2;
+    opts.when_full = .refuse; // the idle first client is not closed for the third
     opts.header_timeout_ns = 100 * std.time.ns_per_ms;
     const report = try serveWhile(opts, &metered_handler, struct {
         fn body(io: Io, port: u16) !void {
@@ -1192,4 +1194,219 @@ test "Server: /metrics counts K requests, a refusal at connections_max and a hea
     try testing.expectEqual(3, report.workers.accepted);
     try testing.expectEqual(1, report.workers.rejected_full);
     try testing.expectEqual(1, report.workers.cut_header_timeout);
+}
+
+/// The worker that a report of two forked workers says ended uncleanly once, and by `sig`
+/// (`last_unclean`), the other never; null if the report says otherwise.
+fn uncleanOnceBy(report: Server.Report, sig: linux.SIG) ?usize {
+    if (report.workers_unclean != 1 or report.workers_killed != 0) return null;
+    var victim: ?usize = null;
+    for (report.worker_exits[0..2], 0..) |exits, index| {
+        if (exits.unclean == 0) {
+            if (exits.last_unclean != .none) return null;
+            continue;
+        }
+        if (exits.unclean != 1 or victim != null) return null;
+        if (!std.meta.eql(exits.last_unclean, .{ .signalled = sig })) return null;
+        victim = index;
+    }
+    return victim;
+}
+
+fn exitedZero(exit: Server.Report.Exit) bool {
+    return std.meta.eql(exit, .{ .exited = 0 });
+}
+
+/// Sets the soft RLIMIT_CORE to 0 (inherited by the processes the test forks): a worker
+/// killed by SIGABRT on purpose writes no core file into the working directory. Returns the
+/// limit to restore.
+fn noCoreDumps() !linux.rlimit {
+    var saved: linux.rlimit = undefined;
+    try testing.expectEqual(0, linux.getrlimit(.CORE, &saved));
+    const none: linux.rlimit = .{ .cur = 0, .max = saved.max };
+    try testing.expectEqual(0, linux.setrlimit(.CORE, &none));
+    return saved;
+}
+
+test "Server: .forked report: a worker killed by SIGABRT or SIGKILL while serving is unclean" {
+    if (builtin.sanitize_thread) return os.skipTest(@src(), tsan_fork);
+    const saved_core = try noCoreDumps();
+    defer _ = linux.setrlimit(.CORE, &saved_core);
+    inline for ([_]linux.SIG{ .ABRT, .KILL }) |sig| {
+        var supervisor = try Supervisor.start(forkedOptions(2), &hello.http_handler, struct {
+            fn expected(report: Server.Report) bool {
+                const victim = uncleanOnceBy(report, sig) orelse return false;
+                // The victim's replacement stopped cleanly, like the other worker.
+                return report.workers_restarted == 1 and
+                    exitedZero(report.worker_exits[victim].last) and
+                    exitedZero(report.worker_exits[1 - victim].last);
+            }
+        }.expected);
+        defer supervisor.reap();
+        try withClient(killOneWhileServing, .{ &supervisor, sig });
+    }
+}
+
+fn killOneWhileServing(io: Io, supervisor: *Supervisor, sig: linux.SIG) !void {
+    var pids_buffer: [8]linux.pid_t = undefined;
+    const workers = try supervisor.awaitWorkers(io, 2, &pids_buffer);
+    try expectServes(io, supervisor.port);
+    const victim = workers[0];
+    _ = linux.kill(victim, sig);
+    try eventually(io, 5, victim, struct {
+        fn gone(pid: linux.pid_t) bool {
+            return !processExists(pid);
+        }
+    }.gone);
+    var after_buffer: [8]linux.pid_t = undefined;
+    const after = try supervisor.awaitWorkers(io, 2, &after_buffer);
+    try testing.expect(!contains(after, victim));
+    try expectServes(io, supervisor.port);
+    _ = linux.kill(supervisor.pid, .TERM);
+    try supervisor.expectExitZero(io, after);
+}
+
+test "Server: .forked report: a worker killed by SIGABRT or SIGKILL during the stop is unclean" {
+    if (builtin.sanitize_thread) return os.skipTest(@src(), tsan_fork);
+    const saved_core = try noCoreDumps();
+    defer _ = linux.setrlimit(.CORE, &saved_core);
+    inline for ([_]linux.SIG{ .ABRT, .KILL }) |sig| {
+        const stuck = try mapShared(Stuck, .{});
+        defer unmapShared(Stuck, stuck);
+        const http_handler: Server.http.Handler = .{
+            .context = stuck,
+            .respondFn = &Stuck.respond,
+        };
+        var options = forkedOptions(2);
+        // Far past the kill: the supervisor must not be the one to end the stuck worker.
+        options.drain_timeout_ns = 5 * std.time.ns_per_s;
+        var supervisor = try Supervisor.start(options, &http_handler, struct {
+            fn expected(report: Server.Report) bool {
+                const victim = uncleanOnceBy(report, sig) orelse return false;
+                return report.workers_restarted == 0 and
+                    std.meta.eql(report.worker_exits[victim].last, .{ .signalled = sig }) and
+                    exitedZero(report.worker_exits[1 - victim].last);
+            }
+        }.expected);
+        defer supervisor.reap();
+        // A failed test leaves the stuck worker orphaned in its sleep: end it now.
+        defer {
+            const pid = stuck.pid.load(.acquire);
+            if (pid != 0 and processExists(pid)) _ = linux.kill(pid, .KILL);
+        }
+        try withClient(killOneDuringStop, .{ &supervisor, stuck, sig });
+    }
+}
+
+fn killOneDuringStop(io: Io, supervisor: *Supervisor, stuck: *const Stuck, sig: linux.SIG) !void {
+    var pids_buffer: [8]linux.pid_t = undefined;
+    const workers = try supervisor.awaitWorkers(io, 2, &pids_buffer);
+    var client: Client = undefined;
+    try client.connect(io, supervisor.port);
+    defer client.close(io);
+    try client.send(request_get);
+    while (stuck.started.load(.acquire) == 0) try io.sleep(.fromMilliseconds(5), .awake);
+    const stuck_pid = stuck.pid.load(.monotonic);
+    try testing.expect(contains(workers, stuck_pid));
+    const idle_pid = if (workers[0] == stuck_pid) workers[1] else workers[0];
+    _ = linux.kill(supervisor.pid, .TERM);
+    // The stop has begun once the idle worker drained and was reaped.
+    try eventually(io, 5, idle_pid, struct {
+        fn gone(pid: linux.pid_t) bool {
+            return !processExists(pid);
+        }
+    }.gone);
+    _ = linux.kill(stuck_pid, sig);
+    const status = try supervisor.awaitExit(io, 5 * std.time.ms_per_s) orelse
+        return error.TestTimedOut;
+    // Its report's verdict: the stuck worker's death by `sig` is in it.
+    try testing.expect(linux.W.IFEXITED(status));
+    try testing.expectEqual(0, linux.W.EXITSTATUS(status));
+    for (workers) |worker| try testing.expect(!processExists(worker));
+    try client.expectClosed(); // unanswered: its worker died with it
+}
+
+/// Address space the process has mapped (`VmSize`, what RLIMIT_AS bounds).
+fn addressSpaceBytes() !u64 {
+    var buffer: [128]u8 = undefined;
+    const text = os.readFile("/proc/self/statm", &buffer) orelse return error.NoProcStatm;
+    var fields = std.mem.tokenizeScalar(u8, text, ' ');
+    const pages = try std.fmt.parseInt(u64, fields.next() orelse return error.NoProcStatm, 10);
+    return pages * std.heap.pageSize();
+}
+
+/// Why the address-space test is skipped under ThreadSanitizer.
+const tsan_address_space = "ThreadSanitizer maps terabytes of shadow memory: no RLIMIT_AS fits";
+
+test "Server: a worker that cannot map fiber stacks fails run at start, alike in every shape" {
+    if (builtin.sanitize_thread) return os.skipTest(@src(), tsan_address_space);
+    if (qemu.underQemu()) return os.skipTest(@src(), "qemu-user maps the guest's memory itself");
+    const shapes = [_]Server.Shape{ .single, .{ .threaded = 2 }, .{ .forked = 2 } };
+    for (shapes) |shape| {
+        expectStartFailure(shape) catch |err| {
+            std.debug.print("shape {t}: {t}\n", .{ shape, err });
+            return err;
+        };
+    }
+}
+
+/// Longest a child under the address-space limit may take to fail: a server that serves
+/// instead never fails, and is killed after it.
+const start_failure_ms_max = 10_000;
+
+/// Runs a server of `shape` in a child process whose address space leaves room for a
+/// runtime but not for its first slab of fiber stacks; expects `run` to fail with
+/// `error.ConcurrencyUnavailable` and the log to name the limit.
+fn expectStartFailure(shape: Server.Shape) !void {
+    var fds: [2]linux.fd_t = undefined;
+    try testing.expectEqual(0, linux.pipe2(&fds, .{ .CLOEXEC = true, .NONBLOCK = true }));
+    defer for (fds) |fd| os.closeFd(fd);
+    const fork_rc = linux.fork();
+    try testing.expect(linux.errno(fork_rc) == .SUCCESS);
+    if (fork_rc == 0) startUnderAddressLimit(shape, fds[1]);
+    const pid: linux.pid_t = @intCast(fork_rc);
+    var status: u32 = 0;
+    const exited = for (0..start_failure_ms_max / 10) |_| {
+        if (linux.waitpid(pid, &status, linux.W.NOHANG) == pid) break true;
+        os.sleepThread(10 * std.time.ns_per_ms);
+    } else false;
+    if (!exited) {
+        _ = linux.kill(pid, .KILL); // its forked workers get SIGTERM (PDEATHSIG)
+        _ = linux.waitpid(pid, &status, 0);
+    }
+    var log_buffer: [16 * 1024]u8 = undefined;
+    const log_rc = linux.read(fds[0], &log_buffer, log_buffer.len);
+    const log = if (linux.errno(log_rc) == .SUCCESS) log_buffer[0..log_rc] else "";
+    errdefer std.debug.print("the server's log:\n{s}\n", .{log});
+    if (!exited) return error.TestServedWithoutStacks;
+    try testing.expect(linux.W.IFEXITED(status));
+    try testing.expectEqual(0, linux.W.EXITSTATUS(status));
+    try testing.expect(std.mem.indexOf(u8, log, "cannot start: ConcurrencyUnavailable") != null);
+    try testing.expect(std.mem.indexOf(u8, log, "RLIMIT_AS") != null);
+}
+
+/// The child of `expectStartFailure`: logs to `log_fd`, lowers its RLIMIT_AS, runs the server.
+/// Exits 0 when `run` failed with `error.ConcurrencyUnavailable`; 4 when with another error
+/// (logged), 5 when `run` returned a report, 6 when `init` failed, 7 when the log pipe, /proc
+/// or the limit could not be set up.
+fn startUnderAddressLimit(shape: Server.Shape, log_fd: linux.fd_t) noreturn {
+    if (linux.dup2(log_fd, 2) != 2) linux.exit_group(7);
+    // Room for the runtime (its threads' stacks, a task table of 1024 tasks, its rings), not
+    // for a slab of fiber stacks (256 MiB with the default stack).
+    const slab_bytes = config.stack_size_bytes_default * config.slab_stacks;
+    const used_bytes = addressSpaceBytes() catch linux.exit_group(7);
+    var limit: linux.rlimit = undefined;
+    if (linux.getrlimit(.AS, &limit) != 0) linux.exit_group(7);
+    limit.cur = @min(limit.max, used_bytes + slab_bytes / 2);
+    if (linux.setrlimit(.AS, &limit) != 0) linux.exit_group(7);
+    var options = optionsOf(shape);
+    options.runtime.tasks_max = 1024;
+    options.drain_timeout_ns = 100 * std.time.ns_per_ms;
+    var server = Server.init(std.heap.page_allocator, options) catch linux.exit_group(6);
+    const handler = Server.http.handler(&hello.http_handler);
+    if (server.run(handler)) |_| linux.exit_group(5) else |err| {
+        if (err == error.ConcurrencyUnavailable) linux.exit_group(0);
+        std.debug.print("run failed with {t}, not ConcurrencyUnavailable\n", .{err});
+        linux.exit_group(4);
+    }
 }
