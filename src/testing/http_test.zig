@@ -1403,3 +1403,23 @@ test "http: a response under way at the stop keeps its head; the next is the con
     try testing.expectEqual(2, report.workers.requests);
     try testing.expectEqual(0, report.workers.cut_at_drain);
 }
+
+test "http: a folded line with a colon gets 400, not taken for a field of its own" {
+    // Taken for a field, ` Transfer-Encoding: chunked` would frame this POST as chunked (an
+    // empty body, then the GET behind it answered): the body of a request smuggled past a
+    // front proxy that unfolds the line into X's value.
+    try expectBoth(&.{
+        .{
+            .name = "folded Transfer-Encoding",
+            .request = "POST / HTTP/1.1\r\nHost: t\r\nX: a\r\n Transfer-Encoding: chunked\r\n" ++
+                "\r\n0\r\n\r\n" ++ get_after,
+            .statuses = &.{400},
+        },
+        .{
+            .name = "folded Content-Length, by a tab",
+            .request = "POST / HTTP/1.1\r\nHost: t\r\nX: a\r\n\tContent-Length: 0\r\n\r\n" ++
+                get_after,
+            .statuses = &.{400},
+        },
+    });
+}

@@ -1000,3 +1000,64 @@ test "Metrics: a server's figures: text lines and Prometheus series, each field 
     const line = "\n\nserver: 1000 of 1001 connections open";
     try testing.expect(std.mem.indexOf(u8, table, line) != null);
 }
+
+const parked = @import("parked.zig");
+
+/// `field` of every executor of `metrics`, summed.
+fn executorSum(metrics: *const Metrics, comptime field: []const u8) u64 {
+    var sum: u64 = 0;
+    for (metrics.executorsSlice()) |executor| sum += @field(executor, field);
+    return sum;
+}
+
+fn readByte(io: Io, stream: Io.net.Stream) !u8 {
+    var buffer: [1]u8 = undefined;
+    var reader = stream.reader(io, &buffer);
+    return reader.interface.takeByte() catch |err| switch (err) {
+        error.ReadFailed => return reader.err.?,
+        error.EndOfStream => return error.EndOfStream,
+    };
+}
+
+test "Metrics: io_canceled counts a canceled read once, and a read that completes not at all" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
+    defer rt.deinit();
+    const io = rt.io();
+    var address: Io.net.IpAddress = .{ .ip4 = .loopback(0) };
+    var server = try address.listen(io, .{ .reuse_address = true });
+    defer server.deinit(io);
+    const client = try server.socket.address.connect(io, .{ .mode = .stream });
+    defer client.close(io);
+    const peer = try server.accept(io);
+    defer peer.close(io);
+
+    // A read parked in the loop, canceled: one operation canceled, and it ended.
+    var canceled = try io.concurrent(readByte, .{ io, client });
+    try parked.waitParked(io, &canceled, .cancelable);
+    const before_cancel = rt.metrics();
+    try testing.expectError(error.Canceled, canceled.cancel(io));
+    const after_cancel = rt.metrics();
+    // A read parked in the loop that gets its byte: it ended, and nothing was canceled.
+    var completed = try io.concurrent(readByte, .{ io, client });
+    defer _ = completed.cancel(io) catch {};
+    try parked.waitParked(io, &completed, .cancelable);
+    const before_byte = rt.metrics();
+    var writer = peer.writer(io, &.{});
+    try writer.interface.writeAll("z");
+    try testing.expectEqual('z', try completed.await(io));
+    const after_byte = rt.metrics();
+    if (!Metrics.enabled) return;
+
+    const canceled_by_cancel = executorSum(&after_cancel, "io_canceled") -
+        executorSum(&before_cancel, "io_canceled");
+    try testing.expectEqual(1, canceled_by_cancel);
+    const completed_by_cancel = executorSum(&after_cancel, "io_completed") -
+        executorSum(&before_cancel, "io_completed");
+    try testing.expectEqual(1, completed_by_cancel);
+    const canceled_by_byte = executorSum(&after_byte, "io_canceled") -
+        executorSum(&before_byte, "io_canceled");
+    try testing.expectEqual(0, canceled_by_byte);
+    const completed_by_byte = executorSum(&after_byte, "io_completed") -
+        executorSum(&before_byte, "io_completed");
+    try testing.expect(completed_by_byte >= 1);
+}

@@ -236,6 +236,134 @@ test "net: cancel a blocked read; the socket still works" {
     }.body);
 }
 
+/// Bytes a send is asked for in the tests of two operations on one socket: far more than a
+/// sender's buffer shrunk by `shrinkSendBuffer` and the receiver's initial window hold, so
+/// the send waits for the peer to read.
+const blocked_send_bytes = 1 << 20;
+
+/// A small send buffer, so that a send of `blocked_send_bytes` waits. (Not a small receive
+/// buffer too: its window would then drain the megabyte in 8 KiB steps, one delayed ACK
+/// apart, 20 s in all.)
+fn shrinkSendBuffer(sender: net.Stream) !void {
+    const size_bytes: i32 = 4096;
+    const value = std.mem.asBytes(&size_bytes);
+    const rc = linux.setsockopt(sender.socket.handle, linux.SOL.SOCKET, linux.SO.SNDBUF, value, 4);
+    if (linux.errno(rc) != .SUCCESS) return error.Unexpected;
+}
+
+/// `readOne` that says when it returned, for a test that must not await it blindly.
+fn readOneMarked(io: Io, stream: net.Stream, ended: *std.atomic.Value(bool)) anyerror!u8 {
+    defer ended.store(true, .release);
+    return readOne(io, stream);
+}
+
+/// Sends all of `bytes`, then says it returned.
+fn sendMarked(
+    io: Io,
+    stream: net.Stream,
+    bytes: []const u8,
+    ended: *std.atomic.Value(bool),
+) anyerror!void {
+    defer ended.store(true, .release);
+    var writer = stream.writer(io, &.{});
+    writer.interface.writeAll(bytes) catch return writer.err.?;
+}
+
+fn cancelReceive(io: Io, future: *Io.Future(anyerror!u8)) anyerror!u8 {
+    return future.cancel(io);
+}
+
+fn cancelSend(io: Io, future: *Io.Future(anyerror!void)) anyerror!void {
+    return future.cancel(io);
+}
+
+/// Waits until the canceled operation's task or the other one returned; true if the other
+/// did while the canceled one still waits (the cancel reached the wrong operation).
+fn otherEndedFirst(
+    io: Io,
+    canceled: *const std.atomic.Value(bool),
+    other: *const std.atomic.Value(bool),
+) !bool {
+    for (0..10_000) |_| {
+        if (canceled.load(.acquire)) return false;
+        if (other.load(.acquire)) return true;
+        try io.sleep(.fromMilliseconds(1), .awake);
+    }
+    return true; // 10 s and the cancel took effect on neither: as wrong
+}
+
+const OneOfTwo = enum { receive, send };
+
+/// A receive and a send wait on the same socket; `canceled` of them is canceled, which must
+/// end it alone: the other completes once the peer writes (or reads). A cancel addressed by
+/// descriptor, not by operation, would end the other instead, or both.
+fn cancelOneOfTwo(io: Io, comptime canceled: OneOfTwo) !void {
+    var server = try loopback.listen(io, .{});
+    defer server.deinit(io);
+    const client = try server.socket.address.connect(io, .{ .mode = .stream });
+    defer client.close(io);
+    const peer = try server.accept(io);
+    var peer_open = true;
+    defer if (peer_open) peer.close(io);
+    try shrinkSendBuffer(client);
+    const bytes = try testing.allocator.alloc(u8, blocked_send_bytes);
+    defer testing.allocator.free(bytes);
+    @memset(bytes, 'x');
+
+    var receive_ended: std.atomic.Value(bool) = .init(false);
+    var send_ended: std.atomic.Value(bool) = .init(false);
+    var receiving = try io.concurrent(readOneMarked, .{ io, client, &receive_ended });
+    try parked.waitParked(io, &receiving, .cancelable);
+    var sending = try io.concurrent(sendMarked, .{ io, client, bytes, &send_ended });
+    try parked.waitParked(io, &sending, .cancelable);
+    var canceling = switch (canceled) {
+        .receive => try io.concurrent(cancelReceive, .{ io, &receiving }),
+        .send => try io.concurrent(cancelSend, .{ io, &sending }),
+    };
+    const wrong = switch (canceled) {
+        .receive => try otherEndedFirst(io, &receive_ended, &send_ended),
+        .send => try otherEndedFirst(io, &send_ended, &receive_ended),
+    };
+    if (wrong) {
+        // The canceled operation still waits: the peer's close ends it, and the test fails.
+        std.debug.print("canceling the {t} ended the other operation on the socket\n", .{
+            canceled,
+        });
+        peer_open = false;
+        peer.close(io);
+    } else if (canceled == .receive) {
+        var read_buffer: [4096]u8 = undefined;
+        var reader = peer.reader(io, &read_buffer);
+        try reader.interface.discardAll(blocked_send_bytes);
+    } else {
+        var writer = peer.writer(io, &.{});
+        try writer.interface.writeAll("z");
+    }
+    const canceled_result = canceling.await(io);
+    switch (canceled) {
+        .receive => {
+            const sent_result = sending.await(io);
+            try testing.expectError(error.Canceled, canceled_result);
+            try sent_result;
+        },
+        .send => {
+            const received_result = receiving.await(io);
+            try testing.expectError(error.Canceled, canceled_result);
+            try testing.expectEqual(@as(u8, 'z'), try received_result);
+        },
+    }
+    try testing.expect(!wrong);
+}
+
+test "net: canceling one of two operations in flight on a socket leaves the other to complete" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            try cancelOneOfTwo(io, .receive);
+            try cancelOneOfTwo(io, .send);
+        }
+    }.body);
+}
+
 test "net: UDP send and receive" {
     try withRuntime(struct {
         fn body(io: Io) !void {

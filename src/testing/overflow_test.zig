@@ -11,6 +11,7 @@ const Io = std.Io;
 const Runtime = @import("../Runtime.zig");
 const Executor = @import("../sched/Executor.zig");
 const overflow = @import("../sched/overflow.zig");
+const config = @import("../config.zig");
 const fiber_stacks = @import("../fiber/stack.zig");
 const Lane = @import("../lanes/Lane.zig");
 const os = @import("../os/linux.zig");
@@ -377,11 +378,12 @@ test "overflow: each way of installing guards leaves the lowest page of every st
         var stacks: [3]fiber_stacks.Stack = undefined;
         for (&stacks) |*stack| stack.* = try pool.acquire();
         defer for (stacks) |fiber_stack| pool.release(fiber_stack);
+        // The stacks handed out first sit at the top of the slab; the lowest is handed out
+        // last, so every stack of the slab is checked, not only the ones acquired.
+        try testing.expectEqual(@as(usize, 1), pool.slabs.items.len);
+        try expectEveryStackGuarded(&pool);
         for (stacks) |fiber_stack| {
             const bottom = @intFromPtr(fiber_stack.memory.ptr);
-            try testing.expect(!try kernelCanRead(bottom));
-            try testing.expect(!try kernelCanRead(bottom + page_size - 1));
-            try testing.expect(try kernelCanRead(bottom + page_size));
             try testing.expect(try kernelCanRead(fiber_stack.top() - 1));
             // Only mprotect splits the slab: its guard is a mapping of its own, PROT_NONE.
             var permissions: [4]u8 = undefined;
@@ -395,5 +397,24 @@ test "overflow: each way of installing guards leaves the lowest page of every st
                 try testing.expectEqualStrings("rw-p", &permissions);
             }
         }
+    }
+}
+
+/// Checks that the lowest page of each stack of `pool`'s first slab is unreadable and the
+/// page above it readable; prints the first stack whose guard is missing.
+fn expectEveryStackGuarded(pool: *const fiber_stacks.Pool) !void {
+    const slab = pool.slabs.items[0];
+    const stacks_count = slab.len / pool.stack_size_bytes;
+    try testing.expectEqual(@as(usize, config.slab_stacks), stacks_count);
+    for (0..stacks_count) |index| {
+        const bottom = @intFromPtr(slab.ptr) + index * pool.stack_size_bytes;
+        const guarded = !try kernelCanRead(bottom) and !try kernelCanRead(bottom + page_size - 1);
+        if (!guarded) {
+            std.debug.print("stack {d} of the slab's {d} (at 0x{x}) has no guard page\n", .{
+                index, stacks_count, bottom,
+            });
+            return error.GuardPageMissing;
+        }
+        try testing.expect(try kernelCanRead(bottom + page_size));
     }
 }

@@ -48,6 +48,13 @@ pub fn waitTaskParked(io: Io, task: *const Task, wait: Wait) Io.Cancelable!void 
     }
 }
 
+/// Whether the task of `future` (not yet awaited) is parked as `wait` says, now: for a test
+/// that checks a task was left parked by something that would have woken it before
+/// returning.
+pub fn isParked(future: anytype, wait: Wait) bool {
+    return parked(task_io.taskOf(future.any_future.?), wait);
+}
+
 /// Waits until `group` has exactly `count` members, each parked as `wait` says; panics if it
 /// has not within 10 s.
 pub fn waitMembersParked(io: Io, group: *Io.Group, count: usize, wait: Wait) Io.Cancelable!void {

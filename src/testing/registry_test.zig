@@ -19,6 +19,9 @@ fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
 const Log = struct {
     torn_down: std.atomic.Value(u32) = .init(0),
     torn_mask: std.atomic.Value(u64) = .init(0),
+    /// Teardowns of each resource, by name: a mask hides a second teardown of one, a total
+    /// one of a resource that was never torn down.
+    torn_each: [64]std.atomic.Value(u32) = @splat(.init(0)),
     order: [16]u32 = @splat(0),
     order_len: u32 = 0,
 
@@ -40,6 +43,7 @@ const Conn = struct {
         std.debug.assert(conn.in_use.load(.monotonic) == 0);
         _ = conn.log.torn_mask.fetchOr(@as(u64, 1) << @intCast(conn.name), .monotonic);
         _ = conn.log.torn_down.fetchAdd(1, .monotonic);
+        _ = conn.log.torn_each[conn.name].fetchAdd(1, .monotonic);
     }
 
     fn getName(conn: *Conn) u32 {
@@ -301,14 +305,16 @@ test "Registry: destroy fails the waiters with Stale; a held resource is torn do
             try testing.expectError(error.Stale, b.await(io));
             try testing.expectError(error.Stale, nameOf(registry, io, id));
             try testing.expectEqual(@as(u32, 0), log.torn_down.load(.monotonic));
-            // The holder finishes its transaction, then tears the resource down.
+            // The holder finishes its transaction, then tears the resource down, once.
             try testing.expectEqual(@as(u32, 0), try busy.finish(io));
-            try testing.expectEqual(@as(u64, 1 << 0), log.torn_mask.load(.monotonic));
+            try testing.expectEqual(@as(u32, 1), log.torn_each[0].load(.monotonic));
+            try testing.expectEqual(@as(u32, 0), log.torn_each[1].load(.monotonic));
             try testing.expectEqual(@as(u32, 0), log.order_len);
             try testing.expectEqual(@as(u64, 2), registry.stats().waiters_failed);
             // The slot is free again (and the other resource untouched).
             _ = try registry.register(.{ .name = 2, .log = log });
             try testing.expectEqual(@as(u32, 1), try nameOf(registry, io, other));
+            try testing.expectEqual(@as(u32, 1), log.torn_down.load(.monotonic));
         }
     }.body);
 }

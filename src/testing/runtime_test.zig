@@ -469,6 +469,44 @@ test "Runtime: timers fire in deadline order" {
     }.body);
 }
 
+/// Sleeps of `duration_ns`, `rounds` times, each timed from a clock reading taken before the
+/// call; returns how early the earliest return came (0: none before its deadline).
+fn sleepEarliness(io: Io, duration_ns: u64, rounds: u32) Io.Cancelable!u64 {
+    var early_ns_max: u64 = 0;
+    for (0..rounds) |_| {
+        const start = Io.Clock.awake.now(io);
+        try io.sleep(.fromNanoseconds(duration_ns), .awake);
+        const slept_ns: u64 = @intCast(start.durationTo(Io.Clock.awake.now(io)).nanoseconds);
+        early_ns_max = @max(early_ns_max, duration_ns -| slept_ns);
+    }
+    return early_ns_max;
+}
+
+test "Runtime: a sleep never returns before its deadline, alone or among other sleepers" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            // From well under a millisecond to several: an early fire of up to a tick or a
+            // millisecond shows on the short ones at once, and among concurrent sleepers on
+            // any whose deadline is near another's. A lower bound only: never flaky.
+            const durations_us = [_]u64{ 20, 50, 100, 250, 500, 900, 1_000, 1_100, 1_500, 2_000 };
+            var futures: [durations_us.len]Io.Future(Io.Cancelable!u64) = undefined;
+            for (&futures, durations_us) |*future, us| {
+                future.* = try io.concurrent(sleepEarliness, .{ io, us * std.time.ns_per_us, 4 });
+            }
+            var early_ns_max: u64 = 0;
+            for (&futures) |*future| early_ns_max = @max(early_ns_max, try future.await(io));
+            for (durations_us) |us| {
+                const early_ns = try sleepEarliness(io, us * std.time.ns_per_us, 2);
+                early_ns_max = @max(early_ns_max, early_ns);
+            }
+            if (early_ns_max > 0) {
+                std.debug.print("a sleep returned {d} ns before its deadline\n", .{early_ns_max});
+                return error.TestUnexpectedResult;
+            }
+        }
+    }.body);
+}
+
 test "Runtime: sleeping past a deadline on the real clock" {
     try withRuntime(struct {
         fn body(io: Io) !void {

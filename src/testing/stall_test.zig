@@ -135,6 +135,43 @@ test "stall: a task that yields every millisecond is never reported" {
     try testing.expectEqual(@as(u64, 0), rt.metrics().stalls);
 }
 
+test "stall: a hold under the threshold is not reported; one past it is, with the threshold" {
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    const threshold_ms = 100;
+    var rt = try Runtime.init(testing.allocator, .{
+        .executors = 1,
+        .stall_threshold_ns = threshold_ms * std.time.ns_per_ms,
+    });
+    defer rt.deinit();
+    const io = rt.io();
+    const watchdog = &rt.state.watchdog.?;
+    // A run of its own, begun after the runtime's start.
+    try io.sleep(.fromMilliseconds(1), .awake);
+    // 60 % of the threshold: the watchdog looks every quarter of it, so it sees this hold
+    // twice or more, and times it short of the threshold (a wait of the thread for a CPU is
+    // taken off), never past it. Then it looks twice more while the task sleeps.
+    computeInlineForStallTest(threshold_ms * 6 / 10 * std.time.ns_per_ms);
+    try io.sleep(.fromMilliseconds(threshold_ms / 2), .awake);
+    var report: Report = .{};
+    report.text, report.count = watchdog.keptReport(0, &report.buffer);
+    if (report.count != 0) std.debug.print("reported: {s}\n", .{report.text});
+    try testing.expectEqual(@as(u32, 0), report.count);
+    try testing.expectEqual(@as(u64, 0), rt.metrics().stalls);
+
+    computeInlineForStallTest(threshold_ms * 5 / 2 * std.time.ns_per_ms);
+    try awaitReport(io, watchdog, 0, &report);
+    try testing.expect(std.mem.startsWith(u8, report.text, "stall: task 0x"));
+    try testing.expect(std.mem.indexOf(u8, report.text, "(threshold 100 ms)") != null);
+    // Reported once held past the threshold, not at a look before it.
+    const held_start = (std.mem.indexOf(u8, report.text, "on executor 0 for ") orelse
+        return error.TestUnexpectedResult) + "on executor 0 for ".len;
+    const held_end = std.mem.indexOfPos(u8, report.text, held_start, " ms without") orelse
+        return error.TestUnexpectedResult;
+    const held_ms = try std.fmt.parseInt(u64, report.text[held_start..held_end], 10);
+    try testing.expect(held_ms >= threshold_ms);
+    try testing.expectEqual(@as(u64, 1), rt.metrics().stalls);
+}
+
 test "stall: with the detector off (and no trace) the runtime starts no watchdog" {
     var rt = try Runtime.init(testing.allocator, .{ .executors = 1, .stall_threshold_ns = null });
     defer rt.deinit();

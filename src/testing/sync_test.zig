@@ -6,6 +6,7 @@ const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const sync = @import("../sync/root.zig");
+const task_parked = @import("parked.zig");
 
 /// The future type of `function`'s result.
 fn FutureOf(comptime function: anytype) type {
@@ -1460,6 +1461,36 @@ test "std RwLock under contention on weft: readers never see a half-done write" 
             for (&futures) |*f| try f.await(io);
             try testing.expectEqual(@as(u64, 600), value);
             try testing.expectEqual(value, shadow);
+        }
+    }.body);
+}
+
+fn futexWaiter(io: Io, word: *const u32, returned: *std.atomic.Value(u32)) Io.Cancelable!void {
+    try io.futexWait(u32, word, 0);
+    _ = returned.fetchAdd(1, .release);
+}
+
+test "futex: a wake of one wakes the oldest waiter only; the next stays parked" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var word: u32 = 0;
+            var returned: std.atomic.Value(u32) = .init(0);
+            var first = try io.concurrent(futexWaiter, .{ io, &word, &returned });
+            defer first.cancel(io) catch {};
+            try task_parked.waitParked(io, &first, .cancelable);
+            var second = try io.concurrent(futexWaiter, .{ io, &word, &returned });
+            defer second.cancel(io) catch {};
+            try task_parked.waitParked(io, &second, .cancelable);
+            io.futexWake(u32, &word, 1);
+            // `futexWake` marks each task it wakes before it returns, so a second one woken
+            // (a wasted switch, and a spurious return for it) shows at once, not later.
+            try testing.expect(task_parked.isParked(&second, .cancelable));
+            try first.await(io);
+            try testing.expectEqual(1, returned.load(.acquire));
+            try testing.expect(task_parked.isParked(&second, .cancelable));
+            io.futexWake(u32, &word, 1);
+            try second.await(io);
+            try testing.expectEqual(2, returned.load(.acquire));
         }
     }.body);
 }
