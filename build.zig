@@ -207,14 +207,18 @@ fn addTestInputs(b: *std.Build, module: *std.Build.Module) void {
 }
 
 /// Compiles (without running) the tests and the examples for the other architectures weft's
-/// fibers support, so that code for them cannot rot: x86_64 is what CI runs on.
+/// fibers support, so that code for them cannot rot: x86_64 is what CI runs on. And for
+/// x86_64 musl without libc (Alpine's static builds); CI runs the suite on musl with libc.
 fn addCrossCheck(
     b: *std.Build,
     optimize: std.builtin.OptimizeMode,
     aarch64_tests: *std.Build.Step.Compile,
 ) void {
-    const step = b.step("cross", "Compile tests and examples for aarch64-linux and riscv64-linux");
-    for ([_][]const u8{ "aarch64-linux", "riscv64-linux" }) |triple| {
+    const step = b.step(
+        "cross",
+        "Compile tests and examples for aarch64-linux, riscv64-linux and x86_64-linux-musl",
+    );
+    for ([_][]const u8{ "aarch64-linux", "riscv64-linux", "x86_64-linux-musl" }) |triple| {
         const target = crossTarget(b, triple);
         const tests = if (std.mem.eql(u8, triple, "aarch64-linux"))
             aarch64_tests

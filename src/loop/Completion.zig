@@ -49,9 +49,9 @@ pub const Op = union(enum) {
         started: bool = false,
     },
     /// `recvmsg`; result is the number of bytes received, 0 at end of stream.
-    recvmsg: struct { fd: posix.fd_t, msg: *posix.msghdr, flags: u32 },
+    recvmsg: struct { fd: posix.fd_t, msg: *linux.msghdr, flags: u32 },
     /// `sendmsg`; result is the number of bytes sent. Callers pass MSG_NOSIGNAL.
-    sendmsg: struct { fd: posix.fd_t, msg: *const posix.msghdr_const, flags: u32 },
+    sendmsg: struct { fd: posix.fd_t, msg: *const linux.msghdr_const, flags: u32 },
     /// `recv` into one buffer; result as `recvmsg`. Cheaper than a `recvmsg` of one iovec: the
     /// kernel copies and checks no message header and imports no iovec array.
     recv: struct { fd: posix.fd_t, buffer: []u8, flags: u32 },

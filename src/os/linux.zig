@@ -24,6 +24,21 @@ pub const fd_t = linux.fd_t;
 pub const E = linux.E;
 pub const errno = linux.errno;
 
+/// fork(2), in the raw syscall's convention (a pid, 0 in the child, or an errno for
+/// `errno`), through libc's `fork` when libc is linked: a child forked by the raw syscall
+/// keeps libc's view of its parent, and musl caches each thread's id in its thread
+/// descriptor, so such a child's `abort` (any panic) would send SIGABRT to its parent's
+/// thread instead of itself. libc's `fork` also runs its atfork handlers (malloc's locks).
+/// Without libc, the raw syscall. Rejected: the raw call with a re-read of the tid, which
+/// libc offers no way to set.
+pub fn fork() usize {
+    if (!builtin.link_libc) return linux.fork();
+    const rc = std.c.fork();
+    if (rc >= 0) return @intCast(rc);
+    const e = std.posix.errno(rc);
+    return @bitCast(-@as(isize, @intFromEnum(e)));
+}
+
 pub const UnexpectedError = error{Unexpected};
 
 /// std.Io.Threaded's: a panic in Debug builds, `error.Unexpected` otherwise (see the policy

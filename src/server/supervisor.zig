@@ -412,7 +412,7 @@ fn start(
     assert(slot.pid == 0);
     const supervisor_pid = linux.getpid();
     shared[index].start_error.store(0, .monotonic); // the worker is not forked yet
-    const rc = linux.fork();
+    const rc = os.fork();
     if (os.errno(rc) != .SUCCESS) {
         log.err("worker {d} cannot start: fork: {t}", .{ index, os.errno(rc) });
         return error.WorkerStartFailed;

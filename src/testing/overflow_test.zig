@@ -48,7 +48,7 @@ fn runInChild(comptime body: fn () void, outcome: *Outcome) !void {
     if (linux.errno(linux.pipe2(&pipe, .{ .CLOEXEC = true })) != .SUCCESS) {
         return os.skipTest(@src(), "no pipe");
     }
-    const pid_rc = linux.fork();
+    const pid_rc = os.fork();
     switch (linux.errno(pid_rc)) {
         .SUCCESS => {},
         else => return os.skipTest(@src(), "no fork here: nothing to observe"),

@@ -545,7 +545,7 @@ pub const Supervisor = struct {
     ) !Supervisor {
         var server = try Server.init(std.heap.page_allocator, options);
         defer server.deinit(); // the test's copy of the listener
-        const fork_rc = linux.fork();
+        const fork_rc = os.fork();
         try testing.expect(linux.errno(fork_rc) == .SUCCESS);
         if (fork_rc == 0) {
             // The supervisor logs every worker's start (info) and exit (warn for a crash or
@@ -1361,7 +1361,7 @@ fn expectStartFailure(shape: Server.Shape) !void {
     var fds: [2]linux.fd_t = undefined;
     try testing.expectEqual(0, linux.pipe2(&fds, .{ .CLOEXEC = true, .NONBLOCK = true }));
     defer for (fds) |fd| os.closeFd(fd);
-    const fork_rc = linux.fork();
+    const fork_rc = os.fork();
     try testing.expect(linux.errno(fork_rc) == .SUCCESS);
     if (fork_rc == 0) startUnderAddressLimit(shape, fds[1]);
     const pid: linux.pid_t = @intCast(fork_rc);

@@ -610,7 +610,7 @@ fn expectChildPanics(comptime misuse: fn () void, message: []const u8) !void {
     const linux = std.os.linux;
     var fds: [2]i32 = undefined;
     if (linux.errno(linux.pipe2(&fds, .{ .CLOEXEC = true })) != .SUCCESS) return error.NoPipe;
-    const pid_rc = linux.fork();
+    const pid_rc = os.fork();
     if (linux.errno(pid_rc) != .SUCCESS) return error.NoFork;
     if (pid_rc == 0) {
         _ = linux.dup2(fds[1], 2);
