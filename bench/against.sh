@@ -16,6 +16,8 @@
 #   yield      100 tasks x 10,000 yields, 1 executor                    ns per yield
 #   chain      100 tasks in a ring, a token round it 10,000 times       ns per wake
 #   http       weft-serve --mode single --executors 1, wrk -t1 -c50 -d WRK_DURATION (3s)
+#   http_threaded2  the same with --mode threaded --workers 2 (two runtimes, SO_REUSEPORT)
+#   http_forked2    the same with --mode forked --workers 2 (a supervisor, two processes)
 # Bounded: each child has a time limit; about 2 minutes with 5 rounds. Load goes only to
 # 127.0.0.1 and the server is stopped by its PID.
 set -uo pipefail
@@ -32,7 +34,7 @@ fi
 shift
 # shellcheck source=bench/support/ab.sh
 source bench/support/ab.sh
-ab_args against.sh spawn pingpong yield chain http -- "$@"
+ab_args against.sh spawn pingpong yield chain http http_threaded2 http_forked2 -- "$@"
 wrk_duration=${WRK_DURATION:-3s}
 
 command -v wrk >/dev/null || bash bench/tools.sh >&2 || exit 1
@@ -59,11 +61,12 @@ scenario() { # <label> <program> <metric key> <mode> <config words...>
         executors=1 "$@"
 }
 
-http() { # <mode>
-    local bin=zig-out/bin
-    wanted http || return 0
-    [[ $1 == "$label" ]] && bin=$base/bin
-    ab_http "$results" "$1" "$bin" "$wrk_duration" --mode single --executors 1
+http() { # <scenario> <mode> <weft-serve args...>
+    local name=$1 mode=$2 bin=zig-out/bin
+    shift 2
+    wanted "$name" || return 0
+    [[ $mode == "$label" ]] && bin=$base/bin
+    AB_HTTP_NAME=$name ab_http "$results" "$mode" "$bin" "$wrk_duration" "$@"
 }
 
 for ((round = 1; round <= rounds; round++)); do
@@ -74,10 +77,13 @@ for ((round = 1; round <= rounds; round++)); do
             rounds=1000000
         scenario yield yield ns_per_yield "$mode" tasks=100 yields=10000
         scenario chain chain ns_per_wake "$mode" tasks=100 laps=10000
-        http "$mode"
+        http http "$mode" --mode single --executors 1
+        http http_threaded2 "$mode" --mode threaded --workers 2
+        http http_forked2 "$mode" --mode forked --workers 2
     done
     echo "against.sh: round $round of $rounds done" >&2
 done
 
 # Medians at COMMIT and now, and now / COMMIT.
-ab_table "$results" "$label" now spawn pingpong yield chain http_req_per_s http_p99_us
+ab_table "$results" "$label" now spawn pingpong yield chain http_req_per_s http_p99_us \
+    http_threaded2_req_per_s http_threaded2_p99_us http_forked2_req_per_s http_forked2_p99_us

@@ -63,8 +63,9 @@ ab_http() {
     p99=$(awk '$1 == "99%" { v = $2; if (v ~ /ms$/) { sub(/ms/, "", v); v *= 1000 }
         else if (v ~ /us$/) sub(/us/, "", v); else if (v ~ /s$/) { sub(/s/, "", v); v *= 1e6 }
         print v }' <<<"$out")
-    echo "http_req_per_s $mode ${rps:-failed}" >>"$results"
-    echo "http_p99_us $mode ${p99:-failed}" >>"$results"
+    # AB_HTTP_NAME names the rows when a script measures more than one server shape.
+    echo "${AB_HTTP_NAME:-http}_req_per_s $mode ${rps:-failed}" >>"$results"
+    echo "${AB_HTTP_NAME:-http}_p99_us $mode ${p99:-failed}" >>"$results"
 }
 
 # ab_table <results> <mode a> <mode b> <labels...>: one row per label recorded, the median of
