@@ -419,7 +419,7 @@ test "Server stop: keep-alive load stopped mid-run loses no request, .single and
 test "Server stop: keep-alive load stopped mid-run loses no request, .forked" {
     if (builtin.sanitize_thread) return os.skipTest(@src(), server_test.tsan_fork);
     const shape: Server.Shape = .{ .forked = 2 };
-    for (0..load_runs / 4) |run| {
+    for (0..load_runs) |run| {
         var supervisor = try server_test.Supervisor.start(
             server_test.optionsOf(shape),
             &server_test.hello.http_handler,
