@@ -411,16 +411,22 @@ pub fn realPath(file: File, out_buffer: []u8) File.RealPathError!usize {
     return realPathOfFd(file.handle, out_buffer);
 }
 
-/// `realPath` without the cancelation point.
+/// `realPath` without the cancelation point. `fd` may be `AT.FDCWD` (`Dir.cwd()`), which has
+/// no `/proc/self/fd` entry: the working directory's path is `/proc/self/cwd`'s.
 pub fn realPathOfFd(fd: posix.fd_t, out_buffer: []u8) File.RealPathError!usize {
     var proc_buffer: ["/proc/self/fd/-2147483648\x00".len]u8 = undefined;
-    const proc_path = std.fmt.bufPrintZ(&proc_buffer, "/proc/self/fd/{d}", .{fd}) catch
-        unreachable; // sized for any descriptor
+    const proc_path = if (fd == linux.AT.FDCWD)
+        "/proc/self/cwd"
+    else
+        std.fmt.bufPrintZ(&proc_buffer, "/proc/self/fd/{d}", .{fd}) catch
+            unreachable; // sized for any descriptor
     const cwd = linux.AT.FDCWD;
     while (true) {
         const rc = linux.readlinkat(cwd, proc_path, out_buffer.ptr, out_buffer.len);
         switch (os.errno(rc)) {
-            .SUCCESS => return rc,
+            // readlink cuts a path that does not fit without saying so: a full buffer may
+            // hold a cut one.
+            .SUCCESS => return if (rc < out_buffer.len) rc else error.NameTooLong,
             .INTR => continue,
             .ACCES => return error.AccessDenied,
             .IO => return error.FileSystem,

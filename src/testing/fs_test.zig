@@ -1885,3 +1885,30 @@ test "fs: many tasks stat and open names being created and deleted: no crash, no
         }
     }.body);
 }
+
+/// The kernel's own answer for the working directory: `getcwd(2)`.
+fn kernelCwd(buffer: []u8) ![]const u8 {
+    const rc = linux.getcwd(buffer.ptr, buffer.len);
+    if (linux.errno(rc) != .SUCCESS) return error.NoCwd;
+    return std.mem.sliceTo(buffer, 0);
+}
+
+test "fs: realPath of Dir.cwd(), of \".\" and of a path relative to it are the kernel's" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var kernel_buffer: [4096]u8 = undefined;
+            const kernel = try kernelCwd(&kernel_buffer);
+            var buffer: [4096]u8 = undefined;
+            try testing.expectEqualStrings(kernel, buffer[0..try Dir.cwd().realPath(io, &buffer)]);
+            const dot = try Dir.cwd().realPathFile(io, ".", &buffer);
+            try testing.expectEqualStrings(kernel, buffer[0..dot]);
+            // A relative path: the parent of the working directory, as the kernel names it.
+            const parent = std.fs.path.dirname(kernel) orelse kernel;
+            const dot_dot = try Dir.cwd().realPathFile(io, "..", &buffer);
+            try testing.expectEqualStrings(parent, buffer[0..dot_dot]);
+            // A buffer too small for the path is an error, not a cut path.
+            var small: [1]u8 = undefined;
+            try testing.expectError(error.NameTooLong, Dir.cwd().realPath(io, &small));
+        }
+    }.body);
+}
