@@ -81,6 +81,20 @@ fn expectEnd(in: *Io.Reader) !void {
     }
 }
 
+/// How a test stops the server it drives: `Server.stop` in this process, or SIGTERM to a
+/// forked supervisor.
+const Stopper = union(enum) {
+    server: *Server,
+    pid: linux.pid_t,
+
+    fn stop(stopper: Stopper) void {
+        switch (stopper) {
+            .server => |server| server.stop(),
+            .pid => |pid| _ = linux.kill(pid, .TERM),
+        }
+    }
+};
+
 /// A handler answering with `body`, its socket's send buffer made small so that the response
 /// stays partly written while the client does not read. It publishes its connection, whose
 /// phase tells the client when the server is waiting to write. With `piece_bytes` it streams
@@ -142,16 +156,38 @@ fn fillBody(body: []u8, shift: usize) void {
     }
 }
 
+/// Polls until the client's socket `fd` holds at least 16 KiB unread and the count stopped
+/// growing (for 3 polls 2 ms apart): the server, in another process, waits to write. For at
+/// most a few seconds.
+fn awaitClientQueue(io: Io, fd: linux.fd_t) !void {
+    var last: c_int = -1;
+    var steady: u32 = 0;
+    for (0..2_500) |_| {
+        var unread: c_int = 0;
+        if (linux.errno(linux.ioctl(fd, linux.T.FIONREAD, @intFromPtr(&unread))) != .SUCCESS) {
+            return error.TestNoFionread;
+        }
+        steady = if (unread == last and unread >= 16 * 1024) steady + 1 else 0;
+        if (steady == 3) return;
+        last = unread;
+        try io.sleep(.fromMilliseconds(2), .awake);
+    }
+    return error.TestNeverSending;
+}
+
 /// Stops the server while it is partway through writing `download.body`, then reads the whole
 /// response and checks it byte for byte: the response the stop interrupted finishes, and its
 /// connection answers one more request with `Connection: close` and then ends.
-fn downloadAcrossStop(io: Io, server: *Server, download: *Download) !void {
+fn downloadAcrossStop(io: Io, port: u16, download: *Download, stopper: Stopper) !void {
     var client: Client = undefined;
-    try client.connect(io, server.port());
+    try client.connect(io, port);
     defer client.close(io);
     try client.send(request_get);
-    try awaitSending(io, &download.connection);
-    server.stop();
+    switch (stopper) {
+        .server => try awaitSending(io, &download.connection),
+        .pid => try awaitClientQueue(io, client.stream.socket.handle),
+    }
+    stopper.stop();
     const in = &client.reader.interface;
     const response = try readHead(in);
     try testing.expectEqual(200, response.status);
@@ -169,34 +205,80 @@ fn downloadAcrossStop(io: Io, server: *Server, download: *Download) !void {
     try expectEnd(in);
 }
 
-const download_stops = 120;
+const download_stops = 200;
+
+/// The body of stop `stop`: its length moves across the write buffer's boundary by 37 bytes
+/// per stop, and odd stops stream it in pieces of 700 to 1,012 bytes.
+fn downloadOf(body_buffer: []u8, stop: usize) Download {
+    // Large enough that the server waits for the client more than once.
+    const body = body_buffer[0 .. download_len_base + stop * 37];
+    fillBody(body, stop);
+    const piece_bytes: ?usize = if (stop % 2 == 1) 700 + (stop * 13) % 313 else null;
+    return .{ .body = body, .piece_bytes = piece_bytes };
+}
+
+const download_len_base = 96 * 1024;
 
 test "Server stop: a response partly written when the stop comes arrives whole, byte for byte" {
     var rt = try Runtime.init(testing.allocator, .{});
     defer rt.deinit();
     const io = rt.io();
-    // Large enough that the server waits for the client more than once; the end moves across
-    // the write buffer's boundary by 37 bytes per stop.
-    const len_base = 96 * 1024;
-    const body_buffer = try testing.allocator.alloc(u8, len_base + download_stops * 37);
+    const body_buffer = try testing.allocator.alloc(u8, download_len_base + download_stops * 37);
     defer testing.allocator.free(body_buffer);
-    for (0..download_stops) |stop| {
-        const body = body_buffer[0 .. len_base + stop * 37];
-        fillBody(body, stop);
-        // Odd stops stream the body in pieces of 700 to 1,012 bytes.
-        const piece_bytes: ?usize = if (stop % 2 == 1) 700 + (stop * 13) % 313 else null;
-        var download: Download = .{ .body = body, .piece_bytes = piece_bytes };
+    for ([_]Server.Shape{ .single, .{ .threaded = 2 } }) |shape| {
+        // Fewer for .threaded: the shapes share the writer; its listeners and threads differ.
+        const stops: usize = if (shape == .single) download_stops else download_stops / 4;
+        for (0..stops) |stop| {
+            var download = downloadOf(body_buffer, stop);
+            const http_handler: Server.http.Handler = .{
+                .context = &download,
+                .respondFn = &Download.respond,
+            };
+            var running: Running = undefined;
+            try running.start(server_test.optionsOf(shape), Server.http.handler(&http_handler));
+            errdefer running.abandon();
+            const stopper: Stopper = .{ .server = &running.server };
+            const port = running.server.port();
+            try server_test.bounded(io, downloadAcrossStop, .{ io, port, &download, stopper });
+            const report = try running.finish();
+            try testing.expectEqual(0, report.workers.cut_at_drain);
+            try testing.expectEqual(2, report.workers.requests);
+        }
+    }
+}
+
+test "Server stop: a response partly written when SIGTERM comes arrives whole, .forked" {
+    if (builtin.sanitize_thread) return os.skipTest(@src(), server_test.tsan_fork);
+    const body_buffer = try testing.allocator.alloc(u8, download_len_base + download_stops * 37);
+    defer testing.allocator.free(body_buffer);
+    for (0..download_stops / 10) |stop| {
+        // Filled before the fork: the workers serve their copy.
+        var download = downloadOf(body_buffer, stop);
         const http_handler: Server.http.Handler = .{
             .context = &download,
             .respondFn = &Download.respond,
         };
-        var running: Running = undefined;
-        try running.start(server_test.optionsOf(.single), Server.http.handler(&http_handler));
-        errdefer running.abandon();
-        try server_test.bounded(io, downloadAcrossStop, .{ io, &running.server, &download });
-        const report = try running.finish();
-        try testing.expectEqual(0, report.workers.cut_at_drain);
-        try testing.expectEqual(2, report.workers.requests);
+        var supervisor = try server_test.Supervisor.start(
+            server_test.optionsOf(.{ .forked = 2 }),
+            &http_handler,
+            struct {
+                fn expected(report: Server.Report) bool {
+                    return report.workers.cut_at_drain == 0 and report.workers_unclean == 0 and
+                        report.workers.requests == 2;
+                }
+            }.expected,
+        );
+        defer supervisor.reap();
+        var rt = try Runtime.init(testing.allocator, .{});
+        defer rt.deinit();
+        const io = rt.io();
+        const stopper: Stopper = .{ .pid = supervisor.pid };
+        const port = supervisor.port;
+        try server_test.bounded(io, downloadAcrossStop, .{ io, port, &download, stopper });
+        const status = try supervisor.awaitExit(io, 10 * std.time.ms_per_s) orelse
+            return error.TestTimedOut;
+        try testing.expect(linux.W.IFEXITED(status));
+        try testing.expectEqual(0, linux.W.EXITSTATUS(status));
     }
 }
 
@@ -285,14 +367,9 @@ const Load = struct {
     stop_after: u32,
     stopper: Stopper,
 
-    const Stopper = union(enum) { server: *Server, pid: linux.pid_t };
-
     fn stopOnce(load: *Load) void {
         if (load.stopped.swap(true, .acq_rel)) return;
-        switch (load.stopper) {
-            .server => |server| server.stop(),
-            .pid => |pid| _ = linux.kill(pid, .TERM),
-        }
+        load.stopper.stop();
     }
 };
 
