@@ -193,14 +193,19 @@ fn downloadAcrossStop(io: Io, port: u16, download: *Download, stopper: Stopper) 
     try testing.expectEqual(200, response.status);
     try testing.expectEqual(download.body.len, response.content_length);
     try expectBody(in, download.body);
-    if (!response.close) {
-        // Its head went out before the stop: the next request is still answered, as the
-        // connection's last.
+    // Its head went out before the stop: the connection still answers what comes next. The
+    // stop reaches the worker a moment after `stopper.stop()` returns (its accept ends, or a
+    // forked worker reads its eventfd), so a request sent meanwhile may still be answered
+    // keep-alive; one sent after is answered `Connection: close`, as the connection's last.
+    var closed = response.close;
+    var requests: u32 = 1;
+    while (!closed) : (requests += 1) {
+        if (requests == 50) return error.TestNeverClosed;
         try client.send(request_get);
-        const last = try readHead(in);
-        try testing.expectEqual(200, last.status);
-        try testing.expect(last.close);
+        const next = try readHead(in);
+        try testing.expectEqual(200, next.status);
         try expectBody(in, download.body);
+        closed = next.close;
     }
     try expectEnd(in);
 }
@@ -242,7 +247,7 @@ test "Server stop: a response partly written when the stop comes arrives whole, 
             try server_test.bounded(io, downloadAcrossStop, .{ io, port, &download, stopper });
             const report = try running.finish();
             try testing.expectEqual(0, report.workers.cut_at_drain);
-            try testing.expectEqual(2, report.workers.requests);
+            try testing.expect(report.workers.requests >= 2);
         }
     }
 }
@@ -264,7 +269,7 @@ test "Server stop: a response partly written when SIGTERM comes arrives whole, .
             struct {
                 fn expected(report: Server.Report) bool {
                     return report.workers.cut_at_drain == 0 and report.workers_unclean == 0 and
-                        report.workers.requests == 2;
+                        report.workers.requests >= 2;
                 }
             }.expected,
         );
