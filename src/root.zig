@@ -121,6 +121,8 @@ test {
     _ = @import("lanes/named.zig");
     _ = @import("loop/Completion.zig");
     _ = @import("loop/Loop.zig");
+    _ = @import("loop/backend/Watches.zig");
+    _ = @import("loop/backend/epoll.zig");
     _ = @import("loop/nonblocking.zig");
     _ = @import("net/ResolvConf.zig");
     _ = @import("net/dns.zig");

@@ -21,7 +21,8 @@ result: i32 = 0,
 state: State = .idle,
 /// Link for the loop's reaped queue.
 next: ?*Completion = null,
-/// epoll backend: the duplicated descriptor registered for this completion, or -1.
+/// epoll backend: the descriptor in whose watch list this completion waits, or -1 (not
+/// waiting: finished, or ready to run; see backend/Watches.zig).
 epoll_fd: posix.fd_t = -1,
 
 pub const State = enum { idle, submitted, completed };

@@ -103,7 +103,7 @@ pub fn init(loop: *Loop, choice: Choice) InitError!void {
 
 pub fn deinit(loop: *Loop) void {
     assert(loop.rescued.isEmpty());
-    // epoll registers a duplicate descriptor per operation, which would leak.
+    // An epoll operation still waiting would be left in its descriptor's watch list.
     if (loop.kind() == .epoll) assert(loop.pendingRescue() == 0);
     switch (loop.backend) {
         inline else => |*backend| backend.deinit(),
@@ -154,6 +154,17 @@ pub fn cancel(loop: *Loop, completion: *Completion) void {
     switch (loop.backend) {
         inline else => |*backend| backend.cancel(completion),
     }
+}
+
+/// Before `fd` is closed, on the loop's thread: the operations of this loop waiting on it end
+/// with `-ECANCELED`, and the epoll backend forgets its registration, so that the number,
+/// when reused, starts clean (see "Descriptors closed under a registration" in
+/// backend/epoll.zig). Nothing to do on io_uring, whose operations hold their file.
+pub fn forget(loop: *Loop, fd: std.posix.fd_t) void {
+    if (loop.kind() != .epoll) return;
+    loop.reap_lock.lock();
+    defer loop.reap_lock.unlock();
+    loop.backend.epoll.forget(fd);
 }
 
 /// Waits up to `timeout_ns` (null: no limit, 0: do not wait) for completions and runs their

@@ -109,6 +109,15 @@ pub fn perform(op: Completion.Op, deadline_ns: ?u64) Error!i32 {
     }
 }
 
+/// Before the caller closes `fd`: the operations of this thread's loop still waiting on it end
+/// with `-ECANCELED`, and an epoll loop forgets the descriptor's registration, so that its
+/// number, when reused, starts clean (`Loop.forget`). On a thread weft does not run, nothing.
+/// Loops of other executors find out at their next use of the number (backend/epoll.zig).
+pub fn closing(fd: linux.fd_t) void {
+    const executor = Executor.ofThread() orelse return;
+    executor.loop.forget(fd);
+}
+
 fn performOnLoop(task: *Task, op: Completion.Op, deadline_ns: ?u64) Error!i32 {
     const executor = task.executor;
     assert(executor.current == task);

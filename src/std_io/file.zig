@@ -7,6 +7,7 @@ const std = @import("std");
 const Io = std.Io;
 const File = Io.File;
 const os = @import("../os/linux.zig");
+const io_wait = @import("../sched/io_wait.zig");
 const State = @import("State.zig");
 const BlockingLane = @import("../fs/BlockingLane.zig");
 const fs_file = @import("../fs/file.zig");
@@ -38,7 +39,10 @@ pub fn fileLength(userdata: ?*anyopaque, file: File) File.LengthError!u64 {
 /// EINTR on Linux: the descriptor is released either way).
 pub fn fileClose(userdata: ?*anyopaque, files: []const File) void {
     _ = userdata;
-    for (files) |file| os.closeFd(file.handle);
+    for (files) |file| {
+        io_wait.closing(file.handle);
+        os.closeFd(file.handle);
+    }
 }
 
 /// Reads at `offset` into the first non-empty buffers of `data`; 0 at end of file.

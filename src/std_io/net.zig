@@ -267,7 +267,10 @@ pub fn netSocketCreatePair(
 
 pub fn netClose(userdata: ?*anyopaque, handles: []const net.Socket.Handle) void {
     _ = userdata;
-    for (handles) |handle| os.closeFd(handle);
+    for (handles) |handle| {
+        io_wait.closing(handle);
+        os.closeFd(handle);
+    }
 }
 
 pub fn netShutdown(

@@ -1,6 +1,7 @@
-//! File descriptors: accept under an exhausted fd limit recovers once fds are free again, and a
-//! burst of connections, failures and cancelations leaves no descriptor behind (the epoll
-//! backend registers a `dup` per operation, so a leak would show there first).
+//! File descriptors: accept under an exhausted fd limit recovers once fds are free again, a
+//! burst of connections, failures and cancelations leaves no descriptor behind, and idle
+//! connections cost one descriptor each on either backend (the epoll backend once registered
+//! a `dup` per waiting operation), so both serve as many under one fd limit.
 //!
 //! The fd limit is lowered in this process and restored after (rejected: a forked child,
 //! which could not run the server thread of the second test). Lowering the soft limit only
@@ -247,9 +248,9 @@ test "net: a connection's reads wait at an exhausted fd limit, on either backend
     var exhaustion: Exhaustion = undefined;
     try exhaustion.start(server.socket.handle);
     defer exhaustion.end();
-    // Each read finds no data and waits: the epoll backend watches a dup of the socket, and
-    // with no descriptor left it must watch the socket itself instead of failing (EMFILE). A
-    // second wait, once the first is over, watches it again.
+    // Each read finds no data and waits, with no descriptor left: the epoll backend watches
+    // the socket itself and needs none (it once took a `dup`, and had to fall back when it
+    // met EMFILE). A second wait, once the first is over, arms the same registration again.
     for ([_]*const [3]u8{ "abc", "def" }) |bytes| {
         var read = try io.concurrent(readThree, .{ io, stream });
         defer _ = read.cancel(io) catch {};
@@ -405,4 +406,208 @@ test "net: a burst of connections, refusals and cancelations leaks no descriptor
     try burst(io);
     try burst(io);
     try testing.expectEqual(before, try openFdCount());
+}
+
+/// Connections at most in the capacity test below (its fd limit admits about 100).
+const capacity_connections_max = 512;
+/// Descriptors the capacity test leaves free under its lowered limit.
+const capacity_slots_spare = 200;
+
+/// The server's side of one connection in the capacity test: waits for a byte (the idle
+/// connection), sends it back, then waits for the end of the stream.
+fn serveByte(io: Io, stream: net.Stream) !void {
+    defer stream.close(io);
+    var buffer: [1]u8 = undefined;
+    var reader = stream.reader(io, &buffer);
+    const byte = reader.interface.takeByte() catch |err| return reader.err orelse err;
+    var writer = stream.writer(io, &.{});
+    writer.interface.writeAll(&.{byte}) catch return writer.err.?;
+    _ = reader.interface.takeByte() catch |err| switch (err) {
+        error.EndOfStream => return,
+        error.ReadFailed => return reader.err.?,
+    };
+    return error.TestUnexpectedResult;
+}
+
+/// Receives one byte from the blocking socket `fd` without blocking the thread: the calling
+/// thread is one of the runtime's executors, whose tasks would wait while it blocked.
+fn receiveByte(io: Io, fd: i32) !u8 {
+    for (0..10_000) |_| {
+        var byte: [1]u8 = undefined;
+        const rc = linux.recvfrom(fd, &byte, 1, linux.MSG.DONTWAIT, null, null);
+        switch (linux.errno(rc)) {
+            .SUCCESS => return if (rc == 1) byte[0] else error.EndOfStream,
+            .AGAIN, .INTR => try io.sleep(.fromMilliseconds(1), .awake),
+            else => |e| {
+                std.log.err("recv: {t}", .{e});
+                return error.TestUnexpectedResult;
+            },
+        }
+    }
+    return error.TestTimedOut;
+}
+
+/// A blocking client socket with bounded reads, or null when the fd limit admits none.
+fn clientSocket() !?i32 {
+    const rc = linux.socket(linux.AF.INET, linux.SOCK.STREAM | linux.SOCK.CLOEXEC, 0);
+    switch (linux.errno(rc)) {
+        .SUCCESS => {},
+        .MFILE => return null,
+        else => |e| {
+            std.log.err("socket: {t}", .{e});
+            return error.TestUnexpectedResult;
+        },
+    }
+    const fd: i32 = @intCast(rc);
+    const timeout: linux.timeval = .{ .sec = 10, .usec = 0 };
+    const bytes = std.mem.asBytes(&timeout);
+    _ = linux.setsockopt(fd, linux.SOL.SOCKET, linux.SO.RCVTIMEO, bytes, bytes.len);
+    return fd;
+}
+
+/// The connection of `client` (connected, waiting in the backlog) accepted and served by a
+/// task of `io` that waits in a read; null when the fd limit admits no accepted socket.
+fn acceptIdle(io: Io, server: *net.Server, client: i32) !?Idle {
+    const stream = server.accept(io) catch |err| switch (err) {
+        error.ProcessFdQuotaExceeded => return null,
+        else => return err,
+    };
+    var served = try io.concurrent(serveByte, .{ io, stream });
+    // Parked in its read: on epoll, registered (before issue 33, with a `dup` of its own).
+    try parked.waitParked(io, &served, .cancelable);
+    return .{ .client = client, .served = served };
+}
+
+const Idle = struct {
+    client: i32,
+    served: Io.Future(@typeInfo(@TypeOf(serveByte)).@"fn".return_type.?),
+};
+
+/// One connection opened, served and ended.
+fn serveOne(io: Io, server: *net.Server, port: u16) !void {
+    const client = (try clientSocket()).?;
+    try rawConnect(client, port);
+    var idle = (try acceptIdle(io, server, client)).?;
+    try rawWrite(idle.client, "w");
+    try testing.expectEqual('w', try receiveByte(io, idle.client));
+    _ = linux.close(idle.client);
+    try idle.served.await(io);
+}
+
+/// The descriptors free under `limit`: less every descriptor open (those of /proc files
+/// included: the contention sensors keep theirs), less the listing's own.
+fn slotsFree(limit: u64) !usize {
+    var open_all: usize = 0;
+    try forEachOpenFd(&open_all, struct {
+        fn f(c: *usize, _: i32) error{Unexpected}!void {
+            c.* += 1;
+        }
+    }.f);
+    return @intCast(limit - (open_all - 1));
+}
+
+const Capacity = struct {
+    /// Descriptors free under the lowered limit before the first connection.
+    slots_free: usize,
+    connections: usize,
+    /// Descriptors the connections added, client sides included.
+    fds_added: usize,
+};
+
+/// Opens idle connections (a server task reading each, the client side blocking and idle)
+/// until the lowered fd limit admits no more, checks that each is served, and that one ended
+/// frees the descriptors the next accept needs.
+fn measureCapacity(backend: @import("../loop/Loop.zig").Choice) !Capacity {
+    var rt = try Runtime.init(testing.allocator, .{
+        .stall_threshold_ns = null, // a stall report opens files: see the tests above
+        .backend = backend,
+    });
+    defer rt.deinit();
+    const io = rt.io();
+    var server = try loopback.listen(io, .{ .kernel_backlog = capacity_connections_max });
+    defer server.deinit(io);
+    const port = server.socket.address.getPort();
+    // Warm up: what the runtime makes on first use (pools, handlers) is made before the count.
+    try serveOne(io, &server, port);
+
+    var saved: linux.rlimit = undefined;
+    if (linux.getrlimit(.NOFILE, &saved) != 0) return os.skipTest(@src(), "no RLIMIT_NOFILE");
+    const limit: u64 = @intCast(try highestOpenFd() + 1 + capacity_slots_spare);
+    if (limit > saved.cur) return os.skipTest(@src(), "fd limit already tighter");
+    // Kept for the count of descriptors at the limit: the listing of /proc/self/fd needs one.
+    const reserve: i32 = @intCast(linux.dup(server.socket.handle));
+    var reserved = true;
+    defer if (reserved) {
+        _ = linux.close(reserve);
+    };
+    const fds_before = try openFdCount();
+    const slots_free = try slotsFree(limit);
+    const lowered: linux.rlimit = .{ .cur = limit, .max = saved.max };
+    try testing.expectEqual(@as(usize, 0), linux.setrlimit(.NOFILE, &lowered));
+    defer _ = linux.setrlimit(.NOFILE, &saved);
+
+    var idle: [capacity_connections_max]Idle = undefined;
+    var count: usize = 0;
+    defer for (idle[0..count]) |*connection| {
+        _ = linux.close(connection.client);
+        connection.served.await(io) catch {};
+    };
+    // A client connected whose connection no descriptor was left to accept.
+    var pending: ?i32 = null;
+    defer if (pending) |client| {
+        _ = linux.close(client);
+    };
+    while (count < capacity_connections_max) : (count += 1) {
+        const client = try clientSocket() orelse break;
+        try rawConnect(client, port);
+        idle[count] = try acceptIdle(io, &server, client) orelse {
+            pending = client;
+            break;
+        };
+    }
+    const capacity: Capacity = .{
+        .slots_free = slots_free,
+        .connections = count,
+        .fds_added = fds_added: {
+            _ = linux.close(reserve);
+            reserved = false;
+            break :fds_added try openFdCount() + 1 - fds_before - @intFromBool(pending != null);
+        },
+    };
+    // Each connection is served, all at once.
+    for (idle[0..count]) |connection| try rawWrite(connection.client, "b");
+    for (idle[0..count]) |connection| {
+        try testing.expectEqual('b', try receiveByte(io, connection.client));
+    }
+    // One connection ends: the descriptors it frees are all the next one needs.
+    count -= 1;
+    _ = linux.close(idle[count].client);
+    try idle[count].served.await(io);
+    const client = pending orelse try clientSocket() orelse return error.TestSocketStarved;
+    pending = null;
+    errdefer _ = linux.close(client);
+    try rawConnect(client, port);
+    idle[count] = try acceptIdle(io, &server, client) orelse return error.TestAcceptStarved;
+    count += 1;
+    try rawWrite(client, "n");
+    try testing.expectEqual('n', try receiveByte(io, client));
+    return capacity;
+}
+
+test "net: epoll serves as many idle connections as io_uring under one fd limit" {
+    const epoll = try measureCapacity(.epoll);
+    // Two descriptors per connection, its client's and its server's, and every free slot
+    // taken by one: none of weft's own (before issue 33, epoll took three: a `dup` for each
+    // server read).
+    try testing.expectEqual(2 * epoll.connections, epoll.fds_added);
+    try testing.expect(epoll.connections >= epoll.slots_free / 2);
+    const io_uring = measureCapacity(.io_uring) catch |err| switch (err) {
+        error.Unsupported => return os.skipTest(@src(), "no io_uring to compare with"),
+        else => return err,
+    };
+    try testing.expectEqual(2 * io_uring.connections, io_uring.fds_added);
+    try testing.expect(io_uring.connections >= io_uring.slots_free / 2);
+    // The same capacity for the same free descriptors.
+    try testing.expectEqual(io_uring.slots_free, epoll.slots_free);
+    try testing.expectEqual(io_uring.connections, epoll.connections);
 }

@@ -1,23 +1,61 @@
 //! The epoll backend: readiness, then the syscall. Used where io_uring is missing or
 //! forbidden (seccomp, old kernels), or when forced with `WEFT_BACKEND=epoll`.
 //!
-//! Each operation registers a `dup` of its descriptor (EPOLLONESHOT), because epoll keys its
-//! interest set by descriptor: two fibers waiting on one fd (a reader and a writer) would
-//! otherwise overwrite each other's registration. A descriptor epoll cannot watch (a regular
-//! file: EPERM) is always ready, so its operation runs at once, as Linux would run it anyway.
+//! ## One registration per descriptor
+//!
+//! epoll keys its interest set by descriptor, so a reader and a writer waiting on one socket
+//! share its one registration. A table (`Watches.zig`) gives each descriptor the completions
+//! waiting on it, and the registration is `EPOLLONESHOT`, armed (`EPOLL_CTL_MOD`) for the
+//! union of their interests whenever one starts to wait and after an event that leaves some
+//! waiting. An event wakes the waiters whose interest it names (all of them on an error or a
+//! hang-up); each runs its syscall, and one that finds it not ready after all waits on. A
+//! canceled waiter leaves the others registered. So a connection costs its socket and nothing
+//! else, as on io_uring, and all that weft's bookkeeping takes from `accept` are each loop's
+//! two descriptors (its epoll set and its wake-up eventfd). Rejected: a `dup` registered per
+//! waiting operation (weft before issue 33: two descriptors per idle connection, half of
+//! io_uring's connections under one RLIMIT_NOFILE, and near the limit the dups took the
+//! descriptors `accept` needed), and edge-triggered registration once per descriptor (no
+//! `epoll_ctl` per wait, but every segment and acknowledgement wakes the loop, and a pipe's
+//! read, which does not try its syscall first, would need each edge remembered).
+//!
+//! ## Descriptors closed under a registration
+//!
+//! Linux drops a registration when the last descriptor of its file closes, and a number closed
+//! comes back naming another file. So each registration carries a generation in its events,
+//! and the table holds the current one of each descriptor:
+//! - a close through weft's std.Io calls `forget` first: this loop's waiters on the descriptor
+//!   end with `-ECANCELED` and its registration is forgotten, so that an event from it (its
+//!   file still open in another descriptor or process) is stale, and the number, reused, is
+//!   registered afresh;
+//! - a close weft did not see (C code; weft's on another executor) shows at the next arming:
+//!   `EPOLL_CTL_MOD` fails with `ENOENT`, the waiters from before end with `-ECANCELED`, and
+//!   the descriptor is registered afresh under a new generation.
+//! A waiter therefore runs its syscall only on the file it waited on, but in one case nothing
+//! keyed by descriptor can see: its number closed unseen, given to another file, and the old
+//! file, still open elsewhere, turns ready first. The cost of the stale entries is nil: a
+//! forgotten registration of a file still open elsewhere fires at most once (one-shot).
+//!
+//! A descriptor epoll cannot watch (a regular file: EPERM) is always ready: a read or write of
+//! it is handed back (`Completion.result_unpollable`) to run where blocking is allowed.
 const EpollBackend = @This();
 
 const std = @import("std");
 const linux = std.os.linux;
-const posix = std.posix;
 const assert = std.debug.assert;
 const config = @import("../../config.zig");
 const os = @import("../../os/linux.zig");
 const Completion = @import("../Completion.zig");
 const nonblocking = @import("../nonblocking.zig");
+const Watches = @import("Watches.zig");
+const Watch = Watches.Watch;
 
 epoll_fd: os.fd_t,
 wake_fd: os.fd_t,
+/// The descriptors this loop watches: their waiters and registrations.
+watches: Watches = .{},
+/// The generation of the newest registration (see "Descriptors closed under a registration");
+/// never 0 once used, which means "none" in `Watch.generation`, and the wake-up's event data.
+generation_last: u32 = 0,
 /// Operations that finished without waiting, reported at the next poll.
 ready: Completion.Queue = .{},
 /// Reads and writes a rescuer found ready but could not run without risking to block its
@@ -40,7 +78,8 @@ pub fn init(backend: *EpollBackend) InitError!void {
     errdefer os.closeFd(epoll_fd);
     const wake_fd = try os.eventFd();
     errdefer os.closeFd(wake_fd);
-    var event: linux.epoll_event = .{ .events = linux.EPOLL.IN, .data = .{ .ptr = 0 } };
+    // Data 0: no registration of a descriptor has it (their generation is never 0).
+    var event: linux.epoll_event = .{ .events = linux.EPOLL.IN, .data = .{ .u64 = 0 } };
     switch (os.errno(linux.epoll_ctl(epoll_fd, linux.EPOLL.CTL_ADD, wake_fd, &event))) {
         .SUCCESS => {},
         .NOMEM, .NOSPC => return error.SystemResources,
@@ -51,12 +90,20 @@ pub fn init(backend: *EpollBackend) InitError!void {
 
 pub fn deinit(backend: *EpollBackend) void {
     assert(backend.owner_ready.isEmpty());
+    assert(backend.ready.isEmpty());
+    backend.watches.deinit(); // asserts that no completion waits
     os.closeFd(backend.epoll_fd);
     os.closeFd(backend.wake_fd);
     backend.* = undefined;
 }
 
 const interest = nonblocking.interest;
+const eagain = failure(.AGAIN);
+
+/// An errno as a completion's result.
+fn failure(e: linux.E) i32 {
+    return -@as(i32, @intFromEnum(e));
+}
 
 /// Only readiness operations: epoll has no asynchronous form of a file system or process
 /// call (weft runs those on its blocking lane).
@@ -67,17 +114,16 @@ pub fn supports(backend: *const EpollBackend, tag: Completion.Op.Tag) bool {
 
 /// Socket operations try their syscall first: most find their socket ready (bytes waiting,
 /// buffer space, a pending connection), and an `EAGAIN` costs less than an epoll round trip.
+/// The others, and those that found it not ready, wait in their descriptor's watch.
 pub fn submit(backend: *EpollBackend, completion: *Completion) void {
     assert(completion.epoll_fd == -1);
     assert(Completion.Op.isReadiness(completion.op)); // callers check `supports`
     if (completion.op.triesFirst()) {
         const result = nonblocking.attempt(&completion.op);
-        const eagain = -@as(i32, @intFromEnum(linux.E.AGAIN));
         if (result != eagain) return backend.finish(completion, result);
     }
     // A positional read or write is made only on a seekable descriptor (fs/file.zig asks
-    // first): a regular file or a device, which epoll cannot watch. Told so without a `dup`,
-    // which also fails where the process has no descriptor left.
+    // first): a regular file or a device, which epoll cannot watch. Told so at once.
     switch (completion.op) {
         .read => |op| if (op.offset != null) {
             return backend.finish(completion, Completion.result_unpollable);
@@ -88,38 +134,81 @@ pub fn submit(backend: *EpollBackend, completion: *Completion) void {
         else => {},
     }
     const fd = completion.op.fd();
-    const dup_rc = linux.dup(fd);
-    const dup_errno = os.errno(dup_rc);
-    const watched: os.fd_t = switch (dup_errno) {
-        .SUCCESS => @intCast(dup_rc),
-        // No descriptor left for the dup (a server at its limit): the descriptor itself is
-        // watched, as long as no other operation watches it so (`EEXIST` below). A dup never
-        // has the number of the descriptor it copies, so `unregister` tells them apart.
-        .MFILE, .NFILE => fd,
-        else => |e| return backend.finish(completion, -@as(i32, @intFromEnum(e))),
-    };
-    var event: linux.epoll_event = .{
-        .events = interest(completion.op) | linux.EPOLL.ONESHOT,
-        .data = .{ .ptr = @intFromPtr(completion) },
-    };
-    switch (os.errno(linux.epoll_ctl(backend.epoll_fd, linux.EPOLL.CTL_ADD, watched, &event))) {
-        .SUCCESS => completion.epoll_fd = watched,
-        .PERM => {
-            // Not pollable (regular file, directory): "always ready", but the syscall may
-            // still block on the disk, so it does not run here (see `result_unpollable`).
-            if (watched != fd) os.closeFd(watched);
-            switch (completion.op) {
-                .read, .write => backend.finish(completion, Completion.result_unpollable),
-                else => backend.finish(completion, -@as(i32, @intFromEnum(linux.E.PERM))),
-            }
-        },
-        else => |e| {
-            if (watched != fd) os.closeFd(watched);
-            // Watching the descriptor itself failed: the cause to report is the dup's.
-            const reported = if (watched == fd) dup_errno else e;
-            backend.finish(completion, -@as(i32, @intFromEnum(reported)));
-        },
+    // No entry for a negative number (a caller's bug): the kernel would say EBADF too.
+    if (fd < 0) return backend.finish(completion, failure(.BADF));
+    const watch = backend.watches.obtain(fd) catch
+        return backend.finish(completion, failure(.NOMEM));
+    watch.push(completion);
+    completion.epoll_fd = fd;
+    backend.arm(fd, watch, completion);
+}
+
+/// Arms `fd`'s one-shot registration for the union of its waiters' interests: modified when
+/// it has one, added under a new generation when not. `fresh` is the waiter that has just
+/// started to wait (null after an event). A registration found gone means the descriptor was
+/// closed under the waiters from before: they end with `-ECANCELED`. A failure ends every
+/// waiter with its errno.
+fn arm(backend: *EpollBackend, fd: os.fd_t, watch: *Watch, fresh: ?*Completion) void {
+    assert(watch.waiters != null);
+    assert(fresh == null or fresh.?.epoll_fd == fd);
+    if (watch.generation != 0) {
+        switch (backend.control(linux.EPOLL.CTL_MOD, fd, watch)) {
+            .SUCCESS => return,
+            .NOENT => {
+                backend.endWaiters(watch, fresh, .CANCELED);
+                watch.generation = 0;
+                if (fresh == null) return;
+            },
+            else => |e| return backend.endWaiters(watch, null, e),
+        }
     }
+    // A descriptor without a registration has had no waiter since (`endWaiters` ended them).
+    assert(fresh != null);
+    assert(watch.waiters == fresh and fresh.?.next == null);
+    backend.generation_last +%= 1;
+    if (backend.generation_last == 0) backend.generation_last = 1;
+    watch.generation = backend.generation_last;
+    const e: linux.E = switch (backend.control(linux.EPOLL.CTL_ADD, fd, watch)) {
+        .SUCCESS => return,
+        // Registered, but forgotten (`forget`), and the number names that file again (a
+        // `dup2` over it): taken over under the new generation.
+        .EXIST => switch (backend.control(linux.EPOLL.CTL_MOD, fd, watch)) {
+            .SUCCESS => return,
+            else => |e| e,
+        },
+        else => |e| e,
+    };
+    watch.generation = 0;
+    backend.endWaiters(watch, null, e);
+}
+
+fn control(backend: *EpollBackend, op: u32, fd: os.fd_t, watch: *const Watch) linux.E {
+    assert(watch.generation != 0);
+    var event: linux.epoll_event = .{
+        .events = watch.interest | linux.EPOLL.ONESHOT,
+        .data = .{ .u64 = @as(u64, watch.generation) << 32 | @as(u32, @intCast(fd)) },
+    };
+    return os.errno(linux.epoll_ctl(backend.epoll_fd, op, fd, &event));
+}
+
+/// Ends the waiters of `watch` but `except` with errno `e`; a read or write of a descriptor
+/// epoll cannot watch (`EPERM`: a regular file) with `result_unpollable`.
+fn endWaiters(backend: *EpollBackend, watch: *Watch, except: ?*Completion, e: linux.E) void {
+    var waiter = watch.takeAll();
+    while (waiter) |completion| {
+        waiter = completion.next;
+        completion.next = null;
+        if (completion == except) {
+            watch.push(completion);
+            continue;
+        }
+        const result = switch (completion.op) {
+            .read, .write => if (e == .PERM) Completion.result_unpollable else failure(e),
+            else => failure(e),
+        };
+        backend.end(completion, result);
+    }
+    assert(watch.waiters == except);
 }
 
 pub fn cancel(backend: *EpollBackend, completion: *Completion) void {
@@ -127,19 +216,46 @@ pub fn cancel(backend: *EpollBackend, completion: *Completion) void {
     // Already finished and waiting in `ready`, or ready and waiting in `owner_ready` to run:
     // the result stands.
     if (completion.epoll_fd == -1) return;
-    backend.unregister(completion);
-    backend.finish(completion, -@as(i32, @intFromEnum(linux.E.CANCELED)));
+    const watch = backend.watches.find(completion.epoll_fd).?; // it waits there
+    const removed = watch.remove(completion);
+    assert(removed);
+    // The registration stays armed for the canceled interest as well: an event for it finds
+    // no waiter and arms for those left, if any. Rejected: `EPOLL_CTL_MOD` now, a syscall
+    // for every canceled wait (a timeout), most of whose descriptors are closed next.
+    backend.end(completion, failure(.CANCELED));
 }
 
-fn unregister(backend: *EpollBackend, completion: *Completion) void {
-    assert(completion.epoll_fd != -1);
-    _ = linux.epoll_ctl(backend.epoll_fd, linux.EPOLL.CTL_DEL, completion.epoll_fd, null);
-    // The descriptor itself was watched where no dup could be made (see `submit`).
-    if (completion.epoll_fd != completion.op.fd()) os.closeFd(completion.epoll_fd);
+/// Before `fd` is closed through weft, on the loop's thread: ends this loop's operations
+/// waiting on it with `-ECANCELED` (the close would leave them waiting on nothing, or on the
+/// next file given the number) and forgets its registration (see "Descriptors closed under a
+/// registration"). No syscall: the close removes the registration, or, if the file is still
+/// open elsewhere, leaves it to fire once, stale.
+pub fn forget(backend: *EpollBackend, fd: os.fd_t) void {
+    if (fd < 0) return;
+    // A read or write a rescuer left to the loop's thread would run on the closed number.
+    var kept: Completion.Queue = .{};
+    while (backend.owner_ready.pop()) |completion| {
+        if (completion.op.fd() == fd) {
+            backend.finish(completion, failure(.CANCELED));
+        } else {
+            kept.push(completion);
+        }
+    }
+    backend.owner_ready = kept;
+    const watch = backend.watches.find(fd) orelse return;
+    backend.endWaiters(watch, null, .CANCELED);
+    watch.generation = 0;
+}
+
+/// Ends a waiting operation with `result`: it leaves its watch's bookkeeping.
+fn end(backend: *EpollBackend, completion: *Completion, result: i32) void {
+    assert(completion.next == null);
     completion.epoll_fd = -1;
+    backend.finish(completion, result);
 }
 
 fn finish(backend: *EpollBackend, completion: *Completion, result: i32) void {
+    assert(completion.epoll_fd == -1);
     completion.result = result;
     backend.ready.push(completion);
 }
@@ -156,7 +272,7 @@ fn perform(backend: *EpollBackend, completion: *Completion) void {
         else
             linux.writev(op.fd, op.iovecs.ptr, op.iovecs.len),
         .poll => unreachable, // a poll is finished by its readiness event alone
-        .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable, // see `retry`
+        .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable, // see `wakeWaiter`
         .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable, // `supports`
         .mkdirat, .symlinkat, .linkat, .waitid => unreachable, // `supports`
     };
@@ -170,58 +286,79 @@ fn perform(backend: *EpollBackend, completion: *Completion) void {
 /// `perform` on a rescuer's thread, which must not block: a read or write of a pipe or a
 /// terminal opened blocking, whose readiness went stale or whose room is smaller than the
 /// write, would block in `readv`/`writev`. `RWF_NOWAIT` says so instead: not ready after all
-/// re-arms the registration; a file that refuses the flag (a terminal) is left for the loop's
+/// waits on (returns true); a file that refuses the flag (a terminal) is left for the loop's
 /// thread, which runs it as before.
-fn performForRescuer(backend: *EpollBackend, completion: *Completion) void {
+fn performForRescuer(backend: *EpollBackend, completion: *Completion) bool {
     const rc: usize = switch (completion.op) {
         .read => |op| linux.preadv2(op.fd, op.iovecs.ptr, op.iovecs.len, -1, linux.RWF.NOWAIT),
         .write => |op| linux.pwritev2(op.fd, op.iovecs.ptr, op.iovecs.len, -1, linux.RWF.NOWAIT),
         else => unreachable, // sockets retry; polls need no syscall
     };
     switch (os.errno(rc)) {
-        .SUCCESS => {
-            backend.unregister(completion);
-            backend.finish(completion, @intCast(rc));
-        },
-        .AGAIN => backend.rearm(completion),
+        .SUCCESS => backend.end(completion, @intCast(rc)),
+        .AGAIN => return true,
         // The file refuses the flag (a terminal), or the kernel (or an emulator) lacks the
         // call: the loop's thread runs it, as it would have.
         .OPNOTSUPP, .INVAL, .NOSYS => {
-            backend.unregister(completion);
+            completion.epoll_fd = -1;
             backend.owner_ready.push(completion);
         },
-        else => |e| {
-            backend.unregister(completion);
-            backend.finish(completion, -@as(i32, @intFromEnum(e)));
-        },
+        else => |e| backend.end(completion, failure(e)),
     }
+    return false;
 }
 
-/// Arms the one-shot registration of a still-waiting operation again; a failure ends it.
-fn rearm(backend: *EpollBackend, completion: *Completion) void {
-    var event: linux.epoll_event = .{
-        .events = interest(completion.op) | linux.EPOLL.ONESHOT,
-        .data = .{ .ptr = @intFromPtr(completion) },
-    };
-    const ctl = linux.EPOLL.CTL_MOD;
-    const rc = linux.epoll_ctl(backend.epoll_fd, ctl, completion.epoll_fd, &event);
-    switch (os.errno(rc)) {
-        .SUCCESS => {},
-        else => |e| {
-            backend.unregister(completion);
-            backend.finish(completion, -@as(i32, @intFromEnum(e)));
-        },
+/// A waiter's readiness came (`events`): runs its syscall, or ends it for a poll. Returns
+/// true when it waits on: a socket's readiness was stale (someone else took the data or the
+/// connection), or a rescuer's read or write would have blocked.
+fn wakeWaiter(backend: *EpollBackend, completion: *Completion, events: u32, reaper: Reaper) bool {
+    if (completion.op.triesFirst()) {
+        // Never blocks, on a rescuer's thread too: weft's sockets are non-blocking (and
+        // receives and sends add MSG_DONTWAIT).
+        const result = nonblocking.attempt(&completion.op);
+        if (result == eagain) return true;
+        backend.end(completion, result);
+        return false;
     }
+    switch (completion.op) {
+        .poll => |op| {
+            const reported = events & (op.events | linux.EPOLL.ERR | linux.EPOLL.HUP);
+            backend.end(completion, @intCast(reported));
+        },
+        .read, .write => {
+            if (reaper == .rescuer) return backend.performForRescuer(completion);
+            completion.epoll_fd = -1;
+            backend.perform(completion);
+        },
+        // Try first (above).
+        .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable,
+        .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable,
+        .mkdirat, .symlinkat, .linkat, .waitid => unreachable, // never submitted here
+    }
+    return false;
 }
 
-/// A socket operation's descriptor became ready: try the syscall again. A stale readiness
-/// (someone else took the data or the connection) re-arms the one-shot registration.
-fn retry(backend: *EpollBackend, completion: *Completion) void {
-    assert(completion.epoll_fd != -1);
-    const result = nonblocking.attempt(&completion.op);
-    if (result == -@as(i32, @intFromEnum(linux.E.AGAIN))) return backend.rearm(completion);
-    backend.unregister(completion);
-    backend.finish(completion, result);
+/// One event of a descriptor's registration: wakes the waiters whose interest it names (every
+/// one on an error or a hang-up) and arms the registration again for those still waiting.
+fn dispatch(backend: *EpollBackend, event: linux.epoll_event, reaper: Reaper) void {
+    const fd: os.fd_t = @intCast(@as(u32, @truncate(event.data.u64)));
+    const generation: u32 = @intCast(event.data.u64 >> 32);
+    assert(generation != 0);
+    // Every registration has its entry, kept until the loop ends.
+    const watch = backend.watches.find(fd).?;
+    // A registration forgotten since: its descriptor was closed (the file lives on elsewhere)
+    // and the number may name another file now.
+    if (generation != watch.generation) return;
+    var waiter = watch.takeAll();
+    while (waiter) |completion| {
+        waiter = completion.next;
+        completion.next = null;
+        const woken_by = interest(completion.op) | linux.EPOLL.ERR | linux.EPOLL.HUP;
+        const waits_on = woken_by & event.events == 0 or
+            backend.wakeWaiter(completion, event.events, reaper);
+        if (waits_on) watch.push(completion);
+    }
+    if (watch.waiters != null) backend.arm(fd, watch, null);
 }
 
 pub fn poll(backend: *EpollBackend, timeout_ns: ?u64, reaped: *Completion.Queue) Reaped {
@@ -246,31 +383,12 @@ pub fn reapReady(
     const wait_ns: ?u64 = if (backend.ready.isEmpty()) timeout_ns else 0;
     const count = backend.wait(wait_ns);
     for (backend.events[0..count]) |event| {
-        if (event.data.ptr == 0) {
+        if (event.data.u64 == 0) {
             sorted.woken = true;
             _ = os.eventFdDrain(backend.wake_fd);
             continue;
         }
-        const completion: *Completion = @ptrFromInt(event.data.ptr);
-        if (completion.op.triesFirst()) {
-            // Never blocks, on a rescuer's thread too: weft's sockets are non-blocking (and
-            // receives and sends add MSG_DONTWAIT).
-            backend.retry(completion);
-            continue;
-        }
-        if (reaper == .rescuer and completion.op != .poll) {
-            backend.performForRescuer(completion);
-            continue;
-        }
-        backend.unregister(completion);
-        switch (completion.op) {
-            .poll => backend.finish(completion, @intCast(event.events)),
-            .read, .write => backend.perform(completion),
-            // Handled by `retry`.
-            .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable,
-            .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable,
-            .mkdirat, .symlinkat, .linkat, .waitid => unreachable, // never submitted here
-        }
+        backend.dispatch(event, reaper);
     }
     while (backend.ready.pop()) |completion| {
         reaped.push(completion);
@@ -316,4 +434,273 @@ fn wait(backend: *EpollBackend, timeout_ns: ?u64) usize {
 
 pub fn wake(backend: *EpollBackend) void {
     os.eventFdSignal(backend.wake_fd);
+}
+
+const Loop = @import("../Loop.zig");
+const qemu = @import("../../testing/qemu.zig");
+
+fn testDone(c: *Completion) void {
+    c.state = .idle;
+}
+
+/// Polls until `completions` are all idle again (bounded: the test fails rather than hangs).
+fn testPollUntilIdle(loop: *Loop, completions: []const *Completion) !void {
+    for (0..1000) |_| {
+        for (completions) |c| {
+            if (c.state != .idle) break;
+        } else return;
+        _ = loop.poll(10 * std.time.ns_per_ms);
+    }
+    return error.TestTimedOut;
+}
+
+/// A connected pair of non-blocking Unix stream sockets.
+fn testPair() ![2]os.fd_t {
+    var fds: [2]i32 = undefined;
+    const flags = linux.SOCK.STREAM | linux.SOCK.CLOEXEC | linux.SOCK.NONBLOCK;
+    try std.testing.expectEqual(@as(usize, 0), linux.socketpair(linux.AF.UNIX, flags, 0, &fds));
+    return fds;
+}
+
+/// Sends into `fd` until its buffer is full, so that a send waits.
+fn testFill(fd: os.fd_t) !void {
+    const chunk: [4096]u8 = @splat('f');
+    for (0..100_000) |_| {
+        const rc = linux.sendto(fd, &chunk, chunk.len, linux.MSG.DONTWAIT, null, 0);
+        switch (os.errno(rc)) {
+            .SUCCESS => {},
+            .AGAIN => return,
+            else => return error.TestUnexpectedResult,
+        }
+    }
+    return error.TestBufferNeverFull;
+}
+
+/// Receives from `fd` until nothing is left, so that its peer can send again.
+fn testDrain(fd: os.fd_t) !void {
+    var chunk: [4096]u8 = undefined;
+    for (0..100_000) |_| {
+        const rc = linux.recvfrom(fd, &chunk, chunk.len, linux.MSG.DONTWAIT, null, null);
+        switch (os.errno(rc)) {
+            .SUCCESS => {},
+            .AGAIN => return,
+            else => return error.TestUnexpectedResult,
+        }
+    }
+    return error.TestBufferNeverEmpty;
+}
+
+fn testSend(fd: os.fd_t, bytes: []const u8) !void {
+    const rc = linux.sendto(fd, bytes.ptr, bytes.len, linux.MSG.DONTWAIT, null, 0);
+    try std.testing.expectEqual(bytes.len, rc);
+}
+
+/// A receive and a send waiting on one socket at once (its send buffer full, nothing to
+/// read). `outcome` says, per step, which of them is made ready and which canceled.
+const TestStep = enum { read_ready, write_ready, read_canceled, write_canceled };
+
+fn testReadAndWrite(choice: Loop.Choice, steps: [2]TestStep) !void {
+    var loop: Loop = undefined;
+    try loop.init(choice);
+    defer loop.deinit();
+    const pair = try testPair();
+    defer for (pair) |fd| os.closeFd(fd);
+    try testFill(pair[0]);
+    var in_buffer: [8]u8 = @splat('x');
+    var recv: Completion = .{
+        .op = .{ .recv = .{ .fd = pair[0], .buffer = &in_buffer, .flags = 0 } },
+        .callback = &testDone,
+    };
+    var send: Completion = .{
+        .op = .{ .send = .{ .fd = pair[0], .buffer = "more", .flags = linux.MSG.NOSIGNAL } },
+        .callback = &testDone,
+    };
+    loop.submit(&recv);
+    loop.submit(&send);
+    _ = loop.poll(0);
+    try std.testing.expectEqual(Completion.State.submitted, recv.state);
+    try std.testing.expectEqual(Completion.State.submitted, send.state);
+    if (choice == .epoll) {
+        // One registration of the socket itself for both, and no descriptor of their own.
+        const watch = loop.backend.epoll.watches.find(pair[0]).?;
+        const both = linux.EPOLL.IN | linux.EPOLL.RDHUP | linux.EPOLL.OUT;
+        try std.testing.expectEqual(both, watch.interest);
+        try std.testing.expectEqual(pair[0], recv.epoll_fd);
+        try std.testing.expectEqual(pair[0], send.epoll_fd);
+    }
+    for (steps, 0..) |step, index| {
+        const subject = switch (step) {
+            .read_ready, .read_canceled => &recv,
+            .write_ready, .write_canceled => &send,
+        };
+        const other = if (subject == &recv) &send else &recv;
+        switch (step) {
+            .read_ready => try testSend(pair[1], "abc"),
+            .write_ready => try testDrain(pair[1]),
+            .read_canceled, .write_canceled => loop.cancel(subject),
+        }
+        try testPollUntilIdle(&loop, &.{subject});
+        switch (step) {
+            .read_ready => {
+                try std.testing.expectEqual(@as(i32, 3), recv.result);
+                try std.testing.expectEqualStrings("abc", in_buffer[0..3]);
+            },
+            .write_ready => try std.testing.expectEqual(@as(i32, 4), send.result),
+            .read_canceled, .write_canceled => {
+                try std.testing.expectEqual(linux.E.CANCELED, subject.err().?);
+            },
+        }
+        // The other one still waits, until its own step.
+        if (index == 0) try std.testing.expectEqual(Completion.State.submitted, other.state);
+    }
+    if (steps[0] == .write_canceled or steps[1] == .write_canceled) {
+        try std.testing.expectEqual(@as(u8, 'x'), in_buffer[3]);
+    }
+    try std.testing.expectEqual(@as(usize, 0), loop.inFlight());
+}
+
+const test_step_orders = [_][2]TestStep{
+    .{ .read_ready, .write_ready },
+    .{ .write_ready, .read_ready },
+    .{ .read_canceled, .write_ready },
+    .{ .write_canceled, .read_ready },
+};
+
+test "EpollBackend: a read and a write wait on one socket; either completes or is canceled first" {
+    for (test_step_orders) |steps| try testReadAndWrite(.epoll, steps);
+}
+
+test "EpollBackend: the same read and write on io_uring, for comparison" {
+    try qemu.skipUnderQemu(.io_uring, @src());
+    for (test_step_orders) |steps| try testReadAndWrite(.io_uring, steps);
+}
+
+/// How a waiter's descriptor is closed under it, in `testClosedAndReused`.
+const TestClose = enum {
+    /// By code weft does not see; its file closes with it.
+    unseen,
+    /// By code weft does not see; its file stays open in another descriptor, and turns ready.
+    unseen_file_open,
+    /// Through weft (`Loop.forget` first); its file stays open elsewhere and turns ready.
+    forgotten_file_open,
+};
+
+fn testClosedAndReused(close: TestClose) !void {
+    var loop: Loop = undefined;
+    try loop.init(.epoll);
+    defer loop.deinit();
+    const first = try testPair();
+    defer os.closeFd(first[1]);
+    const kept: ?os.fd_t = if (close == .unseen) null else @intCast(linux.dup(first[0]));
+    defer if (kept) |fd| os.closeFd(fd);
+    var stale_buffer: [8]u8 = @splat('x');
+    var stale: Completion = .{
+        .op = .{ .recv = .{ .fd = first[0], .buffer = &stale_buffer, .flags = 0 } },
+        .callback = &testDone,
+    };
+    loop.submit(&stale);
+    _ = loop.poll(0);
+    try std.testing.expectEqual(Completion.State.submitted, stale.state);
+    if (close == .forgotten_file_open) {
+        loop.forget(first[0]);
+        try testPollUntilIdle(&loop, &.{&stale});
+    }
+    os.closeFd(first[0]);
+    // The lowest free number: the one just closed.
+    const second = try testPair();
+    defer for (second) |fd| os.closeFd(fd);
+    try std.testing.expectEqual(first[0], second[0]);
+    if (close != .unseen) try testSend(first[1], "old"); // the old file turns ready
+    var fresh_buffer: [8]u8 = undefined;
+    var fresh: Completion = .{
+        .op = .{ .recv = .{ .fd = second[0], .buffer = &fresh_buffer, .flags = 0 } },
+        .callback = &testDone,
+    };
+    loop.submit(&fresh);
+    // The old waiter ends canceled, whether its registration was found gone (unseen), it
+    // woke and found the number's new file not ready (file open), or it was forgotten.
+    try testPollUntilIdle(&loop, &.{&stale});
+    try std.testing.expectEqual(linux.E.CANCELED, stale.err().?);
+    try std.testing.expectEqual(@as(u8, 'x'), stale_buffer[0]);
+    // The old file's registration, if it outlived the close, wakes nobody.
+    for (0..3) |_| _ = loop.poll(std.time.ns_per_ms);
+    try std.testing.expectEqual(Completion.State.submitted, fresh.state);
+    try testSend(second[1], "new");
+    try testPollUntilIdle(&loop, &.{&fresh});
+    try std.testing.expectEqual(@as(i32, 3), fresh.result);
+    try std.testing.expectEqualStrings("new", fresh_buffer[0..3]);
+    try std.testing.expectEqual(@as(usize, 0), loop.inFlight());
+}
+
+test "EpollBackend: a descriptor closed and reused under a waiter gives it no wrong completion" {
+    try testClosedAndReused(.unseen);
+    try testClosedAndReused(.unseen_file_open);
+    try testClosedAndReused(.forgotten_file_open);
+}
+
+test "EpollBackend: random receives, sends, cancels and readiness on shared sockets end once" {
+    var loop: Loop = undefined;
+    try loop.init(.epoll);
+    defer loop.deinit();
+    const pairs_count = 3;
+    var pairs: [pairs_count][2]os.fd_t = undefined;
+    for (&pairs) |*pair| pair.* = try testPair();
+    defer for (pairs) |pair| for (pair) |fd| os.closeFd(fd);
+    const Slot = struct { completion: Completion, submitted: u32 = 0 };
+    var buffers: [pairs_count][4]u8 = undefined;
+    // Per pair: a receive and a send on its first socket, each waiting at most once at a time.
+    var slots: [pairs_count][2]Slot = undefined;
+    for (&slots, &pairs, &buffers) |*pair_slots, pair, *buffer| {
+        pair_slots[0] = .{ .completion = .{
+            .op = .{ .recv = .{ .fd = pair[0], .buffer = buffer, .flags = 0 } },
+            .callback = &testDone,
+        } };
+        pair_slots[1] = .{ .completion = .{
+            .op = .{ .send = .{ .fd = pair[0], .buffer = "s", .flags = linux.MSG.NOSIGNAL } },
+            .callback = &testDone,
+        } };
+        try testFill(pair[0]);
+    }
+    var prng: std.Random.DefaultPrng = .init(std.testing.random_seed);
+    const random = prng.random();
+    for (0..2_000) |_| {
+        const pair = random.uintLessThan(usize, pairs_count);
+        const slot = &slots[pair][random.uintLessThan(usize, 2)];
+        switch (random.uintLessThan(u8, 5)) {
+            0 => if (slot.completion.state == .idle) {
+                slot.completion.next = null;
+                loop.submit(&slot.completion);
+                slot.submitted += 1;
+            },
+            1 => loop.cancel(&slot.completion),
+            2 => try testSend(pairs[pair][1], "r"),
+            3 => try testDrain(pairs[pair][1]),
+            else => _ = loop.poll(0),
+        }
+        for (slots, buffers) |pair_slots, buffer| for (pair_slots, 0..) |s, index| {
+            // Every result is bytes moved or a cancel: a receive gets only what its peer sent.
+            if (s.completion.state != .idle or s.submitted == 0) continue;
+            const result = s.completion.result;
+            if (result == failure(.CANCELED)) continue;
+            try std.testing.expect(result >= 1);
+            if (index == 1) try std.testing.expectEqual(@as(i32, 1), result);
+            const received: usize = @intCast(result);
+            if (index == 0) for (buffer[0..received]) |byte| {
+                try std.testing.expectEqual(@as(u8, 'r'), byte);
+            };
+        };
+    }
+    // The end: every waiter canceled or completed, each once.
+    for (&slots) |*pair_slots| for (pair_slots) |*s| loop.cancel(&s.completion);
+    var all: [2 * pairs_count]*Completion = undefined;
+    for (0..pairs_count) |i| for (0..2) |j| {
+        all[2 * i + j] = &slots[i][j].completion;
+    };
+    try testPollUntilIdle(&loop, &all);
+    try std.testing.expectEqual(@as(usize, 0), loop.inFlight());
+    for (pairs) |pair| {
+        const watch = loop.backend.epoll.watches.find(pair[0]) orelse continue;
+        try std.testing.expect(watch.waiters == null);
+        try std.testing.expectEqual(@as(u32, 0), watch.interest);
+    }
 }
