@@ -25,7 +25,7 @@ const usage =
     \\                  [--scheduling stealing|pinned] [--idle-timeout S] [--header-timeout S]
     \\                  [--body-timeout S] [--send-timeout S] [--request-timeout S]
     \\                  [--drain-timeout S] [--drain-grace S] [--when-full close-idle|refuse]
-    \\                  [--metrics]
+    \\                  [--stack-size KIB] [--metrics]
     \\       weft-serve --help
     \\
     \\  --mode         single: one runtime on one thread
@@ -52,6 +52,9 @@ const usage =
     \\  --when-full    what a worker with --connections open does with a new one:
     \\                 close-idle closes its longest-idle connection (default), refuse
     \\                 closes the new one
+    \\  --stack-size   KiB of virtual address space per connection's fiber stack, guard page
+    \\                 included (default 1024; a multiple of 4, at least 16): what a handler
+    \\                 may use. Under `ulimit -v` a smaller one fits more connections
     \\  --metrics      also answer GET /metrics with weft.Metrics in the Prometheus text
     \\                 format (the runtime of the worker that serves the request)
     \\  -h, --help     this text, on stdout
@@ -79,7 +82,16 @@ const Args = struct {
     drain_idle_grace_ns: u64 = serverDefault(.drain_idle_grace_ns),
     when_full: weft.Server.WhenFull = serverDefault(.when_full),
     metrics: bool = false,
+    stack_size_bytes: usize = runtimeDefault(.stack_size_bytes),
 };
+
+/// `weft.Runtime.Options`' own default for `field`.
+fn runtimeDefault(comptime field: std.meta.FieldEnum(weft.Runtime.Options)) @FieldType(
+    weft.Runtime.Options,
+    @tagName(field),
+) {
+    return std.meta.fieldInfo(weft.Runtime.Options, field).defaultValue().?;
+}
 
 /// `weft.Server.Options`' own default for `field`.
 fn serverDefault(comptime field: std.meta.FieldEnum(weft.Server.Options)) @FieldType(
@@ -130,7 +142,11 @@ fn serve(args: Args) u8 {
         .drain_idle_grace_ns = args.drain_idle_grace_ns,
         .when_full = args.when_full,
         .stop_on_signals = true,
-        .runtime = .{ .executors = args.executors, .pinned = args.pinned },
+        .runtime = .{
+            .executors = args.executors,
+            .pinned = args.pinned,
+            .stack_size_bytes = args.stack_size_bytes,
+        },
     }) catch |err| {
         std.debug.print("weft-serve: cannot listen on 127.0.0.1:{d}: {t}\n", .{ args.port, err });
         return exit_failed;
@@ -222,6 +238,7 @@ const Option = enum {
     @"--drain-timeout",
     @"--drain-grace",
     @"--when-full",
+    @"--stack-size",
 };
 
 /// Reads the options after the program name; on `error.Misuse`, `misuse` says which and why.
@@ -282,6 +299,7 @@ fn parse(args: []const [:0]const u8, misuse: *Misuse) error{Misuse}!Command {
                 0
             else
                 try seconds(option, value, misuse),
+            .@"--stack-size" => parsed.stack_size_bytes = try stackSize(value, misuse),
             .@"--when-full" => {
                 const WhenFull = enum { @"close-idle", refuse };
                 const when_full = std.meta.stringToEnum(WhenFull, value) orelse {
@@ -320,6 +338,21 @@ fn count(
         return misuse.set("{t}: \"{s}\" is not a count within 1-{d}", .{ option, value, max });
     }
     return n;
+}
+
+/// `value` as a stack size in KiB, in bytes: a multiple of the page size, at least
+/// `weft.Runtime.stack_size_bytes_min`, at most 1 GiB; or the misuse.
+fn stackSize(value: []const u8, misuse: *Misuse) error{Misuse}!usize {
+    const page_kib = std.heap.page_size_min / 1024;
+    const min_kib = weft.Runtime.stack_size_bytes_min / 1024;
+    const max_kib = 1024 * 1024;
+    const kib = std.fmt.parseInt(usize, value, 10) catch max_kib + 1;
+    if (kib < min_kib or kib > max_kib or kib % page_kib != 0) {
+        return misuse.set("--stack-size: \"{s}\" is not KiB within {d}-{d}, a multiple of {d}", .{
+            value, min_kib, max_kib, page_kib,
+        });
+    }
+    return kib * 1024;
 }
 
 /// `value` as seconds (decimals allowed) within 1 ms-1 day, in ns, or the misuse naming
@@ -379,6 +412,22 @@ test "weft-serve: a bad argument is named, with why" {
         },
         .{ .args = &.{ "--mode", "forked" }, .message = "--port is required" },
         .{ .args = &.{ "--metrics", "--port" }, .message = "--port needs a value" },
+        .{
+            .args = &.{ "--stack-size", "8" },
+            .message = "--stack-size: \"8\" is not KiB within 16-1048576, a multiple of 4",
+        },
+        .{
+            .args = &.{ "--stack-size", "66" },
+            .message = "--stack-size: \"66\" is not KiB within 16-1048576, a multiple of 4",
+        },
+        .{
+            .args = &.{ "--stack-size", "1M" },
+            .message = "--stack-size: \"1M\" is not KiB within 16-1048576, a multiple of 4",
+        },
+        .{
+            .args = &.{ "--mode", "single", "--stack-size" },
+            .message = "--stack-size needs a value",
+        },
     };
     for (cases) |case| {
         var misuse: Misuse = .{};
@@ -413,6 +462,9 @@ test "weft-serve: --help and -h ask for the usage; good arguments parse" {
         "--mode", "single", "--port", "1", "--drain-grace", "0", "--when-full", "refuse",
     }, &misuse)).serve;
     try std.testing.expectEqual(0, stopping.drain_idle_grace_ns);
+    try std.testing.expectEqual(@as(usize, 1024 * 1024), stopping.stack_size_bytes);
+    const small = try parse(&.{ "--mode", "single", "--port", "1", "--stack-size", "64" }, &misuse);
+    try std.testing.expectEqual(@as(usize, 64 * 1024), small.serve.stack_size_bytes);
     try std.testing.expectEqual(weft.Server.WhenFull.refuse, stopping.when_full);
 }
 
@@ -427,10 +479,11 @@ test "weft-serve: a worker that cannot start exits 1, its log naming the address
     }
 }
 
-/// Runs weft-serve in `mode` in a child process whose address space has room for a runtime's
-/// task table (256 MiB by default) and half a slab of fiber stacks (256 MiB), not a whole one;
-/// expects exit status 1 within 10 s and a log that names RLIMIT_AS. One that serves instead
-/// (accepting and closing every connection) is stopped with SIGTERM after the 10 s.
+/// Runs weft-serve in `mode` in a child process whose address space leaves less than a
+/// runtime keeps beside its stacks (`weft.Runtime.address_space_reserve_bytes`), so that no
+/// fiber stack fits; expects exit status 1 within 10 s and a log that names RLIMIT_AS. One
+/// that serves instead (accepting and closing every connection) is stopped with SIGTERM after
+/// the 10 s.
 fn expectCannotStart(mode: [:0]const u8) !void {
     var fds: [2]linux.fd_t = undefined;
     try std.testing.expectEqual(0, linux.pipe2(&fds, .{ .CLOEXEC = true, .NONBLOCK = true }));
@@ -441,7 +494,7 @@ fn expectCannotStart(mode: [:0]const u8) !void {
     try std.testing.expect(linux.errno(fork_rc) == .SUCCESS);
     if (fork_rc == 0) {
         if (linux.dup2(fds[1], 2) != 2) linux.exit_group(7);
-        const headroom_bytes = (256 + 128) * 1024 * 1024;
+        const headroom_bytes = weft.Runtime.address_space_reserve_bytes - 1024 * 1024;
         var limit: linux.rlimit = undefined;
         if (linux.getrlimit(.AS, &limit) != 0) linux.exit_group(7);
         limit.cur = @min(limit.max, addressSpaceBytes() + headroom_bytes);

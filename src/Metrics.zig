@@ -262,6 +262,7 @@ fn collectExecutors(metrics: *Metrics, scheduler: *const Scheduler, uptime_ns: u
     // Read one pool after another while stacks move between them: a stack may be counted
     // idle twice, or not at all, for a moment.
     idle += scheduler.stacks_shared.count.load(.monotonic);
+    idle += scheduler.stacks_shared.trimmed_count.load(.monotonic);
     metrics.stacks_in_use = if (enabled) metrics.stacks_mapped -| idle else 0;
 }
 
@@ -411,9 +412,9 @@ fn writeServerText(server: Server, writer: *Io.Writer) Io.Writer.Error!void {
             "connections_max and {d} for want of a task; {d} idle closed to admit; " ++
             "{d} requests, {d} rejected\n",
         .{
-            server.connections_open,  server.connections_max,  server.accepted,
-            server.rejected_full,     server.rejected_no_task, server.closed_idle_for_admission,
-            server.requests,          server.requests_rejected,
+            server.connections_open, server.connections_max,   server.accepted,
+            server.rejected_full,    server.rejected_no_task,  server.closed_idle_for_admission,
+            server.requests,         server.requests_rejected,
         },
     );
     try writer.print(

@@ -21,6 +21,7 @@ const Io = std.Io;
 const config = @import("config.zig");
 const os = @import("os/linux.zig");
 const os_thread = @import("os/thread.zig");
+const memory_limits = @import("os/memory_limits.zig");
 const Executor = @import("sched/Executor.zig");
 const LiveTasks = @import("sched/LiveTasks.zig");
 const Scheduler = @import("sched/Scheduler.zig");
@@ -63,7 +64,9 @@ pub const Options = struct {
     /// `.page` (default): an overflow faults. `.none`: depth check only (see fiber/stack.zig).
     stack_guard: stack_mod.Guard = .page,
     /// Live tasks at most; past it `concurrent` returns `error.ConcurrencyUnavailable` and
-    /// `async` runs inline.
+    /// `async` runs inline. Lowered at `init` to what the process's `RLIMIT_AS` leaves room
+    /// for (a stack of `stack_size_bytes` each) and to what a cgroup v2 `memory.max` does
+    /// (`config.task_committed_bytes_min` each, in half the room): see docs/RUNTIME.md.
     tasks_max: usize = 1 << 22,
     /// Where `netLookup` finds the hosts file, resolv.conf and name servers (system defaults).
     resolver: lookup.Config = .{},
@@ -93,6 +96,9 @@ pub const Options = struct {
 pub const executors_max = config.executors_max;
 /// `Options.stack_size_bytes` at least (and a multiple of the page size).
 pub const stack_size_bytes_min = config.stack_size_bytes_min;
+/// Address space a runtime leaves to the rest of the process under `RLIMIT_AS`, beside its
+/// stacks: `init` fails with `error.AddressSpaceLimit` when not one stack fits beside it.
+pub const address_space_reserve_bytes = config.address_space_reserve_bytes;
 /// The longest task name `setName` keeps, in bytes.
 pub const task_name_bytes_max = config.task_name_bytes_max;
 
@@ -104,7 +110,7 @@ pub const InitError = error{
     InvalidOptions,
     /// An executor thread could not be started.
     SystemResources,
-} || Executor.InitError;
+} || stack_mod.PlanError || Executor.InitError;
 
 pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     if (options.stack_size_bytes < config.stack_size_bytes_min) return error.InvalidOptions;
@@ -120,7 +126,14 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     errdefer gpa.destroy(state);
     const executors = try gpa.alloc(Executor, executors_count);
     errdefer gpa.free(executors);
-    var tasks: LiveTasks = try .init(options.tasks_max);
+    const stack_plan = try stack_mod.plan(
+        memory_limits.read(), // once: a limit lowered later fails spawns, not a new plan
+        options.stack_size_bytes,
+        executors_count,
+        options.tasks_max,
+        @sizeOf(LiveTasks.Entry),
+    );
+    var tasks: LiveTasks = try .init(stack_plan.tasks_max);
     errdefer tasks.deinit();
     state.* = .{
         .gpa = gpa,
@@ -150,6 +163,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
         .loop = loop_choice,
         .stack_size_bytes = options.stack_size_bytes,
         .stack_guard = options.stack_guard,
+        .slab_stacks = stack_plan.slab_stacks,
     };
     for (executors, 0..) |*executor, index| {
         executor.init(scheduler, @intCast(index), executor_options);
@@ -292,6 +306,7 @@ pub fn deinit(rt: Runtime) void {
         "await or cancel every future, and await or cancel every group, first", .{tasks_live});
     // Only now that every executor thread stopped may any pool unmap its slabs.
     for (scheduler.executors) |*executor| executor.deinit();
+    scheduler.stacks_shared.deinit(gpa);
     scheduler.idle.deinit(gpa);
     scheduler.tasks.deinit();
     gpa.free(scheduler.executors);

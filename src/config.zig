@@ -21,6 +21,27 @@ pub const stack_size_bytes_min = 16 * 1024;
 /// kernel's default `vm.max_map_count` of 65,530.
 pub const slab_stacks = 256;
 
+/// Under an `RLIMIT_AS`, the share of the stacks that fit which one executor's slab may hold
+/// at most (fiber/stack.zig, `plan`): each executor maps slabs of its own, and a slab's unused
+/// stacks are address space no other executor can map, so smaller slabs near the limit let
+/// more tasks fit (a 256-stack slab per executor under `ulimit -v 2G` left 1,536 of them).
+pub const slab_share_of_fit = 8;
+
+/// Address space left to the rest of the process under an `RLIMIT_AS` when a runtime sizes its
+/// stacks: the heap, executor, lane and watchdog threads' stacks (256 KiB to 2 MiB each), the
+/// rings. A runtime that cannot fit one stack beside it fails `init` with
+/// `error.AddressSpaceLimit`.
+pub const address_space_reserve_bytes = 64 * 1024 * 1024;
+
+/// The least memory a live task commits beside its stack's page tables: two pages of stack
+/// (its start frame and a `std.Io` call), its `Task` and its table entry. Under a cgroup
+/// `memory.max`, the task ceiling is what fits of this in `cgroup_memory_share` of the room
+/// left: past it a spawn fails with `ConcurrencyUnavailable` rather than the kernel killing
+/// the process for want of memory.
+pub const task_committed_bytes_min = 2 * 4096 + 512;
+/// The other half is the tasks' own: buffers, heap, deeper stacks.
+pub const cgroup_memory_share = 2;
+
 /// Free stacks an executor's pool keeps before it hands `pool_spill_stacks` of them to the
 /// runtime's shared list, and the batch in which a pool out of free stacks takes them back
 /// from there before it maps a slab (fiber/stack.zig, `Shared`). A task may end on another
@@ -29,6 +50,29 @@ pub const slab_stacks = 256;
 /// stack for nearly every task.
 pub const pool_free_max = 128;
 pub const pool_spill_stacks = 64;
+
+/// How long a free stack stays committed without being taken before its pages go back to the
+/// kernel (fiber/stack.zig, `Pool.trim`): each executor sweeps its pool this often, and gives
+/// back the stacks no spawn took during the whole period before, so a stack freed at the end
+/// of a spike is given back within two periods. Shorter sweeps would give back stacks that a
+/// server between two bursts of a steady load takes again at once (a page fault per page);
+/// longer ones hold a spike's memory for longer than the issue's 5 s bound allows.
+pub const stack_idle_ns = std.time.ns_per_s;
+
+/// Free stacks each executor's pool keeps committed however long they stay idle: what the next
+/// few spawns take without a page fault (a request's task, a timer's). Below `pool_free_max`.
+pub const pool_hot_stacks = 32;
+
+/// Stacks one sweep gives back at most: one `madvise` each, about 1-2 us, so a sweep holds its
+/// executor for under a millisecond. A sweep cut short runs again `stack_trim_retry_ns` later,
+/// letting the executor's tasks run in between: 10,000 idle stacks take about 40 sweeps.
+pub const stack_trim_batch_max = 256;
+pub const stack_trim_retry_ns = std.time.ns_per_ms;
+
+/// How far `CLOCK_MONOTONIC_COARSE` may lag the precise clock: one scheduler tick, 10 ms at the
+/// lowest common `CONFIG_HZ` (100). An executor that sleeps until a sweep due on the coarse
+/// clock sleeps this much longer, so that it wakes with the sweep due, not just before it.
+pub const coarse_clock_tick_ns = 10 * std.time.ns_per_ms;
 
 /// Mappings left to the rest of the process (heap, libraries, thread stacks, rings) when weft
 /// derives its live-fiber ceiling from `vm.max_map_count` in guarded mode.
@@ -375,6 +419,9 @@ comptime {
     assert(cpu_lane_queue_limit_default > 0 and cpu_lane_waiters_max_default > 0);
     assert(registry_waiters_max_default > 0);
     assert(pool_spill_stacks > 0 and pool_spill_stacks <= pool_free_max); // a spill leaves some
+    assert(pool_hot_stacks < pool_free_max); // a pool's hot set never spills
+    assert(stack_trim_retry_ns < stack_idle_ns); // a cut-short sweep finishes within the period
+    assert(stack_trim_batch_max > 0);
     assert(task_name_bytes_max % 8 == 0); // written and read as words (sched/LiveTasks.zig)
     assert(task_slots_max < std.math.maxInt(u32)); // slots are u32, maxInt ends the free list
     assert(task_dump_batch_max >= 1 and task_dump_frames_max >= 4);

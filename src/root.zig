@@ -69,6 +69,7 @@ test "weft: the public API is exactly the documented list" {
             "InitError",
             "executors_max",
             "stack_size_bytes_min",
+            "address_space_reserve_bytes",
             "init",
             "deinit",
             "io",
@@ -136,6 +137,7 @@ test {
     _ = @import("os/SpinLock.zig");
     _ = @import("os/atomic.zig");
     _ = @import("os/linux.zig");
+    _ = @import("os/memory_limits.zig");
     _ = @import("os/thread.zig");
     _ = @import("sched/LiveTasks.zig");
     _ = @import("sched/RunQueue.zig");
@@ -171,6 +173,7 @@ test {
     _ = @import("testing/http_test.zig");
     _ = @import("testing/lane_test.zig");
     _ = @import("testing/lookup_test.zig");
+    _ = @import("testing/memory_test.zig");
     _ = @import("testing/metrics_test.zig");
     _ = @import("testing/net_test.zig");
     _ = @import("testing/overflow_test.zig");

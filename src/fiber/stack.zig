@@ -21,6 +21,12 @@
 //! each stack was rejected: writing it commits a second page per fiber, doubling the memory
 //! and the page faults of a million sleepers.)
 //!
+//! Free stacks idle for a whole `config.stack_idle_ns` give their pages back (`Pool.trim`,
+//! swept from each executor's poll), past a hot set of `config.pool_hot_stacks` per pool; they
+//! wait in `Shared.trimmed`, uncommitted, and are handed out again before a new slab is mapped.
+//! Unmapping whole idle slabs was rejected: the free lists mix the stacks of every slab, so a
+//! slab is rarely all free, and a guarded slab costs a guard per stack to map again.
+//!
 //! Slabs are marked `MADV_NOHUGEPAGE`: with transparent huge pages set to `always`, the kernel
 //! would otherwise back the first touch of a 2 MiB range with a huge page shared by eight
 //! mostly-idle stacks, or stall in compaction trying to.
@@ -29,6 +35,7 @@ const linux = std.os.linux;
 const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
+const memory_limits = @import("../os/memory_limits.zig");
 
 const SpinLock = @import("../os/SpinLock.zig");
 const Counter = @import("../os/Counter.zig");
@@ -60,6 +67,60 @@ pub const Stack = struct {
     }
 };
 
+/// How a runtime's stacks fit the process's memory limits (`plan`).
+pub const Plan = struct {
+    /// Stacks per slab (`Pool.slab_stacks`).
+    slab_stacks: usize,
+    /// Live tasks at most: the runtime's option, or fewer where a limit leaves less room.
+    tasks_max: usize,
+};
+
+pub const PlanError = error{
+    /// `RLIMIT_AS` (`ulimit -v`) leaves no room for one fiber stack beside what the process
+    /// maps already and `config.address_space_reserve_bytes` for the rest of it.
+    AddressSpaceLimit,
+    /// The cgroup's `memory.max` leaves no room for one task (`config.task_committed_bytes_min`).
+    MemoryLimit,
+};
+
+/// Sizes the stacks and the task ceiling to `limits` for `executors` pools of stacks of
+/// `stack_size_bytes`, each task also mapping `task_bytes` beside its stack (its table entry).
+/// Under `RLIMIT_AS` the address space decides: each stack is reserved whole. Under a cgroup
+/// `memory.max` the memory a task commits does: a reservation costs nothing there, a touched
+/// page does. No limit: `config.slab_stacks` and `tasks_max` unchanged.
+pub fn plan(
+    limits: memory_limits.Limits,
+    stack_size_bytes: usize,
+    executors: usize,
+    tasks_max: usize,
+    task_bytes: usize,
+) PlanError!Plan {
+    assert(stack_size_bytes >= config.stack_size_bytes_min);
+    assert(executors >= 1);
+    var result: Plan = .{ .slab_stacks = config.slab_stacks, .tasks_max = tasks_max };
+    if (limits.address_space_bytes) |limit_bytes| {
+        const room_bytes = limit_bytes -| limits.address_space_used_bytes -|
+            config.address_space_reserve_bytes;
+        const fit = room_bytes / (stack_size_bytes + task_bytes);
+        if (fit == 0) return error.AddressSpaceLimit;
+        result.tasks_max = @min(result.tasks_max, fit);
+        const slab_stacks = fit / (executors * config.slab_share_of_fit);
+        result.slab_stacks = std.math.clamp(slab_stacks, 1, config.slab_stacks);
+    }
+    if (limits.cgroup_memory_bytes) |max_bytes| {
+        const room_bytes = (max_bytes -| limits.cgroup_memory_used_bytes) /
+            config.cgroup_memory_share;
+        // A touched page of stack costs its share of a page table too: 8 bytes per 4 KiB.
+        const page_tables_bytes = stack_size_bytes / 512;
+        const fit = room_bytes / (config.task_committed_bytes_min + page_tables_bytes);
+        if (fit == 0) return error.MemoryLimit;
+        result.tasks_max = @min(result.tasks_max, fit);
+    }
+    assert(result.slab_stacks >= 1 and result.slab_stacks <= config.slab_stacks);
+    assert(result.tasks_max <= tasks_max);
+    return result;
+}
+
 pub const AcquireError = error{
     /// The kernel refused a new slab or guard (memory, or `vm.max_map_count`).
     SystemResources,
@@ -79,6 +140,77 @@ pub const Shared = struct {
     head: ?[*]align(page_size) u8 = null,
     /// Stacks on the list; written under `lock`, read without it for a peek.
     count: std.atomic.Value(usize) = .init(0),
+    /// Which of the list's stacks have been idle a whole period. Under `lock`; rolled by
+    /// whichever pool sweeps first in a period (`Pool.trim`), so that several executors
+    /// sweeping in turn do not each restart it.
+    idle: IdleMark = .{},
+    /// Stacks whose pages were given back (`Pool.trim`): uncommitted again, like a new slab's.
+    /// An array, not a list linked through the stacks: a link would commit a page of each.
+    /// Its capacity covers every stack the runtime's pools mapped (`mapped`), reserved by
+    /// `Pool.grow`, so that a sweep never allocates. Under `lock`.
+    trimmed: std.ArrayList([*]align(page_size) u8) = .empty,
+    /// `trimmed.items.len`, for a peek without the lock and for `weft.Metrics`.
+    trimmed_count: std.atomic.Value(usize) = .init(0),
+    /// Stacks mapped by all the pools that share this list. Under `lock`.
+    mapped: usize = 0,
+
+    /// `gpa`: the pools' allocator. After every pool's `deinit`.
+    pub fn deinit(shared: *Shared, gpa: std.mem.Allocator) void {
+        shared.trimmed.deinit(gpa);
+        shared.* = undefined;
+    }
+};
+
+/// Which stacks at the bottom of a free list (most recent first) no acquire took for a whole
+/// period: a list that never held fewer than `low` stacks since the period began has not
+/// handed out its `low` bottom ones. A low-water mark costs an acquire one compare; a time
+/// stamp per stack would cost a clock read per release. Rejected too: giving back every free
+/// stack past the hot set at each sweep, which would fault the pages of a steady load's
+/// stacks back in every second.
+pub const IdleMark = struct {
+    /// The fewest stacks the list held since `period_start_ns`.
+    low: usize = 0,
+    /// Bottom stacks idle through the whole previous period and still there, not given back.
+    idle: usize = 0,
+    period_start_ns: u64 = 0,
+
+    /// After stacks were taken from the top of the list, which now holds `count`.
+    fn taken(mark: *IdleMark, count: usize) void {
+        if (count < mark.low) mark.low = count;
+        if (count < mark.idle) mark.idle = count;
+    }
+
+    /// After `count` stacks left the bottom of the list (a spill).
+    fn cutBottom(mark: *IdleMark, count: usize) void {
+        mark.low -|= count;
+        mark.idle -|= count;
+    }
+
+    /// Starts a new period if `config.stack_idle_ns` passed since this one began: the stacks
+    /// below the mark become idle ones.
+    fn roll(mark: *IdleMark, count: usize, now_ns: u64) void {
+        assert(mark.idle <= mark.low);
+        assert(mark.low <= count);
+        if (now_ns -| mark.period_start_ns < config.stack_idle_ns) return;
+        mark.idle = mark.low;
+        mark.low = count;
+        mark.period_start_ns = now_ns;
+    }
+
+    /// After `count` idle stacks, the topmost of the idle ones, left the list to be trimmed.
+    fn gaveBack(mark: *IdleMark, count: usize) void {
+        assert(count <= mark.idle);
+        mark.idle -= count;
+        mark.low -= count;
+    }
+};
+
+/// What one `Pool.trim` did.
+pub const Trim = struct {
+    /// Stacks whose pages went back to the kernel.
+    stacks: usize = 0,
+    /// It stopped at `config.stack_trim_batch_max` with idle stacks left: sweep again soon.
+    cut_short: bool = false,
 };
 
 /// A pool of stacks owned by one executor: not thread-safe; the `Shared` list it may spill to
@@ -94,6 +226,11 @@ pub const Pool = struct {
     gpa: std.mem.Allocator,
     stack_size_bytes: usize,
     guard: Guard,
+    /// Stacks per slab mapping: `config.slab_stacks`, or fewer where an address-space limit
+    /// leaves less room (`plan`). Set before the first `acquire`.
+    slab_stacks: usize = config.slab_stacks,
+    /// Which of `free_head`'s stacks have been idle a period, for `trim`. Owner only.
+    free_idle: IdleMark = .{},
     /// The runtime's shared free list; null for a pool on its own.
     shared: ?*Shared = null,
     /// Stacks on `free_head`'s list. Written by the pool's owner only; atomic so that
@@ -174,9 +311,9 @@ pub const Pool = struct {
         return if (index < pool.slabs.items.len) pool.slabs.items[index] else null;
     }
 
-    /// Stacks this pool has mapped (handed out, free or fresh).
+    /// Stacks this pool has mapped (handed out, free, trimmed or fresh).
     pub fn mapped(pool: *const Pool) usize {
-        return pool.slabs.items.len * config.slab_stacks;
+        return pool.slabs.items.len * pool.slab_stacks;
     }
 
     /// Stacks this pool holds and has not handed out (free or fresh). Any thread; a value
@@ -196,6 +333,7 @@ pub const Pool = struct {
             const stack: Stack = .{ .memory = base[0..pool.stack_size_bytes] };
             pool.free_head = linkOf(stack).next;
             pool.setFreeCount(pool.free_count.raw - 1);
+            pool.free_idle.taken(pool.free_count.raw);
             return stack;
         }
         assert(pool.free_count.raw == 0);
@@ -233,6 +371,7 @@ pub const Pool = struct {
         var last = first;
         while (pool.linkAt(last).next) |next| last = next;
         pool.setFreeCount(pool.free_count.raw - config.pool_spill_stacks);
+        pool.free_idle.cutBottom(config.pool_spill_stacks);
 
         shared.lock.lock();
         defer shared.lock.unlock();
@@ -241,13 +380,16 @@ pub const Pool = struct {
         shared.count.store(shared.count.load(.monotonic) + config.pool_spill_stacks, .monotonic);
     }
 
-    /// Takes up to `config.pool_spill_stacks` stacks from the shared list, for a pool whose
-    /// own list is empty.
+    /// Takes up to `config.pool_spill_stacks` stacks from the shared list, or failing that
+    /// from the trimmed stacks, for a pool whose own list is empty.
     fn refill(pool: *Pool) void {
         assert(pool.free_head == null and pool.free_count.raw == 0);
         const shared = pool.shared orelse return;
         // A racy peek: an empty shared list is the common case, and costs no lock.
-        if (shared.count.load(.monotonic) == 0) return;
+        if (shared.count.load(.monotonic) == 0) {
+            if (shared.trimmed_count.load(.monotonic) == 0) return;
+            return pool.refillTrimmed(shared);
+        }
         shared.lock.lock();
         defer shared.lock.unlock();
         const first = shared.head orelse return;
@@ -258,9 +400,139 @@ pub const Pool = struct {
         }
         shared.head = pool.linkAt(last).next;
         shared.count.store(shared.count.load(.monotonic) - taken, .monotonic);
+        shared.idle.taken(shared.count.raw);
         pool.linkAt(last).next = null;
         pool.free_head = first;
         pool.setFreeCount(taken);
+    }
+
+    /// Takes up to `config.pool_spill_stacks` trimmed stacks onto this pool's empty list.
+    /// Linking them commits their top page, which the task that gets each touches first.
+    fn refillTrimmed(pool: *Pool, shared: *Shared) void {
+        assert(pool.free_head == null and pool.free_count.raw == 0);
+        shared.lock.lock();
+        defer shared.lock.unlock();
+        const trimmed = &shared.trimmed.items;
+        const taken = @min(trimmed.len, config.pool_spill_stacks);
+        for (trimmed.*[trimmed.len - taken ..]) |base| {
+            pool.linkAt(base).* = .{ .next = pool.free_head };
+            pool.free_head = base;
+        }
+        trimmed.len -= taken;
+        shared.trimmed_count.store(trimmed.len, .monotonic);
+        pool.setFreeCount(taken);
+        // New on the list: not idle. The list was empty, so the mark is already 0.
+        assert(pool.free_idle.low == 0);
+    }
+
+    /// Gives back the pages of free stacks that no acquire took for a whole period (see
+    /// `IdleMark`, `config.stack_idle_ns`): first from this pool's list, past its
+    /// `config.pool_hot_stacks` most recent, then from the shared list; at most
+    /// `config.stack_trim_batch_max` in all, the rest at the next call. Owner only, from the
+    /// executor's poll (`Executor.sweepStacks`), never from an acquire or a release. The
+    /// stacks go to the shared trimmed array; a pool on its own gives nothing back.
+    pub fn trim(pool: *Pool, now_ns: u64) Trim {
+        const shared = pool.shared orelse return .{};
+        var bases: [config.stack_trim_batch_max][*]align(page_size) u8 = undefined;
+        pool.free_idle.roll(pool.free_count.raw, now_ns);
+        const hot = config.pool_hot_stacks;
+        const own_idle = @min(pool.free_idle.idle, pool.free_count.raw -| hot);
+        const own = @min(own_idle, bases.len);
+        if (own > 0) {
+            const skip = pool.free_count.raw - own_idle;
+            const first = pool.detach(&pool.free_head, pool.free_count.raw, skip, own);
+            pool.setFreeCount(pool.free_count.raw - own);
+            pool.free_idle.gaveBack(own);
+            pool.collect(first, bases[0..own]);
+        }
+        const from_shared = pool.detachShared(shared, now_ns, bases[own..]);
+        const count = own + from_shared.stacks;
+        for (bases[0..count]) |base| {
+            // The guard page (or the unguarded margin) was never committed: leave it alone.
+            os.adviseDontNeed(@alignCast(base[page_size..pool.stack_size_bytes]));
+        }
+        if (count > 0) {
+            shared.lock.lock();
+            defer shared.lock.unlock();
+            // Room for every stack mapped was reserved (`reserveTrimmed`).
+            assert(shared.trimmed.items.len + count <= shared.mapped);
+            shared.trimmed.appendSliceAssumeCapacity(bases[0..count]);
+            shared.trimmed_count.store(shared.trimmed.items.len, .monotonic);
+        }
+        return .{ .stacks = count, .cut_short = own < own_idle or from_shared.cut_short };
+    }
+
+    /// Whether a sweep may find stacks to give back: more free stacks than the hot set here,
+    /// or any on the shared list. A racy peek, for an executor about to sleep: it sleeps no
+    /// longer than its next sweep only then, so that an idle runtime wakes for nothing.
+    pub fn mayTrim(pool: *const Pool) bool {
+        const shared = pool.shared orelse return false;
+        if (pool.free_count.raw > config.pool_hot_stacks) return true;
+        return shared.count.load(.monotonic) > 0;
+    }
+
+    /// Under the shared lock: detaches the shared list's idle stacks, as many as `bases`
+    /// holds, and writes their bases there.
+    fn detachShared(
+        pool: *Pool,
+        shared: *Shared,
+        now_ns: u64,
+        bases: [][*]align(page_size) u8,
+    ) Trim {
+        // A racy peek: an empty shared list is the common case, and costs no lock.
+        if (shared.count.load(.monotonic) == 0) return .{};
+        shared.lock.lock();
+        defer shared.lock.unlock();
+        const count = shared.count.raw;
+        shared.idle.roll(count, now_ns);
+        const idle = shared.idle.idle;
+        const taken = @min(idle, bases.len);
+        if (taken == 0) return .{};
+        const first = pool.detach(&shared.head, count, count - idle, taken);
+        shared.count.store(count - taken, .monotonic);
+        shared.idle.gaveBack(taken);
+        pool.collect(first, bases[0..taken]);
+        return .{ .stacks = taken, .cut_short = taken < idle };
+    }
+
+    /// Detaches `take` stacks of the list at `head`, which holds `count`, after its first
+    /// `skip`; returns the first of them, the last linked to null.
+    fn detach(
+        pool: *const Pool,
+        head: *?[*]align(page_size) u8,
+        count: usize,
+        skip: usize,
+        take: usize,
+    ) [*]align(page_size) u8 {
+        assert(take > 0);
+        assert(skip + take <= count);
+        var before: ?[*]align(page_size) u8 = null;
+        var first = head.*.?;
+        for (0..skip) |_| {
+            before = first;
+            first = pool.linkAt(first).next.?;
+        }
+        var last = first;
+        for (1..take) |_| last = pool.linkAt(last).next.?;
+        const after = pool.linkAt(last).next;
+        pool.linkAt(last).next = null;
+        if (before) |kept| pool.linkAt(kept).next = after else head.* = after;
+        return first;
+    }
+
+    /// Writes the bases of the list from `first` to `bases`, which it fills exactly. Before
+    /// any of them is given back: the links live in the pages that go.
+    fn collect(
+        pool: *const Pool,
+        first: [*]align(page_size) u8,
+        bases: [][*]align(page_size) u8,
+    ) void {
+        var next: ?[*]align(page_size) u8 = first;
+        for (bases) |*base| {
+            base.* = next.?;
+            next = pool.linkAt(base.*).next;
+        }
+        assert(next == null);
     }
 
     fn linkAt(pool: *const Pool, base: [*]align(page_size) u8) *FreeLink {
@@ -273,12 +545,14 @@ pub const Pool = struct {
 
     fn grow(pool: *Pool) AcquireError!void {
         assert(pool.fresh.len == 0);
-        const slab_len = pool.stack_size_bytes * config.slab_stacks;
+        assert(pool.slab_stacks >= 1 and pool.slab_stacks <= config.slab_stacks);
+        const slab_len = pool.stack_size_bytes * pool.slab_stacks;
         {
             pool.slabs_lock.lock();
             defer pool.slabs_lock.unlock();
             pool.slabs.ensureUnusedCapacity(pool.gpa, 1) catch return error.SystemResources;
         }
+        try pool.reserveTrimmed();
 
         const slab_ptr = os.mapAnonymous(slab_len) catch |err| {
             pool.logExhaustion(err);
@@ -297,8 +571,22 @@ pub const Pool = struct {
             pool.slabs.appendAssumeCapacity(slab);
         }
         pool.fresh = slab;
-        pool.fresh_count.store(config.slab_stacks, .monotonic);
-        pool.counters.mapped.add(config.slab_stacks);
+        pool.fresh_count.store(pool.slab_stacks, .monotonic);
+        pool.counters.mapped.add(pool.slab_stacks);
+    }
+
+    /// Makes room on the shared trimmed array for every stack of one more slab, so that a
+    /// sweep never allocates. Under the shared lock: an allocation there is rare (one per
+    /// slab) and racing it with sweeps would need a second lock.
+    fn reserveTrimmed(pool: *Pool) AcquireError!void {
+        const shared = pool.shared orelse return;
+        shared.lock.lock();
+        defer shared.lock.unlock();
+        const capacity = shared.mapped + pool.slab_stacks;
+        shared.trimmed.ensureTotalCapacity(pool.gpa, capacity) catch
+            return error.SystemResources;
+        // Counted before the map succeeds: a failed one leaves room unused, never too little.
+        shared.mapped = capacity;
     }
 
     /// Installs the guard page at the bottom of every stack of `slab`.
@@ -307,19 +595,20 @@ pub const Pool = struct {
         slab: []align(page_size) u8,
     ) (AcquireError || os.UnexpectedError)!void {
         assert(pool.guard == .page);
-        assert(slab.len == pool.stack_size_bytes * config.slab_stacks);
+        assert(slab.len == pool.stack_size_bytes * pool.slab_stacks);
         if (!pool.guard_splits_mappings and !pool.guard_batch_unsupported) {
-            var guards: [config.slab_stacks]os.IoVec = undefined;
-            for (&guards, 0..) |*guard, index| {
+            var guards_buffer: [config.slab_stacks]os.IoVec = undefined;
+            const guards = guards_buffer[0..pool.slab_stacks];
+            for (guards, 0..) |*guard, index| {
                 guard.* = .{ .base = slab.ptr + index * pool.stack_size_bytes, .len = page_size };
             }
-            if (os.adviseGuardBatch(&guards)) |_| return else |err| switch (err) {
+            if (os.adviseGuardBatch(guards)) |_| return else |err| switch (err) {
                 error.Unsupported => pool.guard_batch_unsupported = true,
                 error.SystemResources => return error.SystemResources,
             }
         }
         var index: usize = 0;
-        while (index < config.slab_stacks) : (index += 1) {
+        while (index < pool.slab_stacks) : (index += 1) {
             try pool.installGuard(@alignCast(slab[index * pool.stack_size_bytes ..][0..page_size]));
         }
     }
@@ -452,6 +741,7 @@ test "Pool: committed bytes count the pages the stacks touched, with the scan an
 
 test "Pool: stacks freed past the limit go to the shared list, and come back before a new slab" {
     var shared: Shared = .{};
+    defer shared.deinit(std.testing.allocator);
     var starter: Pool = .init(std.testing.allocator, 16 * 1024, .none, &shared);
     defer starter.deinit();
     var ender: Pool = .init(std.testing.allocator, 16 * 1024, .none, &shared);
@@ -480,6 +770,7 @@ test "Pool: stacks freed past the limit go to the shared list, and come back bef
 
 test "Pool: a refill takes at most one batch and leaves the rest shared" {
     var shared: Shared = .{};
+    defer shared.deinit(std.testing.allocator);
     var a: Pool = .init(std.testing.allocator, 16 * 1024, .none, &shared);
     defer a.deinit();
     var b: Pool = .init(std.testing.allocator, 16 * 1024, .none, &shared);
@@ -501,4 +792,117 @@ test "Pool: a refill takes at most one batch and leaves the rest shared" {
     try std.testing.expectEqual(@as(usize, config.pool_spill_stacks - 1), a.free_count.raw);
     const spilled_left = shared.count.load(.monotonic);
     try std.testing.expectEqual(@as(usize, config.pool_spill_stacks), spilled_left);
+}
+
+/// Touches `pages` pages of `stack` from its top, as a fiber running that deep would.
+fn touchPages(stack: Stack, pages: usize) void {
+    for (0..pages) |page| {
+        const byte: *volatile u8 = @ptrFromInt(stack.top() - page * page_size - 1);
+        byte.* = 1;
+    }
+}
+
+test "Pool: stacks idle a whole period give their pages back, past the hot set" {
+    var shared: Shared = .{};
+    defer shared.deinit(std.testing.allocator);
+    var pool: Pool = .init(std.testing.allocator, 16 * 1024, .page, &shared);
+    defer pool.deinit();
+    var scan: os.Residency = .open();
+    defer scan.close();
+    // A spike: 600 stacks three pages deep, then all freed (past `pool_free_max` to the
+    // shared list).
+    var stacks: [600]Stack = undefined;
+    for (&stacks) |*stack| {
+        stack.* = try pool.acquire();
+        touchPages(stack.*, 3);
+    }
+    for (stacks) |stack| pool.release(stack);
+    const spike_bytes = pool.committedBytes(&scan);
+    try std.testing.expectEqual(@as(u64, 600 * 3 * page_size), spike_bytes);
+    // The first sweep starts a period; the stacks become idle ones only at the next.
+    const period = config.stack_idle_ns;
+    try std.testing.expectEqual(@as(usize, 0), pool.trim(period).stacks);
+    // A stack taken and given back during the period: the list's top, not idle.
+    pool.release(try pool.acquire());
+    // Then each sweep gives back at most a batch, the last not cut short.
+    var given: usize = 0;
+    var sweeps: usize = 0;
+    while (true) : (sweeps += 1) {
+        const trimmed = pool.trim(2 * period + sweeps);
+        given += trimmed.stacks;
+        if (!trimmed.cut_short) break;
+    }
+    try std.testing.expectEqual(@as(usize, 600 - config.pool_hot_stacks), given);
+    const given_max = config.stack_trim_batch_max;
+    try std.testing.expectEqual((given + given_max - 1) / given_max, sweeps + 1);
+    try std.testing.expectEqual(@as(usize, config.pool_hot_stacks), pool.free_count.raw);
+    try std.testing.expectEqual(given, shared.trimmed_count.raw);
+    try std.testing.expect(!pool.mayTrim());
+    const kept_bytes = pool.committedBytes(&scan);
+    try std.testing.expectEqual(@as(u64, config.pool_hot_stacks * 3 * page_size), kept_bytes);
+    // Trimmed stacks come back before a new slab, zeroed, their guards in place.
+    const mapped = pool.mapped();
+    for (&stacks) |*stack| {
+        stack.* = try pool.acquire();
+        const bottom: *volatile u8 = @ptrFromInt(stack.top() - 2 * page_size - 1);
+        try std.testing.expect(bottom.* == 0 or bottom.* == 1); // hot ones keep theirs
+        touchPages(stack.*, 3);
+    }
+    try std.testing.expectEqual(mapped, pool.mapped());
+    try std.testing.expectEqual(@as(usize, 0), shared.trimmed_count.raw);
+    for (stacks) |stack| pool.release(stack);
+}
+
+test "Pool: a stack taken during the period is not given back" {
+    var shared: Shared = .{};
+    defer shared.deinit(std.testing.allocator);
+    var pool: Pool = .init(std.testing.allocator, 16 * 1024, .none, &shared);
+    defer pool.deinit();
+    var stacks: [config.pool_hot_stacks + 8]Stack = undefined;
+    for (&stacks) |*stack| stack.* = try pool.acquire();
+    for (stacks) |stack| pool.release(stack);
+    const period = config.stack_idle_ns;
+    _ = pool.trim(period);
+    // Taken down to 4 free stacks and back: only those 4, at the bottom, stayed idle.
+    for (stacks[4..]) |*stack| stack.* = try pool.acquire();
+    for (stacks[4..]) |stack| pool.release(stack);
+    try std.testing.expectEqual(@as(usize, 4), pool.trim(2 * period).stacks);
+    // A period untouched: everything past the hot set goes.
+    try std.testing.expectEqual(@as(usize, 4), pool.trim(3 * period).stacks);
+    try std.testing.expectEqual(@as(usize, 8), shared.trimmed_count.raw);
+    try std.testing.expectEqual(@as(usize, config.pool_hot_stacks), pool.free_count.raw);
+}
+
+test "plan: the stacks and the task ceiling fit RLIMIT_AS and memory.max; none fit is named" {
+    const mib = 1024 * 1024;
+    const none = try plan(.none, mib, 2, 1 << 22, 64);
+    try std.testing.expectEqual(@as(usize, config.slab_stacks), none.slab_stacks);
+    try std.testing.expectEqual(@as(usize, 1 << 22), none.tasks_max);
+    // `ulimit -v 2G`, 100 MiB mapped: about 1,880 stacks of 1 MiB, in slabs of 117 for two
+    // executors, not 256 (which left 1,536).
+    var limits: memory_limits.Limits = .none;
+    limits.address_space_bytes = 2048 * mib;
+    limits.address_space_used_bytes = 100 * mib;
+    const two_gib = try plan(limits, mib, 2, 1 << 22, 64);
+    const room = (2048 - 100) * mib - config.address_space_reserve_bytes;
+    try std.testing.expectEqual(room / (mib + 64), two_gib.tasks_max);
+    try std.testing.expectEqual(two_gib.tasks_max / 16, two_gib.slab_stacks);
+    // Smaller stacks, more of them; the option still caps.
+    const small = try plan(limits, 64 * 1024, 2, 1000, 64);
+    try std.testing.expectEqual(@as(usize, 1000), small.tasks_max);
+    try std.testing.expectEqual(@as(usize, config.slab_stacks), small.slab_stacks);
+    // Under 300 MB with 250 MiB mapped, no 1 MiB stack fits beside the reserve.
+    limits.address_space_bytes = 300 * 1000 * 1000;
+    limits.address_space_used_bytes = 250 * mib;
+    try std.testing.expectError(error.AddressSpaceLimit, plan(limits, mib, 1, 1 << 22, 64));
+    // memory.max 64 MiB, 8 MiB in use: (56 / 2) MiB of tasks' minimum.
+    limits = .none;
+    limits.cgroup_memory_bytes = 64 * mib;
+    limits.cgroup_memory_used_bytes = 8 * mib;
+    const cgroup = try plan(limits, mib, 4, 1 << 22, 64);
+    const task_bytes = config.task_committed_bytes_min + mib / 512;
+    try std.testing.expectEqual(28 * mib / task_bytes, cgroup.tasks_max);
+    try std.testing.expectEqual(@as(usize, config.slab_stacks), cgroup.slab_stacks);
+    limits.cgroup_memory_used_bytes = 64 * mib;
+    try std.testing.expectError(error.MemoryLimit, plan(limits, mib, 1, 1 << 22, 64));
 }

@@ -83,6 +83,21 @@ pub fn adviseNoHugePages(memory: []align(std.heap.page_size_min) u8) void {
     _ = linux.madvise(memory.ptr, memory.len, linux.MADV.NOHUGEPAGE);
 }
 
+/// Gives `memory`'s pages back to the kernel now (`MADV_DONTNEED`): the resident set shrinks at
+/// once and the next touch of a page maps a zeroed one. `MADV_FREE` was rejected: it leaves the
+/// pages resident (and counted in RSS) until the kernel is short of memory, which a container's
+/// limit or an operator watching RSS never sees. Guard markers stay (Linux keeps them across
+/// zaps); callers leave guard pages out anyway, for the `mprotect` fallback's sake.
+pub fn adviseDontNeed(memory: []align(std.heap.page_size_min) u8) void {
+    const rc = linux.madvise(memory.ptr, memory.len, linux.MADV.DONTNEED);
+    switch (errno(rc)) {
+        .SUCCESS => {},
+        // Locked or huge-TLB pages, which weft's anonymous stacks are not: the pages stay.
+        .INVAL => {},
+        else => |e| unexpectedErrno(e) catch {}, // logged in Debug; the pages stay
+    }
+}
+
 pub const IoVec = std.posix.iovec_const;
 
 /// `MADV_GUARD_INSTALL` (Linux 6.13 uapi).

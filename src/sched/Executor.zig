@@ -137,6 +137,8 @@ counters: Counters = .{},
 /// tasks created here (sched/LiveTasks.zig), without a clock read per spawn. Own thread only.
 /// Late by the time since that poll, which a task that runs long without switching stretches.
 clock_coarse_ns: u64 = 0,
+/// When this executor next sweeps its stack pool (`sweepStacks`), on the coarse clock.
+sweep_due_ns: u64 = 0,
 /// For the stall detector (sched/Watchdog.zig) and `Metrics`: twice the runs begun here, plus
 /// one while a run goes on (`beginRun`), so it changes with each run. Written by this
 /// executor's thread only; not at all with `-Dmetrics=false`, which turns the stall detector
@@ -186,6 +188,8 @@ pub const Options = struct {
     loop: Loop.Choice,
     stack_size_bytes: usize,
     stack_guard: stack_mod.Guard,
+    /// Stacks per slab of the executor's pool (`stack_mod.Pool.slab_stacks`).
+    slab_stacks: usize = config.slab_stacks,
 };
 
 /// Initialises executor `index` of `scheduler` in place. Call `start` on the thread that will
@@ -204,6 +208,7 @@ pub fn init(executor: *Executor, scheduler: *Scheduler, index: u32, options: Opt
         .timers = .{ .gpa = scheduler.gpa },
         .random_state = index *% 0x9E3779B9 +% 1,
     };
+    executor.stacks.slab_stacks = options.slab_stacks;
 }
 
 /// On the executor's own thread: creates its loop and makes the thread run this executor.
@@ -1026,7 +1031,7 @@ fn pollIo(executor: *Executor, block: bool) void {
     var timeout_ns: ?u64 = 0;
     if (block) {
         timeout_ns = null;
-        if (executor.peekDeadline()) |deadline_ns| {
+        if (executor.wakeDeadline()) |deadline_ns| {
             const now_ns = os.monotonicNs();
             const slack_ns = config.timer_slack_ns;
             const wake_ns = (deadline_ns +| (slack_ns - 1)) / slack_ns * slack_ns;
@@ -1057,6 +1062,7 @@ fn pollIo(executor: *Executor, block: bool) void {
     if (block) executor.loop.sleeping.store(false, .monotonic);
     executor.stampStallEnd();
     executor.clock_coarse_ns = os.monotonicCoarseNs();
+    if (executor.clock_coarse_ns >= executor.sweep_due_ns) executor.sweepStacks();
     executor.expireTimers();
     executor.notifyAfterPoll();
 }
@@ -1081,6 +1087,32 @@ fn notifyAfterPoll(executor: *Executor) void {
     if (scheduler.cpusContended(now_ns)) return;
     scheduler.reviewRetired(now_ns);
     scheduler.notifyWork();
+}
+
+/// Gives the pages of stacks idle for a period back to the kernel (`stack_mod.Pool.trim`), and
+/// sets when to look again: a period on, or at once after a sweep cut short. Here, in the
+/// poll, and not where a stack is released or acquired: a spawn pays one compare per poll for
+/// it, and a task never waits behind a sweep it did not cause. Rejected: the watchdog's thread
+/// (the pools are their executors' own, and a runtime may run without a watchdog), and a
+/// timer of the executor's heap (a task-less timer would need a kind of its own there).
+fn sweepStacks(executor: *Executor) void {
+    const now_ns = executor.clock_coarse_ns;
+    const trimmed = executor.stacks.trim(now_ns);
+    const retry_ns = config.stack_trim_retry_ns;
+    const wait_ns: u64 = if (trimmed.cut_short) retry_ns else config.stack_idle_ns;
+    executor.sweep_due_ns = now_ns + wait_ns;
+    assert(executor.sweep_due_ns > now_ns);
+}
+
+/// When a blocking poll must return: the next timer's deadline, or the next sweep's while the
+/// pool may have stacks to give back (an idle runtime otherwise sleeps through it, holding a
+/// spike's memory until the next I/O).
+fn wakeDeadline(executor: *Executor) ?u64 {
+    const timer_ns = executor.peekDeadline();
+    if (!executor.stacks.mayTrim()) return timer_ns;
+    // The sweep is due on the coarse clock, which lags the precise one by up to a tick.
+    const sweep_ns = executor.sweep_due_ns + config.coarse_clock_tick_ns;
+    return if (timer_ns) |ns| @min(ns, sweep_ns) else sweep_ns;
 }
 
 fn peekDeadline(executor: *Executor) ?u64 {

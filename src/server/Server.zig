@@ -44,6 +44,7 @@ const linux = std.os.linux;
 const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
+const memory_limits = @import("../os/memory_limits.zig");
 const socket = @import("../net/socket.zig");
 const Runtime = @import("../Runtime.zig");
 const Worker = @import("Worker.zig");
@@ -391,44 +392,46 @@ fn startFailed(index: u32, err: RunError, runtime: Runtime.Options) RunError {
 
 /// Logs why worker `index` could not start. For a shortage of memory or address space it
 /// adds what an operator would change: the process's address-space limit (`ulimit -v`) and
-/// use, and what a runtime maps (its task table at init, a slab of fiber stacks per executor
-/// at its first task, `fiber/stack.zig`), from `runtime` (`Server.Options.runtime`).
+/// use, the cgroup's `memory.max`, and what a runtime maps (its task table at init, a slab of
+/// fiber stacks per executor at its first task, `fiber/stack.zig`), from `runtime`
+/// (`Server.Options.runtime`).
 fn logStartFailure(index: u32, err: RunError, runtime: Runtime.Options) void {
     const log = std.log.scoped(.weft_server);
     switch (err) {
-        error.SystemResources, error.OutOfMemory, error.ConcurrencyUnavailable => {},
+        error.SystemResources,
+        error.OutOfMemory,
+        error.ConcurrencyUnavailable,
+        error.AddressSpaceLimit,
+        error.MemoryLimit,
+        => {},
         else => return log.err("worker {d} cannot start: {t}", .{ index, err }),
     }
     const mib = 1024 * 1024;
+    const found = memory_limits.read();
     var limit_buffer: [32]u8 = undefined;
-    var limit: linux.rlimit = undefined;
-    const limit_text = if (linux.getrlimit(.AS, &limit) != 0)
-        "unknown"
-    else if (limit.cur == linux.RLIM.INFINITY)
-        "unlimited"
+    const limit_text = if (found.address_space_bytes) |bytes|
+        std.fmt.bufPrint(&limit_buffer, "{d} MiB", .{bytes / mib}) catch unreachable
     else
-        std.fmt.bufPrint(&limit_buffer, "{d} MiB", .{limit.cur / mib}) catch unreachable;
+        "unlimited";
+    var cgroup_buffer: [32]u8 = undefined;
+    const cgroup_text = if (found.cgroup_memory_bytes) |bytes|
+        std.fmt.bufPrint(&cgroup_buffer, "{d} MiB", .{bytes / mib}) catch unreachable
+    else
+        "none";
     const table_bytes = LiveTasks.mappedBytes(runtime.tasks_max);
     const slab_bytes = runtime.stack_size_bytes * config.slab_stacks;
     log.err("worker {d} cannot start: {t}. Address space: RLIMIT_AS {s}, {d} MiB in use; " ++
-        "a runtime maps {d} MiB for its task table (runtime.tasks_max {d}) and, from its " ++
-        "first task, {d} MiB of fiber stacks per executor ({d} stacks of " ++
-        "runtime.stack_size_bytes, {d} KiB)", .{
-        index,                           err,
-        limit_text,                      addressSpaceBytes() / mib,
-        table_bytes / mib,               runtime.tasks_max,
-        slab_bytes / mib,                config.slab_stacks,
-        runtime.stack_size_bytes / 1024,
+        "cgroup memory.max {s}; a runtime maps {d} MiB for its task table (runtime.tasks_max " ++
+        "{d}, lowered to fit the limits) and, from its first task, up to {d} MiB of fiber " ++
+        "stacks per executor ({d} stacks of runtime.stack_size_bytes, {d} KiB; fewer " ++
+        "under a limit), and needs room for one stack beside {d} MiB for the rest", .{
+        index,                                    err,
+        limit_text,                               found.address_space_used_bytes / mib,
+        cgroup_text,                              table_bytes / mib,
+        runtime.tasks_max,                        slab_bytes / mib,
+        config.slab_stacks,                       runtime.stack_size_bytes / 1024,
+        config.address_space_reserve_bytes / mib,
     });
-}
-
-/// The process's mapped address space (`VmSize`, what `RLIMIT_AS` bounds); 0 if unknown.
-fn addressSpaceBytes() u64 {
-    var buffer: [128]u8 = undefined;
-    const text = os.readFile("/proc/self/statm", &buffer) orelse return 0;
-    var fields = std.mem.tokenizeScalar(u8, text, ' ');
-    const pages = std.fmt.parseInt(u64, fields.next() orelse return 0, 10) catch return 0;
-    return pages * std.heap.pageSize();
 }
 
 fn limits(server: *const Server) Worker.Limits {

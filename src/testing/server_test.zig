@@ -17,6 +17,7 @@ const net = Io.net;
 const linux = std.os.linux;
 const testing = std.testing;
 const os = @import("../os/linux.zig");
+const memory_limits = @import("../os/memory_limits.zig");
 const Runtime = @import("../Runtime.zig");
 const Server = @import("../server/Server.zig");
 const config = @import("../config.zig");
@@ -1326,19 +1327,10 @@ fn killOneDuringStop(io: Io, supervisor: *Supervisor, stuck: *const Stuck, sig: 
     try client.expectClosed(); // unanswered: its worker died with it
 }
 
-/// Address space the process has mapped (`VmSize`, what RLIMIT_AS bounds).
-fn addressSpaceBytes() !u64 {
-    var buffer: [128]u8 = undefined;
-    const text = os.readFile("/proc/self/statm", &buffer) orelse return error.NoProcStatm;
-    var fields = std.mem.tokenizeScalar(u8, text, ' ');
-    const pages = try std.fmt.parseInt(u64, fields.next() orelse return error.NoProcStatm, 10);
-    return pages * std.heap.pageSize();
-}
-
 /// Why the address-space test is skipped under ThreadSanitizer.
 const tsan_address_space = "ThreadSanitizer maps terabytes of shadow memory: no RLIMIT_AS fits";
 
-test "Server: a worker that cannot map fiber stacks fails run at start, alike in every shape" {
+test "Server: a worker whose address-space limit leaves no room for a stack fails run at start" {
     if (builtin.sanitize_thread) return os.skipTest(@src(), tsan_address_space);
     if (qemu.underQemu()) return os.skipTest(@src(), "qemu-user maps the guest's memory itself");
     const shapes = [_]Server.Shape{ .single, .{ .threaded = 2 }, .{ .forked = 2 } };
@@ -1354,9 +1346,9 @@ test "Server: a worker that cannot map fiber stacks fails run at start, alike in
 /// instead never fails, and is killed after it.
 const start_failure_ms_max = 10_000;
 
-/// Runs a server of `shape` in a child process whose address space leaves room for a
-/// runtime but not for its first slab of fiber stacks; expects `run` to fail with
-/// `error.ConcurrencyUnavailable` and the log to name the limit.
+/// Runs a server of `shape` in a child process whose address space leaves no room for one
+/// fiber stack beside what a runtime keeps for the rest of the process; expects `run` to
+/// fail with `error.AddressSpaceLimit` (the runtime's `init`) and the log to name the limit.
 fn expectStartFailure(shape: Server.Shape) !void {
     var fds: [2]linux.fd_t = undefined;
     try testing.expectEqual(0, linux.pipe2(&fds, .{ .CLOEXEC = true, .NONBLOCK = true }));
@@ -1381,23 +1373,24 @@ fn expectStartFailure(shape: Server.Shape) !void {
     if (!exited) return error.TestServedWithoutStacks;
     try testing.expect(linux.W.IFEXITED(status));
     try testing.expectEqual(0, linux.W.EXITSTATUS(status));
-    try testing.expect(std.mem.indexOf(u8, log, "cannot start: ConcurrencyUnavailable") != null);
+    try testing.expect(std.mem.indexOf(u8, log, "cannot start: AddressSpaceLimit") != null);
     try testing.expect(std.mem.indexOf(u8, log, "RLIMIT_AS") != null);
 }
 
 /// The child of `expectStartFailure`: logs to `log_fd`, lowers its RLIMIT_AS, runs the server.
-/// Exits 0 when `run` failed with `error.ConcurrencyUnavailable`; 4 when with another error
+/// Exits 0 when `run` failed with `error.AddressSpaceLimit`; 4 when with another error
 /// (logged), 5 when `run` returned a report, 6 when `init` failed, 7 when the log pipe, /proc
 /// or the limit could not be set up.
 fn startUnderAddressLimit(shape: Server.Shape, log_fd: linux.fd_t) noreturn {
     if (linux.dup2(log_fd, 2) != 2) linux.exit_group(7);
-    // Room for the runtime (its threads' stacks, a task table of 1024 tasks, its rings), not
-    // for a slab of fiber stacks (256 MiB with the default stack).
-    const slab_bytes = config.stack_size_bytes_default * config.slab_stacks;
-    const used_bytes = addressSpaceBytes() catch linux.exit_group(7);
+    // Room for the server's threads, a little less than a runtime keeps for the rest of the
+    // process: no stack fits beside it.
+    const used_bytes = memory_limits.addressSpaceUsedBytes();
+    if (used_bytes == 0) linux.exit_group(7);
     var limit: linux.rlimit = undefined;
     if (linux.getrlimit(.AS, &limit) != 0) linux.exit_group(7);
-    limit.cur = @min(limit.max, used_bytes + slab_bytes / 2);
+    const room_bytes = config.address_space_reserve_bytes - 1024 * 1024;
+    limit.cur = @min(limit.max, used_bytes + room_bytes);
     if (linux.setrlimit(.AS, &limit) != 0) linux.exit_group(7);
     var options = optionsOf(shape);
     options.runtime.tasks_max = 1024;
@@ -1405,8 +1398,8 @@ fn startUnderAddressLimit(shape: Server.Shape, log_fd: linux.fd_t) noreturn {
     var server = Server.init(std.heap.page_allocator, options) catch linux.exit_group(6);
     const handler = Server.http.handler(&hello.http_handler);
     if (server.run(handler)) |_| linux.exit_group(5) else |err| {
-        if (err == error.ConcurrencyUnavailable) linux.exit_group(0);
-        std.debug.print("run failed with {t}, not ConcurrencyUnavailable\n", .{err});
+        if (err == error.AddressSpaceLimit) linux.exit_group(0);
+        std.debug.print("run failed with {t}, not AddressSpaceLimit\n", .{err});
         linux.exit_group(4);
     }
 }
