@@ -290,36 +290,19 @@ test "Server stop: a response partly written when SIGTERM comes arrives whole, .
 /// A 1 KiB body: a thousand responses overfill what loopback buffers for an idle reader.
 const kib_body = "0123456789abcdef\r\n\r\n" ** 51 ++ "0123";
 
-/// Answers `kib_body` and publishes its connection (see `Download`).
-const Published = struct {
-    connection: std.atomic.Value(?*Server.Connection) = .init(null),
-
-    fn respond(
-        context: ?*anyopaque,
-        connection: *Server.Connection,
-        request: *Server.http.Request,
-    ) Server.http.RespondError!void {
-        const published: *Published = @ptrCast(@alignCast(context.?));
-        const fd = connection.stream.socket.handle;
-        socket.setOption(fd, linux.SOL.SOCKET, linux.SO.SNDBUF, 4096) catch {};
-        published.connection.store(connection, .release);
-        try request.respond(kib_body, .{});
-    }
-};
-
 const pipelined_requests = 1_000;
 
 /// Sends `pipelined_requests` requests at once and reads nothing until the server, its
-/// responses unread, waits to write; stops it; then reads every response: each whole, keep-
-/// alive until the one that says `Connection: close`, and nothing after it.
-fn pipelineAcrossStop(io: Io, server: *Server, published: *Published) !void {
+/// responses (`kib_body` each) unread, waits to write; stops it; then reads every response:
+/// each whole, keep-alive until the one that says `Connection: close`, and nothing after it.
+fn pipelineAcrossStop(io: Io, server: *Server, download: *Download) !void {
     var client: Client = undefined;
     try client.connect(io, server.port());
     defer client.close(io);
     const requests = request_get ** pipelined_requests;
     try client.writer.interface.writeAll(requests);
     try client.writer.interface.flush();
-    try awaitSending(io, &published.connection);
+    try awaitSending(io, &download.connection);
     server.stop();
     const in = &client.reader.interface;
     var answered: u32 = 0;
@@ -340,15 +323,15 @@ test "Server stop: a pipelining client that never reads gets whole responses, th
     defer rt.deinit();
     const io = rt.io();
     for ([_]Server.Shape{ .single, .{ .threaded = 2 } }) |shape| {
-        var published: Published = .{};
+        var download: Download = .{ .body = kib_body, .piece_bytes = null };
         const http_handler: Server.http.Handler = .{
-            .context = &published,
-            .respondFn = &Published.respond,
+            .context = &download,
+            .respondFn = &Download.respond,
         };
         var running: Running = undefined;
         try running.start(server_test.optionsOf(shape), Server.http.handler(&http_handler));
         errdefer running.abandon();
-        try server_test.bounded(io, pipelineAcrossStop, .{ io, &running.server, &published });
+        try server_test.bounded(io, pipelineAcrossStop, .{ io, &running.server, &download });
         const report = try running.finish();
         try testing.expectEqual(0, report.workers.cut_at_drain);
     }
