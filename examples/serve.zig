@@ -462,7 +462,7 @@ test "weft-serve: --help and -h ask for the usage; good arguments parse" {
         "--mode", "single", "--port", "1", "--drain-grace", "0", "--when-full", "refuse",
     }, &misuse)).serve;
     try std.testing.expectEqual(0, stopping.drain_idle_grace_ns);
-    try std.testing.expectEqual(@as(usize, 1024 * 1024), stopping.stack_size_bytes);
+    try std.testing.expectEqual(runtimeDefault(.stack_size_bytes), stopping.stack_size_bytes);
     const small = try parse(&.{ "--mode", "single", "--port", "1", "--stack-size", "64" }, &misuse);
     try std.testing.expectEqual(@as(usize, 64 * 1024), small.serve.stack_size_bytes);
     try std.testing.expectEqual(weft.Server.WhenFull.refuse, stopping.when_full);

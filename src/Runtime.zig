@@ -58,8 +58,10 @@ pub const Options = struct {
     /// (`io_uring` or `epoll`), else takes io_uring and falls back to epoll.
     backend: Loop.Choice = .auto,
     /// Virtual size of each fiber stack, guard page included (committed only when touched):
-    /// 1 MiB by default, room for a 512 KiB frame. Each live task costs page tables of size /
-    /// 512 bytes (2 KiB at 1 MiB): a million shallow tasks want `256 * 1024`.
+    /// by default 1 MiB in release builds, room for a 512 KiB frame, and 2 MiB in Debug
+    /// builds, whose frames are several times larger (std.http.Client's `fetchInternal`: about
+    /// 1 MiB). Each live task costs page tables of size / 512 bytes (2 KiB at 1 MiB, 4 KiB at
+    /// 2 MiB): a million shallow tasks want `256 * 1024`.
     stack_size_bytes: usize = config.stack_size_bytes_default,
     /// `.page` (default): an overflow faults. `.none`: depth check only (see fiber/stack.zig).
     stack_guard: stack_mod.Guard = .page,

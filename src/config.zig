@@ -3,16 +3,23 @@
 //! Names carry their unit or limit last (`_bytes`, `_ns`, `_max`). Relations between the values
 //! are asserted at comptime at the bottom, so that changing one cannot silently break another.
 const std = @import("std");
+const builtin = @import("builtin");
 const assert = std.debug.assert;
 
 /// Default virtual size of a fiber stack, guard page included: what code that runs on
-/// std.Io.Threaded's 16 MiB thread stacks needs of a task, up to a 512 KiB frame (a Debug
-/// build of std.http.Client's `fetch` has a 207 KiB one) with 512 KiB to spare. Pages are only
-/// committed when touched, so a sleeping task costs about one page whatever this is; what grows
-/// with it is the page tables: one 4 KiB table per 2 MiB of address space holding a touched
-/// page, so size / 512 bytes per live task (2 KiB here, 0.5 KiB at 256 KiB: measured by
-/// `bench-sleep --stack-kib`, docs/BENCHMARKS.md). A million tasks want 256 KiB.
-pub const stack_size_bytes_default = 1024 * 1024;
+/// std.Io.Threaded's 16 MiB thread stacks needs of a task. In release builds 1 MiB: up to a
+/// 512 KiB frame with 512 KiB to spare. In Debug builds 2 MiB: Debug frames are several times
+/// Release's (std.http.Client's `fetchInternal` has one of about 1 MiB, a library's test suite
+/// found), and tests are Debug builds; a 1.5 MiB frame runs. Pages are only committed when
+/// touched, so a sleeping task costs about one page whatever this is; what grows with it is
+/// the page tables: one 4 KiB table per 2 MiB of address space holding a touched page or a
+/// guard, so size / 512 bytes per live task (2 KiB at 1 MiB, 4 KiB at 2 MiB, 8 KiB at 4 MiB,
+/// 0.5 KiB at 256 KiB: measured by `bench-sleep --stack-kib`, docs/BENCHMARKS.md). A million
+/// tasks want 256 KiB.
+pub const stack_size_bytes_default: usize = switch (builtin.mode) {
+    .Debug => 2 * 1024 * 1024,
+    .ReleaseSafe, .ReleaseFast, .ReleaseSmall => 1024 * 1024,
+};
 
 /// Smallest stack accepted: the guard page, the task's start frame and a few frames.
 pub const stack_size_bytes_min = 16 * 1024;

@@ -142,7 +142,8 @@ fn countInChild(child: *const fn (fd: linux.fd_t, context: usize) noreturn, cont
     return count;
 }
 
-/// Stacks the RLIMIT_AS test leaves room for, beside `config.address_space_reserve_bytes`.
+/// Stacks of the default size the RLIMIT_AS test leaves room for, beside
+/// `config.address_space_reserve_bytes`.
 const address_limit_stacks = 48;
 
 /// The child of the RLIMIT_AS test: lowers its limit to what it maps, the reserve and
@@ -151,11 +152,11 @@ const address_limit_stacks = 48;
 /// when the spawns did not end as they should.
 fn spawnUnderAddressLimit(fd: linux.fd_t, context: usize) noreturn {
     _ = context;
-    const mib = 1024 * 1024;
     const used_bytes = memory_limits.addressSpaceUsedBytes();
     var limit: linux.rlimit = undefined;
     if (used_bytes == 0 or linux.getrlimit(.AS, &limit) != 0) linux.exit_group(2);
-    const room_bytes = config.address_space_reserve_bytes + address_limit_stacks * mib;
+    const room_bytes = config.address_space_reserve_bytes +
+        address_limit_stacks * config.stack_size_bytes_default;
     limit.cur = @min(limit.max, used_bytes + room_bytes);
     if (linux.setrlimit(.AS, &limit) != 0) linux.exit_group(2);
     var rt = Runtime.init(std.heap.page_allocator, .{ .executors = 1 }) catch linux.exit_group(3);

@@ -752,3 +752,32 @@ test "Runtime: a task with a 512 KiB frame runs on the default options" {
     try group.await(io);
     for (sums) |sum| try testing.expectEqual(4096, sum);
 }
+
+/// A frame as large as the default stack holds in this build mode: 1.5 MiB in Debug (std's HTTP
+/// client has a Debug frame of about 1 MiB), 512 KiB in release builds.
+const large_frame_bytes = switch (@import("builtin").mode) {
+    .Debug => 1536 * 1024,
+    .ReleaseSafe, .ReleaseFast, .ReleaseSmall => 512 * 1024,
+};
+
+fn largeFrameTask() usize {
+    var frame: [large_frame_bytes]u8 = undefined;
+    const bytes: [*]volatile u8 = &frame;
+    var offset: usize = 0;
+    // Every page, from the far end: an overflow would fault on the guard, not pass unseen.
+    while (offset < frame.len) : (offset += std.heap.page_size_min) {
+        bytes[frame.len - 1 - offset] = @truncate(offset);
+    }
+    var sum: usize = 0;
+    offset = 0;
+    while (offset < frame.len) : (offset += std.heap.page_size_min) sum +%= bytes[offset];
+    return sum;
+}
+
+test "Runtime: a task on default options holds a Debug-sized frame (1.5 MiB in Debug)" {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    var future = try io.concurrent(largeFrameTask, .{});
+    _ = future.await(io);
+}
