@@ -210,6 +210,26 @@ fn downloadAcrossStop(io: Io, port: u16, download: *Download, stopper: Stopper) 
     try expectEnd(in);
 }
 
+/// Serves `download` in `shape` (in this process) while `client(io, port, download,
+/// stopper)` runs and stops the server, then finishes it and returns its report.
+fn serveDownload(
+    io: Io,
+    shape: Server.Shape,
+    download: *Download,
+    comptime client: fn (Io, u16, *Download, Stopper) anyerror!void,
+) !Server.Report {
+    const http_handler: Server.http.Handler = .{
+        .context = download,
+        .respondFn = &Download.respond,
+    };
+    var running: Running = undefined;
+    try running.start(server_test.optionsOf(shape), Server.http.handler(&http_handler));
+    errdefer running.abandon();
+    const stopper: Stopper = .{ .server = &running.server };
+    try server_test.bounded(io, client, .{ io, running.server.port(), download, stopper });
+    return running.finish();
+}
+
 const download_stops = 200;
 
 /// The body of stop `stop`: its length moves across the write buffer's boundary by 37 bytes
@@ -235,17 +255,7 @@ test "Server stop: a response partly written when the stop comes arrives whole, 
         const stops: usize = if (shape == .single) download_stops else download_stops / 4;
         for (0..stops) |stop| {
             var download = downloadOf(body_buffer, stop);
-            const http_handler: Server.http.Handler = .{
-                .context = &download,
-                .respondFn = &Download.respond,
-            };
-            var running: Running = undefined;
-            try running.start(server_test.optionsOf(shape), Server.http.handler(&http_handler));
-            errdefer running.abandon();
-            const stopper: Stopper = .{ .server = &running.server };
-            const port = running.server.port();
-            try server_test.bounded(io, downloadAcrossStop, .{ io, port, &download, stopper });
-            const report = try running.finish();
+            const report = try serveDownload(io, shape, &download, downloadAcrossStop);
             try testing.expectEqual(0, report.workers.cut_at_drain);
             try testing.expect(report.workers.requests >= 2);
         }
@@ -295,15 +305,15 @@ const pipelined_requests = 1_000;
 /// Sends `pipelined_requests` requests at once and reads nothing until the server, its
 /// responses (`kib_body` each) unread, waits to write; stops it; then reads every response:
 /// each whole, keep-alive until the one that says `Connection: close`, and nothing after it.
-fn pipelineAcrossStop(io: Io, server: *Server, download: *Download) !void {
+fn pipelineAcrossStop(io: Io, port: u16, download: *Download, stopper: Stopper) !void {
     var client: Client = undefined;
-    try client.connect(io, server.port());
+    try client.connect(io, port);
     defer client.close(io);
     const requests = request_get ** pipelined_requests;
     try client.writer.interface.writeAll(requests);
     try client.writer.interface.flush();
     try awaitSending(io, &download.connection);
-    server.stop();
+    stopper.stop();
     const in = &client.reader.interface;
     var answered: u32 = 0;
     while (true) {
@@ -324,15 +334,7 @@ test "Server stop: a pipelining client that never reads gets whole responses, th
     const io = rt.io();
     for ([_]Server.Shape{ .single, .{ .threaded = 2 } }) |shape| {
         var download: Download = .{ .body = kib_body, .piece_bytes = null };
-        const http_handler: Server.http.Handler = .{
-            .context = &download,
-            .respondFn = &Download.respond,
-        };
-        var running: Running = undefined;
-        try running.start(server_test.optionsOf(shape), Server.http.handler(&http_handler));
-        errdefer running.abandon();
-        try server_test.bounded(io, pipelineAcrossStop, .{ io, &running.server, &download });
-        const report = try running.finish();
+        const report = try serveDownload(io, shape, &download, pipelineAcrossStop);
         try testing.expectEqual(0, report.workers.cut_at_drain);
     }
 }
