@@ -461,10 +461,7 @@ fn admit(worker: *Worker) Io.Cancelable!bool {
     assert(!worker.admission_waiting);
     const victim = worker.longestIdle() orelse return false;
     // Not chosen again, and not cut by the reaper meanwhile.
-    victim.watch = .{
-        .changes = victim.changes.load(.monotonic),
-        .since_ns = Connection.Watch.cut_ns,
-    };
+    markPhaseCut(victim);
     victim.stream.shutdown(worker.io, .recv) catch {}; // already closed by the peer
     bump(&worker.report.closed_idle_for_admission, 1);
     worker.admission_waiting = true;
@@ -588,12 +585,18 @@ fn cut(worker: *Worker, connection: *Connection) void {
     assert(connection.phase.load(.monotonic) != .free);
     connection.stream.shutdown(worker.io, .both) catch {}; // already closed by the peer
     // Not cut (nor counted) again in this phase or request.
-    connection.watch = .{
-        .changes = connection.changes.load(.monotonic),
-        .since_ns = Connection.Watch.cut_ns,
-    };
+    markPhaseCut(connection);
     connection.request_watch = .{
         .changes = connection.requests.load(.monotonic),
+        .since_ns = Connection.Watch.cut_ns,
+    };
+}
+
+/// Marks `connection`'s current phase as cut: the reaper times it no more, and `longestIdle`
+/// passes it over. Caller holds `lock`.
+fn markPhaseCut(connection: *Connection) void {
+    connection.watch = .{
+        .changes = connection.changes.load(.monotonic),
         .since_ns = Connection.Watch.cut_ns,
     };
 }
