@@ -86,6 +86,9 @@ fn addTests(
     // Most real programs link libc (sqlite, openssl, C parsers): glibc then carves each
     // thread's static TLS out of the stack weft asks for (src/os/thread.zig).
     const link_libc = b.option(bool, "link-libc", "Build the tests linked with libc") orelse false;
+    // Off by default: it needs the system's OpenSSL (Debian: libssl-dev), which weft does not.
+    const openssl = b.option(bool, "openssl", "Also build and run the OpenSSL test " ++
+        "(src/testing/openssl_test.zig; links libssl, libcrypto and libc)") orelse false;
     const coverage_file = b.graph.environ_map.get("WEFT_COVERAGE_FILE");
     // A Release build of the whole suite through LLVM takes over 20 minutes on two cores; Zig's
     // own x86_64 backend builds it in Debug's time with the mode's semantics (no safety
@@ -99,13 +102,17 @@ fn addTests(
         .sanitize_thread = tsan,
         // A coverage build links libc for its exit: glibc's runs the `.fini_array` entry that
         // writes the code blocks of the tests after the last Runtime (src/std_io/coverage.zig).
-        .link_libc = if (link_libc or coverage) true else null,
+        .link_libc = if (link_libc or coverage or openssl) true else null,
         // LLVM's sanitizer-coverage counters (the instrumentation behind `zig build --fuzz`),
         // read by src/std_io/coverage.zig: which functions a test run reached.
         .fuzz = if (coverage) true else null,
     });
     module.addOptions("build_options", weft_options);
-    addTestInputs(b, module);
+    addTestInputs(b, module, openssl);
+    if (openssl) {
+        module.linkSystemLibrary("ssl", .{});
+        module.linkSystemLibrary("crypto", .{});
+    }
     // TSan instruments only through LLVM; Debug x86_64 builds default to the self-hosted
     // backend, which silently ignores -fsanitize-thread.
     const tests = b.addTest(.{
@@ -191,8 +198,9 @@ fn addTests(
 /// tidy test (src/testing/tidy_test.zig) reads the layers and the repository list of
 /// ARCHITECTURE.md and every file under src/, and checks the names in the repository root:
 /// the names are listed here, when the build is configured, so that adding or removing a file
-/// reruns it.
-fn addTestInputs(b: *std.Build, module: *std.Build.Module) void {
+/// reruns it. `test_options.openssl` says whether root.zig's tests include the OpenSSL test
+/// (`-Dopenssl=true`, whose build links the libraries).
+fn addTestInputs(b: *std.Build, module: *std.Build.Module, openssl: bool) void {
     module.addAnonymousImport("README.md", .{ .root_source_file = b.path("README.md") });
     module.addAnonymousImport("STD_IO.md", .{ .root_source_file = b.path("docs/STD_IO.md") });
     module.addAnonymousImport("hello.zig", .{ .root_source_file = b.path("examples/hello.zig") });
@@ -204,6 +212,9 @@ fn addTestInputs(b: *std.Build, module: *std.Build.Module) void {
     tidy.addOption([]const []const u8, "src_files", listFilesUnder(b, "src"));
     tidy.addOption([]const []const u8, "root_entries", listRootEntries(b));
     module.addOptions("tidy_options", tidy);
+    const test_options = b.addOptions();
+    test_options.addOption(bool, "openssl", openssl);
+    module.addOptions("test_options", test_options);
 }
 
 /// Compiles (without running) the tests and the examples for the other architectures weft's
@@ -253,7 +264,7 @@ fn crossTests(
     emulator: ?[]const u8,
 ) *std.Build.Step.Compile {
     const module = weftModule(b, crossTarget(b, triple), optimize);
-    addTestInputs(b, module);
+    addTestInputs(b, module, false);
     const tests = b.addTest(.{
         .root_module = module,
         .name = b.fmt("test-{s}", .{triple}),

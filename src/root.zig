@@ -176,6 +176,8 @@ test {
     _ = @import("testing/memory_test.zig");
     _ = @import("testing/metrics_test.zig");
     _ = @import("testing/net_test.zig");
+    // Only where the build links OpenSSL (`-Dopenssl=true`).
+    if (@import("test_options").openssl) _ = @import("testing/openssl_test.zig");
     _ = @import("testing/overflow_test.zig");
     _ = @import("testing/process_test.zig");
     _ = @import("testing/readme_test.zig");
@@ -188,6 +190,7 @@ test {
     _ = @import("testing/sim_net_test.zig");
     _ = @import("testing/sim_sync_test.zig");
     _ = @import("testing/sim_test.zig");
+    _ = @import("testing/socket_blocking_test.zig");
     _ = @import("testing/stall_test.zig");
     _ = @import("testing/sync_test.zig");
     _ = @import("testing/tidy_test.zig");

@@ -10,7 +10,9 @@
 //! cancelation points that cancel the kernel operation, so a read blocked on a pipe ends at
 //! once when its task is canceled. A `read` or `write` on a pipe, terminal or
 //! socket waits for readiness on either backend, even on a descriptor opened `O_NONBLOCK`
-//! (std.Io.Threaded reports `error.WouldBlock` there). Calls that cannot block (seek,
+//! (std.Io.Threaded reports `error.WouldBlock` there), and on a blocking pipe or socket it
+//! never blocks the executor (epoll reads and writes with `RWF_NOWAIT`; a terminal refuses
+//! the flag: backend/epoll.zig). Calls that cannot block (seek,
 //! non-blocking flock, the tty ioctl) are direct syscalls; `fchmod` and `fchown`, which may
 //! wait for the file system, run on the blocking lane.
 //!

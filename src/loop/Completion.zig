@@ -118,7 +118,7 @@ pub const Op = union(enum) {
     }
 
     /// Whether the epoll backend tries this operation's syscall before waiting for readiness
-    /// (socket operations: weft's sockets are non-blocking, see `nonblocking.zig`).
+    /// (socket operations, which never block there: see `nonblocking.zig`).
     pub fn triesFirst(op: Op) bool {
         return switch (op) {
             .accept, .connect, .recvmsg, .sendmsg, .recv, .send => true,

@@ -4,14 +4,18 @@
 //! readiness only on `EAGAIN`; and threads weft does not run, which have no loop and wait in
 //! `poll(2)` instead (`performBlocking`).
 //!
-//! Why the sockets weft creates are non-blocking (`SOCK_NONBLOCK`): epoll reports readiness,
+//! Why each syscall here must not block whatever the socket's mode: epoll reports readiness,
 //! and a readiness report can be stale (another thread took the connection or the bytes), so
 //! the syscall that follows must be able to say `EAGAIN` rather than stall the executor, and
-//! `connect` must return `EINPROGRESS` to be waited for at all. io_uring does not need it:
-//! checked on Linux 6.18, an accept, connect, recv or readv submitted on an `O_NONBLOCK`
-//! socket waits inside the kernel (internal poll) exactly as on a blocking one. Kernels that
-//! hand `-EAGAIN` back instead are handled by the fiber bridge, which then waits for
-//! readiness and retries (`sched/io_wait.zig`).
+//! `connect` must return `EINPROGRESS` to be waited for at all. Receives and sends add
+//! `MSG_DONTWAIT`, so they never block on the blocking sockets weft hands out (for C code
+//! that uses their descriptors: `net/socket.zig`). `accept4` and `connect` have no such
+//! per-call flag: they rely on the socket's own `O_NONBLOCK`, which weft's listeners keep and
+//! its sockets have while they connect. io_uring does not need any of it: checked on Linux
+//! 6.18, an accept, connect, recv or readv submitted on an `O_NONBLOCK` socket waits inside
+//! the kernel (internal poll) exactly as on a blocking one. Kernels that hand `-EAGAIN` back
+//! instead are handled by the fiber bridge, which then waits for readiness and retries
+//! (`sched/io_wait.zig`).
 const std = @import("std");
 const linux = std.os.linux;
 const posix = std.posix;
@@ -35,8 +39,9 @@ pub fn interest(op: Completion.Op) u32 {
     };
 }
 
-/// Runs a socket operation's syscall once without blocking. Returns its result, `-errno` on
-/// failure, and `-EAGAIN` when it has to wait for readiness (call again once ready).
+/// Runs a socket operation's syscall once without blocking (an accept or connect: on a
+/// non-blocking socket). Returns its result, `-errno` on failure, and `-EAGAIN` when it has to
+/// wait for readiness (call again once ready).
 pub fn attempt(op: *Completion.Op) i32 {
     assert(op.triesFirst());
     while (true) {

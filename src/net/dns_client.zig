@@ -196,7 +196,8 @@ const Endpoint = struct {
     }
 
     fn openSocket(domain: u32) Error!socket.fd_t {
-        return socket.open(domain, .dgram, .udp) catch |err| switch (err) {
+        const flags = socket.flags_nonblocking; // internal (`socket.zig`)
+        return socket.open(domain, .dgram, .udp, flags) catch |err| switch (err) {
             error.ProtocolUnsupportedBySystem,
             error.ProtocolUnsupportedByAddressFamily,
             error.SocketModeUnsupported,

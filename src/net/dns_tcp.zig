@@ -6,8 +6,8 @@
 //!
 //! Every wait (connect, send, receive) is a loop operation through `sched/io_wait.zig` with the
 //! caller's deadline: it parks only the calling fiber, is a cancelation point that cancels the
-//! kernel operation, and on a thread weft does not run waits in poll(2). The socket is weft's
-//! usual one (close-on-exec, non-blocking); sends pass MSG_NOSIGNAL.
+//! kernel operation, and on a thread weft does not run waits in poll(2). The socket is one of
+//! weft's internal ones (close-on-exec, non-blocking: `socket.zig`); sends pass MSG_NOSIGNAL.
 //!
 //! A reply longer than the caller's buffer is kept as far as it fits (`Received.cut`), and the
 //! rest is skipped before the next message is read, so one oversized reply does not cost the
@@ -55,7 +55,9 @@ pub const Connection = struct {
     /// Connects to `server` by `deadline_ns` (CLOCK_MONOTONIC). Cancelation point. The
     /// socket is closed on every error; on success `close` releases it.
     pub fn open(server: *const IpAddress, deadline_ns: u64) Error!Connection {
-        const fd = socket.open(socket.family(server), .stream, .tcp) catch |err| switch (err) {
+        const family = socket.family(server);
+        const flags = socket.flags_nonblocking; // internal (`socket.zig`)
+        const fd = socket.open(family, .stream, .tcp, flags) catch |err| switch (err) {
             // No IPv6 (or no TCP) here: this server cannot be reached from this host.
             error.AddressFamilyUnsupported,
             error.ProtocolUnsupportedBySystem,

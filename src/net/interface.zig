@@ -80,7 +80,9 @@ pub fn nameOf(index: u32) NameError!net.Interface.Name {
 }
 
 fn controlSocket() IndexError!socket.fd_t {
-    return socket.open(linux.AF.UNIX, .dgram, null) catch |err| switch (err) {
+    // Internal: it only carries ioctls (`socket.zig`).
+    const flags = socket.flags_nonblocking;
+    return socket.open(linux.AF.UNIX, .dgram, null, flags) catch |err| switch (err) {
         error.ProcessFdQuotaExceeded, error.SystemFdQuotaExceeded => error.SystemResources,
         error.SystemResources => error.SystemResources,
         error.AddressFamilyUnsupported,

@@ -1,5 +1,19 @@
-//! File to socket without a copy through user space: `sendfile(2)` on weft's non-blocking
-//! sockets, waiting on the loop while the socket's send buffer is full.
+//! File to socket without a copy through user space: `sendfile(2)`, waiting on the loop while
+//! the socket's send buffer is full.
+//!
+//! sendfile has no per-call non-blocking flag: on a blocking socket (weft hands sockets out
+//! blocking, `socket.zig`) it returns only once every byte asked for went into the send
+//! buffer, holding the executor while the peer reads. So on an executor each call reads the
+//! socket's mode (`F_GETFL`), and if it is blocking makes it non-blocking for the sendfile
+//! alone and blocking again right after, on every path (`FIONBIO` twice): three syscalls
+//! beside the sendfile, which moves up to a send buffer's worth. The socket is non-blocking
+//! only while the call runs, never while the task waits for room: a blocking call that
+//! another thread begins on the same socket inside that window may see `EAGAIN` (one already
+//! waiting waits on: the kernel reads the mode when a call begins). A thread weft does not
+//! run makes the blocking call, as std.Io.Threaded would. Rejected: a pipe and two `splice`
+//! calls (whether splicing into a socket waits is the socket's own mode too, and a pipe costs
+//! two descriptors), and bounding each call by the room left in the send buffer (the kernel's
+//! accounting of it is not visible exactly from user space).
 //!
 //! sendfile reads the file from the page cache inside the call, on the calling thread: a file
 //! that is not cached stalls the executor for the disk read. The alternative, reading through
@@ -11,6 +25,7 @@ const assert = std.debug.assert;
 const os = @import("../os/linux.zig");
 const io_wait = @import("../sched/io_wait.zig");
 const Executor = @import("../sched/Executor.zig");
+const socket = @import("socket.zig");
 
 /// Bytes one call moves at most: Linux's own cap on one read or write (MAX_RW_COUNT).
 pub const call_bytes_max = 0x7fff_f000;
@@ -36,9 +51,14 @@ pub const Error = error{
 pub fn send(socket_fd: os.fd_t, file_fd: os.fd_t, offset: ?*i64, count: usize) Error!usize {
     assert(count > 0);
     const bytes = @min(count, call_bytes_max);
+    const on_executor = Executor.currentTask() != null;
+    const blocking = on_executor and !try socket.isNonBlocking(socket_fd);
     // Bounded: each round either sends, fails, or waits for the socket to become writable.
     while (true) {
-        const rc = linux.sendfile(socket_fd, file_fd, offset, bytes);
+        const rc = if (blocking)
+            try sendNonBlocking(socket_fd, file_fd, offset, bytes)
+        else
+            linux.sendfile(socket_fd, file_fd, offset, bytes);
         switch (os.errno(rc)) {
             .SUCCESS => return rc,
             .INTR => continue,
@@ -53,6 +73,20 @@ pub fn send(socket_fd: os.fd_t, file_fd: os.fd_t, offset: ?*i64, count: usize) E
             else => |e| return os.unexpectedErrno(e),
         }
     }
+}
+
+/// One sendfile on the blocking socket `socket_fd`, made non-blocking for the call (see the
+/// file doc). Returns sendfile's result; the socket is blocking again whatever it was.
+fn sendNonBlocking(
+    socket_fd: os.fd_t,
+    file_fd: os.fd_t,
+    offset: ?*i64,
+    bytes: usize,
+) Error!usize {
+    try socket.setNonBlocking(socket_fd, true);
+    const rc = linux.sendfile(socket_fd, file_fd, offset, bytes);
+    try socket.setNonBlocking(socket_fd, false);
+    return rc;
 }
 
 fn waitWritable(fd: os.fd_t) Error!void {

@@ -4,8 +4,26 @@
 //! `std_io/net.zig`, and `receiveOnLoop` here, which the resolver's UDP and TCP exchanges
 //! share.
 //!
-//! Every socket weft creates is close-on-exec (a spawned child never inherits it) and
-//! non-blocking (the epoll backend needs it; see `loop/nonblocking.zig`).
+//! Every socket weft creates is close-on-exec (a spawned child never inherits it). Whether it
+//! is non-blocking depends on who uses it besides weft:
+//! - Sockets handed out for the program's use (accepted, connected once connected, bound
+//!   datagram sockets, pairs) are blocking, as std.Io.Threaded's are: code that uses the
+//!   descriptor itself, such as a C library given it (OpenSSL's `SSL_set_fd`), makes blocking
+//!   calls and expects them to wait, not to fail with `EAGAIN`. weft's own operations on them
+//!   never block an executor all the same: on epoll, receives and sends add `MSG_DONTWAIT`
+//!   (`loop/nonblocking.zig`) and reads and writes `RWF_NOWAIT` (`loop/backend/epoll.zig`),
+//!   and io_uring waits for a blocking socket as for any other; sendfile, which has no
+//!   per-call flag, makes the socket non-blocking for its call (`sendfile.zig`).
+//! - Listeners stay non-blocking: `accept4` has no per-call non-blocking flag, and a
+//!   listener's readiness goes stale often (the connection taken by another worker thread or
+//!   forked process sharing it), after which a blocking accept would hold the executor until
+//!   the next connection. C code rarely accepts on a socket weft listens on; a program that
+//!   does can clear `O_NONBLOCK` itself.
+//! - A socket while it connects is non-blocking (`connect` must say `EINPROGRESS` for epoll to
+//!   wait, a Unix connect to a full backlog would block, and a thread weft does not run waits
+//!   in poll(2) with a deadline), and is made blocking once connected (`setNonBlocking`).
+//! - weft's internal sockets (the resolver's, the interface ioctl's) stay non-blocking: no
+//!   other code sees them.
 const std = @import("std");
 const linux = std.os.linux;
 const posix = std.posix;
@@ -28,8 +46,16 @@ pub const UnixStorage = extern union {
     un: posix.sockaddr.un,
 };
 
-/// Flags of every socket weft creates or accepts.
-pub const socket_flags: u32 = linux.SOCK.CLOEXEC | linux.SOCK.NONBLOCK;
+/// Flags of a socket weft hands out to the program blocking, as std.Io.Threaded's: accepted
+/// sockets (`accept4`'s flags), bound datagram sockets and socket pairs. Code that uses the
+/// descriptor itself can make blocking calls on it; weft's own operations add their per-call
+/// non-blocking flags (see the file doc).
+pub const flags_blocking: u32 = linux.SOCK.CLOEXEC;
+
+/// Flags of a socket on which weft makes a call that has no per-call non-blocking flag:
+/// listeners (`accept4`), sockets while they connect (`connect`; made blocking once
+/// connected, by `setNonBlocking`), and weft's internal sockets, which nobody else sees.
+pub const flags_nonblocking: u32 = linux.SOCK.CLOEXEC | linux.SOCK.NONBLOCK;
 
 pub fn family(address: *const net.IpAddress) u32 {
     return switch (address.*) {
@@ -100,11 +126,17 @@ pub fn modeToPosix(mode: net.Socket.Mode) u32 {
     };
 }
 
-/// A new close-on-exec, non-blocking socket.
-pub fn open(domain: u32, mode: net.Socket.Mode, protocol: ?net.Protocol) OpenError!fd_t {
+/// A new close-on-exec socket; `flags` is `flags_blocking` or `flags_nonblocking`.
+pub fn open(
+    domain: u32,
+    mode: net.Socket.Mode,
+    protocol: ?net.Protocol,
+    flags: u32,
+) OpenError!fd_t {
+    assert(flags == flags_blocking or flags == flags_nonblocking);
     const protocol_number: u32 = if (protocol) |p| @intFromEnum(p) else 0;
     while (true) {
-        const rc = linux.socket(domain, modeToPosix(mode) | socket_flags, protocol_number);
+        const rc = linux.socket(domain, modeToPosix(mode) | flags, protocol_number);
         switch (os.errno(rc)) {
             .SUCCESS => return @intCast(rc),
             .INTR => continue,
@@ -223,13 +255,14 @@ pub const PairError = error{
     Unexpected,
 };
 
-/// `socketpair`. Linux makes pairs only of Unix sockets: IPv4 and IPv6 families report
+/// `socketpair`, both ends close-on-exec and blocking (`flags_blocking`: a pair is handed out).
+/// Linux makes pairs only of Unix sockets: IPv4 and IPv6 families report
 /// `OperationUnsupported` (EOPNOTSUPP), which std's error set names exactly.
 pub fn pair(domain: u32, mode: net.Socket.Mode, protocol: ?net.Protocol) PairError![2]fd_t {
     const protocol_number: u32 = if (protocol) |p| @intFromEnum(p) else 0;
     var fds: [2]fd_t = undefined;
     while (true) {
-        const flags = modeToPosix(mode) | socket_flags;
+        const flags = modeToPosix(mode) | flags_blocking;
         const rc = linux.socketpair(domain, flags, protocol_number, &fds);
         switch (os.errno(rc)) {
             .SUCCESS => return fds,
@@ -244,6 +277,37 @@ pub fn pair(domain: u32, mode: net.Socket.Mode, protocol: ?net.Protocol) PairErr
             .PROTONOSUPPORT => return error.ProtocolUnsupportedByAddressFamily,
             .PROTOTYPE => return error.SocketModeUnsupported,
             .FAULT => |e| return os.errnoBug(e), // no pointer is passed
+            else => |e| return os.unexpectedErrno(e),
+        }
+    }
+}
+
+/// Sets or clears `O_NONBLOCK` on `fd`'s open file description: one `ioctl(FIONBIO)`, which
+/// changes that flag alone (an `F_GETFL`/`F_SETFL` pair would take two syscalls and could
+/// undo another thread's change of another flag in between). Other descriptors of the same
+/// file, in this process or another, see the change too.
+pub fn setNonBlocking(fd: fd_t, nonblocking: bool) error{Unexpected}!void {
+    var value: c_int = @intFromBool(nonblocking);
+    while (true) switch (os.errno(linux.ioctl(fd, linux.T.FIONBIO, @intFromPtr(&value)))) {
+        .SUCCESS => return,
+        .INTR => continue,
+        .BADF => |e| return os.errnoBug(e), // a closed descriptor: the caller's bug
+        .FAULT => unreachable, // `value` is on our stack
+        else => |e| return os.unexpectedErrno(e),
+    };
+}
+
+/// Whether `fd`'s open file description has `O_NONBLOCK` (one `fcntl(F_GETFL)`).
+pub fn isNonBlocking(fd: fd_t) error{Unexpected}!bool {
+    while (true) {
+        const rc = linux.fcntl(fd, linux.F.GETFL, 0);
+        switch (os.errno(rc)) {
+            .SUCCESS => {
+                const flags: linux.O = @bitCast(@as(u32, @truncate(rc)));
+                return flags.NONBLOCK;
+            },
+            .INTR => continue,
+            .BADF => |e| return os.errnoBug(e), // a closed descriptor: the caller's bug
             else => |e| return os.unexpectedErrno(e),
         }
     }

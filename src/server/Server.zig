@@ -538,7 +538,8 @@ const ListenerKind = enum { exclusive, reuse_port };
 /// A close-on-exec, non-blocking TCP listener bound to `address` (whose port 0 is replaced by
 /// the one the kernel chose).
 fn openListener(address: *net.IpAddress, kind: ListenerKind) InitError!socket.fd_t {
-    const fd = socket.open(socket.family(address), .stream, null) catch |err| switch (err) {
+    const flags = socket.flags_nonblocking; // a listener (net/socket.zig)
+    const fd = socket.open(socket.family(address), .stream, null, flags) catch |err| switch (err) {
         error.ProtocolUnsupportedBySystem,
         error.ProtocolUnsupportedByAddressFamily,
         error.SocketModeUnsupported,

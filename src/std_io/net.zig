@@ -6,9 +6,11 @@
 //! Calls that cannot wait (socket, bind, listen, shutdown, socketpair, close) are direct
 //! syscalls; those with `Canceled` in their error set check for cancelation first.
 //!
-//! Sockets are close-on-exec and non-blocking (`net/socket.zig`); every send passes
-//! MSG_NOSIGNAL, so writing to a closed peer is `error.SocketUnconnected`, never SIGPIPE.
-//! Unix-socket connects do not wait: a full backlog is `error.WouldBlock`.
+//! Sockets are close-on-exec; listeners are non-blocking and every other socket handed out is
+//! blocking, as std.Io.Threaded's, for code that uses its descriptor itself (`net/socket.zig`
+//! says why). Every send passes MSG_NOSIGNAL, so writing to a closed peer is
+//! `error.SocketUnconnected`, never SIGPIPE. Unix-socket connects do not wait: a full backlog
+//! is `error.WouldBlock`.
 const std = @import("std");
 const Io = std.Io;
 const net = Io.net;
@@ -55,7 +57,8 @@ pub fn netListenIp(
 ) net.IpAddress.ListenError!net.Socket {
     _ = userdata;
     try checkCancel();
-    const fd = try socket.open(socket.family(address), options.mode, options.protocol);
+    const flags = socket.flags_nonblocking; // a listener (`net/socket.zig`)
+    const fd = try socket.open(socket.family(address), options.mode, options.protocol, flags);
     errdefer os.closeFd(fd);
     if (options.reuse_address) {
         try socket.setOption(fd, linux.SOL.SOCKET, linux.SO.REUSEADDR, 1);
@@ -100,7 +103,7 @@ pub fn netAccept(
         .fd = server,
         .addr = &storage.any,
         .addr_len = &len,
-        .flags = socket.socket_flags,
+        .flags = socket.flags_blocking,
     } });
     if (result >= 0) return .{ .handle = result, .address = socket.ipFromPosix(&storage) };
     return switch (errnoOf(result)) {
@@ -113,7 +116,8 @@ pub fn netAccept(
         .PERM => error.BlockedByFirewall,
         .NETDOWN => error.NetworkDown,
         // Only a listener without a loop (a thread weft does not run) could say EAGAIN, and
-        // it waits in poll(2) instead; the rest are bugs of the caller.
+        // it waits in poll(2) instead (weft's listeners are non-blocking); the rest are bugs
+        // of the caller.
         .AGAIN, .BADF, .FAULT, .NOTSOCK, .OPNOTSUPP => |e| os.errnoBug(e),
         else => |e| os.unexpectedErrno(e),
     };
@@ -126,7 +130,8 @@ pub fn netBindIp(
 ) net.IpAddress.BindError!net.Socket {
     _ = userdata;
     try checkCancel();
-    const fd = try socket.open(socket.family(address), options.mode, options.protocol);
+    const flags = socket.flags_blocking;
+    const fd = try socket.open(socket.family(address), options.mode, options.protocol, flags);
     errdefer os.closeFd(fd);
     if (options.ip6_only) {
         if (address.* != .ip6) return error.OptionUnsupported;
@@ -140,7 +145,8 @@ pub fn netBindIp(
 }
 
 /// Cancelation point while connecting; `options.timeout` bounds the wait for the handshake
-/// (`error.Timeout`), and the half-open socket is closed either way.
+/// (`error.Timeout`), and the half-open socket is closed either way. The socket connects
+/// non-blocking and is handed out blocking (`net/socket.zig`).
 pub fn netConnectIp(
     userdata: ?*anyopaque,
     address: *const net.IpAddress,
@@ -148,7 +154,8 @@ pub fn netConnectIp(
 ) net.IpAddress.ConnectError!net.Socket {
     _ = userdata;
     const deadline_ns = time.deadlineNs(options.timeout);
-    const fd = try socket.open(socket.family(address), options.mode, options.protocol);
+    const flags = socket.flags_nonblocking;
+    const fd = try socket.open(socket.family(address), options.mode, options.protocol, flags);
     errdefer os.closeFd(fd);
     var storage: socket.IpStorage = undefined;
     const len = socket.ipToPosix(address, &storage);
@@ -158,6 +165,7 @@ pub fn netConnectIp(
         .addr_len = len,
     } }, deadline_ns);
     if (result < 0) return connectError(errnoOf(result));
+    try socket.setNonBlocking(fd, false);
     return .{ .handle = fd, .address = try socket.localAddress(fd) };
 }
 
@@ -190,7 +198,7 @@ pub fn netListenUnix(
 ) net.UnixAddress.ListenError!net.Socket.Handle {
     _ = userdata;
     try checkCancel();
-    const fd = try openUnix();
+    const fd = try openUnix(socket.flags_nonblocking); // a listener (`net/socket.zig`)
     errdefer os.closeFd(fd);
     var storage: socket.UnixStorage = undefined;
     const len = socket.unixToPosix(address, &storage);
@@ -199,14 +207,14 @@ pub fn netListenUnix(
     return fd;
 }
 
-fn openUnix() error{
+fn openUnix(flags: u32) error{
     AddressFamilyUnsupported,
     ProcessFdQuotaExceeded,
     SystemFdQuotaExceeded,
     SystemResources,
     Unexpected,
 }!socket.fd_t {
-    return socket.open(linux.AF.UNIX, .stream, null) catch |err| switch (err) {
+    return socket.open(linux.AF.UNIX, .stream, null, flags) catch |err| switch (err) {
         error.ProtocolUnsupportedBySystem,
         error.ProtocolUnsupportedByAddressFamily,
         error.SocketModeUnsupported,
@@ -215,19 +223,24 @@ fn openUnix() error{
     };
 }
 
-/// Does not wait: a Unix connect completes at once or finds the backlog full (WouldBlock).
+/// Does not wait: a Unix connect completes at once or finds the backlog full (WouldBlock),
+/// which a non-blocking socket says instead of waiting for room. Handed out blocking, once
+/// connected (`net/socket.zig`).
 pub fn netConnectUnix(
     userdata: ?*anyopaque,
     address: *const net.UnixAddress,
 ) net.UnixAddress.ConnectError!net.Socket.Handle {
     _ = userdata;
     try checkCancel();
-    const fd = try openUnix();
+    const fd = try openUnix(socket.flags_nonblocking);
     errdefer os.closeFd(fd);
     var storage: socket.UnixStorage = undefined;
     const len = socket.unixToPosix(address, &storage);
     while (true) switch (os.errno(linux.connect(fd, &storage.any, len))) {
-        .SUCCESS => return fd,
+        .SUCCESS => {
+            try socket.setNonBlocking(fd, false);
+            return fd;
+        },
         .INTR => continue,
         .AGAIN, .INPROGRESS => return error.WouldBlock,
         .AFNOSUPPORT => return error.AddressFamilyUnsupported,

@@ -17,8 +17,9 @@ pub const Limitation = enum {
     map_shared_validate,
     /// `execveat` is ENOSYS: `spawnPath` and `replacePath` cannot run.
     execveat,
-    /// `preadv2` and `openat2` are ENOSYS: the file fast path always falls back, and an epoll
-    /// loop's rescue (`Loop.rescue`) runs no read or write.
+    /// `preadv2` and `openat2` are ENOSYS: the file fast path always falls back, an epoll
+    /// loop's rescue (`Loop.rescue`) runs no read or write, and an epoll loop's read or write
+    /// of a blocking socket or pipe is the plain syscall, which may block.
     nowait,
     /// `process_vm_readv` is ENOSYS: stacks are read no further than the program counter.
     process_vm_readv,
@@ -33,7 +34,8 @@ pub const Limitation = enum {
                 "(tools/qemu/map_shared_validate.zig)",
             .execveat => "qemu-user: no execveat, ENOSYS (tools/qemu/execveat.zig)",
             .nowait => "qemu-user: no preadv2 or openat2, ENOSYS, so no read or open takes " ++
-                "the fast path, nor an epoll rescue a read or write (tools/qemu/nowait.zig)",
+                "the fast path, nor an epoll rescue a read or write, and an epoll read or " ++
+                "write may block (tools/qemu/nowait.zig)",
             .process_vm_readv => "qemu-user: no process_vm_readv, ENOSYS, so no stack is read " ++
                 "beyond its program counter (tools/qemu/process_vm_readv.zig)",
         };

@@ -26,8 +26,9 @@ const line_columns_max = 100;
 /// What `@import` names that is not a file under src/: modules the build gives the library
 /// and its test binaries.
 const modules = [_][]const u8{
-    "std",       "builtin", "root",            "build_options",      "README.md",
-    "hello.zig", "weft",    "ARCHITECTURE.md", "std_runner_options", "tidy_options",
+    "std",          "builtin", "root",            "build_options",      "README.md",
+    "hello.zig",    "weft",    "ARCHITECTURE.md", "std_runner_options", "tidy_options",
+    "test_options",
 };
 
 /// The roots of the test binaries whose code lies under src/: the unit tests (`root.zig`, also

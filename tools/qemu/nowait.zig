@@ -2,7 +2,9 @@
 //! both. The kernel has had them since 4.6 and 5.6. weft's file fast path (src/fs/nowait.zig)
 //! then falls back to the loop or the lane and remembers the refusal, which is right, but the
 //! tests that check a cached read or open takes the fast path are skipped under qemu; the
-//! fallback itself is tested by simulated refusals on every run.
+//! fallback itself is tested by simulated refusals on every run. The epoll loop's reads and
+//! writes ask `preadv2`/`pwritev2` not to wait (src/loop/backend/epoll.zig) and fall back to
+//! the plain calls too, which may block on a blocking socket: that test is skipped as well.
 //!
 //!   exit 0: both calls answered a cached file at once; exit 1: one failed (errno printed).
 const std = @import("std");

@@ -59,7 +59,7 @@ generation_last: u32 = 0,
 /// Operations that finished without waiting, reported at the next poll.
 ready: Completion.Queue = .{},
 /// Reads and writes a rescuer found ready but could not run without risking to block its
-/// thread (`performForRescuer`): the loop's thread runs them at its next poll.
+/// thread (`performReady`): the loop's thread runs them at its next poll.
 owner_ready: Completion.Queue = .{},
 events: [config.reap_batch_max]linux.epoll_event = undefined,
 
@@ -260,7 +260,8 @@ fn finish(backend: *EpollBackend, completion: *Completion, result: i32) void {
     backend.ready.push(completion);
 }
 
-/// Runs the syscall of a ready operation.
+/// Runs the plain syscall of a ready read or write on the loop's thread: only for a file that
+/// refuses `RWF_NOWAIT` (`performReady`), where it may block.
 fn perform(backend: *EpollBackend, completion: *Completion) void {
     const rc: usize = switch (completion.op) {
         .read => |op| if (op.offset) |offset|
@@ -283,25 +284,32 @@ fn perform(backend: *EpollBackend, completion: *Completion) void {
     backend.finish(completion, result);
 }
 
-/// `perform` on a rescuer's thread, which must not block: a read or write of a pipe or a
-/// terminal opened blocking, whose readiness went stale or whose room is smaller than the
-/// write, would block in `readv`/`writev`. `RWF_NOWAIT` says so instead: not ready after all
-/// waits on (returns true); a file that refuses the flag (a terminal) is left for the loop's
-/// thread, which runs it as before.
-fn performForRescuer(backend: *EpollBackend, completion: *Completion) bool {
+/// Runs a ready read or write without blocking the thread, the loop's own as a rescuer's. A
+/// descriptor in blocking mode (a socket weft handed out, a pipe, a terminal) whose readiness
+/// went stale or whose room is smaller than the write would block `readv`/`writev` until it
+/// could finish: the executor's other tasks would wait that long. `RWF_NOWAIT` says so
+/// instead (sockets take it as MSG_DONTWAIT, pipes as a non-blocking read or write), and the
+/// operation waits on (returns true); a write of more than the room writes what fits. A file
+/// that refuses the flag (a terminal), or a kernel without it, runs the plain syscall on the
+/// loop's thread, as weft did for all of them before: there it may block. Same cost as the
+/// plain syscall when ready: one call.
+fn performReady(backend: *EpollBackend, completion: *Completion, reaper: Reaper) bool {
+    const nowait = linux.RWF.NOWAIT;
     const rc: usize = switch (completion.op) {
-        .read => |op| linux.preadv2(op.fd, op.iovecs.ptr, op.iovecs.len, -1, linux.RWF.NOWAIT),
-        .write => |op| linux.pwritev2(op.fd, op.iovecs.ptr, op.iovecs.len, -1, linux.RWF.NOWAIT),
+        .read => |op| linux.preadv2(op.fd, op.iovecs.ptr, op.iovecs.len, -1, nowait),
+        .write => |op| linux.pwritev2(op.fd, op.iovecs.ptr, op.iovecs.len, -1, nowait),
         else => unreachable, // sockets retry; polls need no syscall
     };
     switch (os.errno(rc)) {
         .SUCCESS => backend.end(completion, @intCast(rc)),
-        .AGAIN => return true,
-        // The file refuses the flag (a terminal), or the kernel (or an emulator) lacks the
-        // call: the loop's thread runs it, as it would have.
+        .AGAIN, .INTR => return true,
+        // The file refuses the flag, or the kernel (or an emulator) lacks the call.
         .OPNOTSUPP, .INVAL, .NOSYS => {
             completion.epoll_fd = -1;
-            backend.owner_ready.push(completion);
+            switch (reaper) {
+                .loop_thread => backend.perform(completion),
+                .rescuer => backend.owner_ready.push(completion), // run at the loop's next poll
+            }
         },
         else => |e| backend.end(completion, failure(e)),
     }
@@ -309,12 +317,12 @@ fn performForRescuer(backend: *EpollBackend, completion: *Completion) bool {
 }
 
 /// A waiter's readiness came (`events`): runs its syscall, or ends it for a poll. Returns
-/// true when it waits on: a socket's readiness was stale (someone else took the data or the
-/// connection), or a rescuer's read or write would have blocked.
+/// true when it waits on: its readiness was stale (someone else took the data or the
+/// connection), or its read or write would have blocked.
 fn wakeWaiter(backend: *EpollBackend, completion: *Completion, events: u32, reaper: Reaper) bool {
     if (completion.op.triesFirst()) {
-        // Never blocks, on a rescuer's thread too: weft's sockets are non-blocking (and
-        // receives and sends add MSG_DONTWAIT).
+        // Never blocks, on a rescuer's thread too: receives and sends add MSG_DONTWAIT, and
+        // the sockets weft accepts on and connects are non-blocking (`net/socket.zig`).
         const result = nonblocking.attempt(&completion.op);
         if (result == eagain) return true;
         backend.end(completion, result);
@@ -325,11 +333,7 @@ fn wakeWaiter(backend: *EpollBackend, completion: *Completion, events: u32, reap
             const reported = events & (op.events | linux.EPOLL.ERR | linux.EPOLL.HUP);
             backend.end(completion, @intCast(reported));
         },
-        .read, .write => {
-            if (reaper == .rescuer) return backend.performForRescuer(completion);
-            completion.epoll_fd = -1;
-            backend.perform(completion);
-        },
+        .read, .write => return backend.performReady(completion, reaper),
         // Try first (above).
         .accept, .connect, .recvmsg, .sendmsg, .recv, .send => unreachable,
         .openat, .statx, .fsync, .ftruncate, .unlinkat, .renameat => unreachable,
