@@ -56,6 +56,13 @@ stall_timers_fired: u64 = 0,
 /// have waited for it (docs/STALLS.md); not in that executor's `io_completed`. Zero with the
 /// stall detector off.
 stall_io_rescued: u64 = 0,
+/// Tasks the watchdog moved off an executor held by one task, for another to run them: the
+/// task in its LIFO slot, or the main task (docs/RUNTIME.md, "Progress"). Zero with the stall
+/// detector off.
+stall_handed_over: u64 = 0,
+/// Times the watchdog put the spare executor to work, every executor being held with tasks
+/// waiting (docs/RUNTIME.md, "Progress"). Zero with the stall detector or the spare off.
+spare_activations: u64 = 0,
 /// Fiber stacks mapped (in use, free for reuse, or never handed out yet), and in use.
 stacks_mapped: u64,
 stacks_in_use: u64,
@@ -322,6 +329,10 @@ fn writeExecutorsText(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Err
             metrics.stall_io_rescued,
         });
     }
+    if (metrics.stall_handed_over > 0 or metrics.spare_activations > 0) {
+        try writer.print("tasks moved off held executors: {d}; spare executor put to work: " ++
+            "{d} times\n", .{ metrics.stall_handed_over, metrics.spare_activations });
+    }
     const columns = comptime executorColumns();
     try writer.writeAll("executor");
     inline for (columns) |column| try writer.print(" {s:>[1]}", .{ column.title, column.width });
@@ -461,6 +472,8 @@ pub fn writePrometheus(metrics: *const Metrics, writer: *Io.Writer) Io.Writer.Er
         metrics.stalls,
         metrics.stall_timers_fired,
         metrics.stall_io_rescued,
+        metrics.stall_handed_over,
+        metrics.spare_activations,
         metrics.stacks_mapped * stack_bytes,
         metrics.stacks_in_use * stack_bytes,
         metrics.executor_count,
@@ -644,6 +657,14 @@ const runtime_series = [_]Series{
     .{
         .name = "weft_stall_io_rescued_total",
         .help = "I/O completions delivered by the watchdog for an executor held by one task.",
+    },
+    .{
+        .name = "weft_stall_handed_over_total",
+        .help = "Tasks moved off an executor held by one task for another to run them.",
+    },
+    .{
+        .name = "weft_spare_executor_activations_total",
+        .help = "Times the spare executor was put to work, every executor being held.",
     },
     .{
         .name = "weft_stacks_mapped_bytes",

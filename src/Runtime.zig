@@ -20,7 +20,6 @@ const assert = std.debug.assert;
 const Io = std.Io;
 const config = @import("config.zig");
 const os = @import("os/linux.zig");
-const os_thread = @import("os/thread.zig");
 const memory_limits = @import("os/memory_limits.zig");
 const Executor = @import("sched/Executor.zig");
 const LiveTasks = @import("sched/LiveTasks.zig");
@@ -92,6 +91,13 @@ pub const Options = struct {
     /// off, and no watchdog thread unless `WEFT_TRACE` asks for one. At least 1 ms. Off in a
     /// build with `-Dmetrics=false`, which compiles out what it watches.
     stall_threshold_ns: ?u64 = 50 * std.time.ns_per_ms,
+    /// The spare executor: while every executor is held (by a task that never parks, or by a
+    /// thread blocked outside std.Io, such as a `main` that joins a thread) and tasks wait
+    /// that they would run, the watchdog puts one more executor thread to work, started the
+    /// first time it is needed (docs/RUNTIME.md, "Progress"). `false`: never more threads than
+    /// `executors`, and those tasks wait for an executor to be free. Needs the stall detector
+    /// (its watchdog); never in pinned mode.
+    spare_executor: bool = true,
 };
 
 /// `Options.executors` at most.
@@ -171,11 +177,18 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
         executor.init(scheduler, @intCast(index), executor_options);
     }
     errdefer for (executors) |*executor| executor.deinit();
-    try executors[0].start(loop_choice);
-    errdefer stopWorkers(scheduler);
-    for (executors[1..]) |*executor| try startWorker(executor, loop_choice);
     // Built with `-Dmetrics=false` the executors publish no activity to watch.
     const stall_threshold_ns = if (Metrics.enabled) options.stall_threshold_ns else null;
+    if (options.spare_executor and stall_threshold_ns != null and !options.pinned) {
+        const spare = &state.spare_executor;
+        spare.init(scheduler, @intCast(executors_count), executor_options);
+        scheduler.spare = spare;
+        scheduler.spare_loop = loop_choice;
+    }
+    errdefer if (scheduler.spare) |spare| spare.deinit();
+    try executors[0].start(loop_choice);
+    errdefer stopWorkers(scheduler);
+    for (executors[1..]) |*executor| try executor.startThread(loop_choice);
     if (stall_threshold_ns != null or trace_interval_ns != null) {
         state.watchdog = .init(scheduler, .{
             .stall_threshold_ns = stall_threshold_ns,
@@ -195,42 +208,11 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     return .{ .state = state };
 }
 
-/// Starts a worker executor's thread and waits until its loop exists (or failed to).
-fn startWorker(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
-    const Startup = struct {
-        waiter: ThreadWaiter = .{},
-        result: Executor.InitError!void = {},
-
-        fn main(startup: *@This(), worker: *Executor, choice: Loop.Choice) void {
-            worker.start(choice) catch |err| {
-                startup.result = err;
-                startup.waiter.wake(); // our last touch of `startup`
-                return;
-            };
-            startup.waiter.wake();
-            worker.runWorker();
-        }
-    };
-    var startup: Startup = .{};
-    const thread = os_thread.spawn(
-        "executor",
-        "config.executor_thread_stack_size_bytes (weft's own frames: a bug, please report it)",
-        config.executor_thread_stack_size_bytes,
-        null,
-        Startup.main,
-        .{ &startup, executor, loop_choice },
-    ) catch return error.SystemResources; // logged with the sizes by `spawn`
-    _ = startup.waiter.wait(null);
-    startup.result catch |err| {
-        thread.join();
-        return err;
-    };
-    executor.thread = thread;
-}
-
-/// Stops every worker executor that runs, and waits for its thread.
+/// Stops every worker executor that runs, the spare too, and waits for their threads. The
+/// watchdog, which starts the spare, has stopped.
 fn stopWorkers(scheduler: *Scheduler) void {
     scheduler.stopping.store(true, .seq_cst);
+    scheduler.stopSpare();
     for (scheduler.executors[1..]) |*executor| {
         if (executor.thread != null) executor.loop.wake();
     }
@@ -297,6 +279,9 @@ pub fn deinit(rt: Runtime) void {
         state.dump_signal = null;
     }
     if (state.watchdog) |*watchdog| watchdog.stop();
+    // Back on this thread if the watchdog displaced the main task (Scheduler.displaceMain),
+    // now that it no longer can: the executors stop from here.
+    Executor.returnHome(&scheduler.main_task);
     // The lanes first: their shutdown parks the main task, which needs the executors.
     state.blocking.deinit(state.io());
     state.cpu.deinit(state.io());
@@ -308,6 +293,7 @@ pub fn deinit(rt: Runtime) void {
         "await or cancel every future, and await or cancel every group, first", .{tasks_live});
     // Only now that every executor thread stopped may any pool unmap its slabs.
     for (scheduler.executors) |*executor| executor.deinit();
+    if (scheduler.spare) |spare| spare.deinit();
     scheduler.stacks_shared.deinit(gpa);
     scheduler.idle.deinit(gpa);
     scheduler.tasks.deinit();
@@ -358,6 +344,8 @@ pub fn metrics(rt: Runtime) Metrics {
         snapshot.stall_time = watchdog.stall_time.snapshot();
         snapshot.stall_timers_fired = watchdog.timers_fired.load(.monotonic);
         snapshot.stall_io_rescued = watchdog.io_rescued.load(.monotonic);
+        snapshot.stall_handed_over = watchdog.handed_over.load(.monotonic);
+        snapshot.spare_activations = state.scheduler.spare_activations.load(.monotonic);
         for (snapshot.executors[0..snapshot.executor_count], 0..) |*executor, index| {
             executor.held_max_ns = watchdog.held_max_ns[index].load(.monotonic);
         }

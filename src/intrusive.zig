@@ -46,6 +46,26 @@ pub fn Queue(comptime T: type) type {
             return head;
         }
 
+        /// Unlinks `element` if it is queued here; returns whether it was. O(n): for queues
+        /// that are short where this is used (an executor's injection queue).
+        pub fn remove(queue: *Self, element: *T) bool {
+            var previous: ?*T = null;
+            var cursor = queue.head;
+            while (cursor) |node| : ({
+                previous = node;
+                cursor = node.next;
+            }) {
+                if (node != element) continue;
+                if (previous) |p| p.next = node.next else queue.head = node.next;
+                if (queue.tail == node) queue.tail = previous;
+                node.next = null;
+                assert(queue.count > 0);
+                queue.count -= 1;
+                return true;
+            }
+            return false;
+        }
+
         /// Moves every element of `other` to the back of `queue`, in order.
         pub fn pushAll(queue: *Self, other: *Self) void {
             const other_head = other.head orelse return;
@@ -59,6 +79,23 @@ pub fn Queue(comptime T: type) type {
             other.* = .{};
         }
     };
+}
+
+test "Queue: remove unlinks the head, the middle or the tail, and nothing else" {
+    const Node = struct { value: u32, next: ?*@This() = null };
+    var nodes: [4]Node = undefined;
+    for (&nodes, 0..) |*node, i| node.* = .{ .value = @intCast(i) };
+    var queue: Queue(Node) = .{};
+    for (nodes[0..3]) |*node| queue.push(node);
+    try std.testing.expect(!queue.remove(&nodes[3]));
+    try std.testing.expect(queue.remove(&nodes[1]));
+    try std.testing.expect(queue.remove(&nodes[2]));
+    try std.testing.expectEqual(@as(usize, 1), queue.count);
+    queue.push(&nodes[3]); // the tail was moved back
+    try std.testing.expect(queue.remove(&nodes[0]));
+    try std.testing.expectEqual(@as(u32, 3), queue.pop().?.value);
+    try std.testing.expect(queue.isEmpty());
+    try std.testing.expect(queue.tail == null);
 }
 
 test "Queue: FIFO order, pushAll keeps order" {

@@ -180,6 +180,7 @@ test {
     if (@import("test_options").openssl) _ = @import("testing/openssl_test.zig");
     _ = @import("testing/overflow_test.zig");
     _ = @import("testing/process_test.zig");
+    _ = @import("testing/progress_test.zig");
     _ = @import("testing/readme_test.zig");
     _ = @import("testing/registry_test.zig");
     _ = @import("testing/runtime_test.zig");

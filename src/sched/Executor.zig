@@ -61,6 +61,8 @@ const RunQueue = @import("RunQueue.zig").RunQueue(Task, config.run_queue_len);
 const TaskQueue = @import("../intrusive.zig").Queue(Task);
 const Counter = @import("../os/Counter.zig");
 const Watchdog = @import("Watchdog.zig");
+const ThreadWaiter = @import("Waiter.zig").ThreadWaiter;
+const os_thread = @import("../os/thread.zig");
 const log = std.log.scoped(.weft);
 
 scheduler: *Scheduler,
@@ -68,8 +70,19 @@ index: u32,
 loop: Loop,
 stacks: stack_mod.Pool,
 ring: RunQueue = .{},
-/// The task this executor woke last: runs next. Owner only; not stealable.
-lifo: ?*Task = null,
+/// The task this executor woke last: runs next. Not stealable: written by the owner, which
+/// brackets each move in or out with `queues_guard`, and emptied only by the watchdog's
+/// signal handler on the owner's own thread while one task holds the executor
+/// (`surrenderHeld`). Atomic for the watchdog's look from its thread; the owner's loads and
+/// stores are relaxed, plain moves on every target.
+lifo: std.atomic.Value(?*Task) = .init(null),
+/// Set while the owner moves a task in or out of `lifo` or `local`: the signal handler, which
+/// may interrupt the owner's thread between a load and a store, leaves them alone then.
+queues_guard: bool = false,
+/// The tasks the signal handler took from `lifo` and, the main task, from `local`, for the
+/// watchdog to queue where another executor runs them (`Watchdog.handOverHeld`).
+surrendered: std.atomic.Value(?*Task) = .init(null),
+surrendered_main: std.atomic.Value(?*Task) = .init(null),
 /// Tasks taken from `lifo` in a row; capped so that two tasks waking each other cannot
 /// starve the ring.
 lifo_streak: u32 = 0,
@@ -153,7 +166,7 @@ tid: std.atomic.Value(i32) = .init(0),
 /// Where this executor's thread leaves its registers when the watchdog samples its stack.
 stall_sample: Watchdog.Sample = .{},
 /// The watchdog's request that this thread, held by one task, post its ring's deferred
-/// completions for a rescue (`Watchdog.requestPost`).
+/// completions for a rescue and hand over its LIFO task (`Watchdog.interruptHeld`).
 post_request: std.atomic.Value(u32) = .init(Watchdog.post_idle),
 
 /// What an executor counts (os/Counter.zig): written by its own thread unless marked shared.
@@ -254,11 +267,56 @@ pub fn start(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
     current_executor = executor;
 }
 
+pub const StartError = InitError || error{SystemResources};
+
+/// Starts a thread that runs this executor (a worker, or the spare) and waits until its loop
+/// exists, or failed to.
+pub fn startThread(executor: *Executor, loop_choice: Loop.Choice) StartError!void {
+    assert(executor.index != 0);
+    assert(executor.thread == null);
+    const Startup = struct {
+        waiter: ThreadWaiter = .{},
+        result: InitError!void = {},
+
+        fn main(startup: *@This(), worker: *Executor, choice: Loop.Choice) void {
+            worker.start(choice) catch |err| {
+                startup.result = err;
+                startup.waiter.wake(); // our last touch of `startup`
+                return;
+            };
+            startup.waiter.wake();
+            worker.runWorker();
+        }
+    };
+    var startup: Startup = .{};
+    const thread = os_thread.spawn(
+        "executor",
+        "config.executor_thread_stack_size_bytes (weft's own frames: a bug, please report it)",
+        config.executor_thread_stack_size_bytes,
+        null,
+        Startup.main,
+        .{ &startup, executor, loop_choice },
+    ) catch return error.SystemResources; // logged with the sizes by `spawn`
+    _ = startup.waiter.wait(null);
+    startup.result catch |err| {
+        thread.join();
+        return err;
+    };
+    executor.thread = thread;
+}
+
+/// Whether this is its scheduler's spare executor (Scheduler.zig, "The spare executor").
+pub fn isSpare(executor: *const Executor) bool {
+    return executor.index >= executor.scheduler.executors.len;
+}
+
 /// Releases what `init` and `start` took. The executor's thread has stopped (or, for executor
 /// 0, is the caller). Every pool of the runtime must be done: see `stack.Pool.deinit`.
 pub fn deinit(executor: *Executor) void {
     executor.releaseZombie();
-    assert(executor.lifo == null);
+    assert(executor.lifo.load(.monotonic) == null);
+    assert(executor.surrendered.load(.monotonic) == null);
+    assert(executor.surrendered_main.load(.monotonic) == null);
     assert(executor.local.isEmpty());
     assert(executor.ring.isEmpty());
     assert(executor.inject.isEmpty());
@@ -320,7 +378,7 @@ pub fn spinWorthwhile() bool {
     const executor = ofThread() orelse return false;
     const scheduler = executor.scheduler;
     if (scheduler.executors.len < 2) return false;
-    if (executor.lifo != null or !executor.ring.isEmpty()) return false;
+    if (executor.lifo.load(.monotonic) != null or !executor.ring.isEmpty()) return false;
     return scheduler.sleeping.load(.monotonic) + 1 < scheduler.executors.len;
 }
 
@@ -335,13 +393,80 @@ pub fn pushWoken(executor: *Executor, task: *Task) void {
     assert(ofThread() == executor);
     assert(task.home == null or task.home == executor);
     if (executor.polling) return executor.enqueue(task);
-    const displaced = executor.lifo;
-    executor.lifo = task;
+    executor.guardQueues(true);
+    const displaced = executor.lifo.load(.monotonic);
+    executor.lifo.store(task, .monotonic);
+    executor.guardQueues(false);
     // The displaced task was next in line: it stays at the front. In fork-join code (a task
     // spawning children and awaiting them) this keeps the traversal depth-first, so the tasks
     // alive at once stay in the tree's depth instead of its width. The LIFO cap still sends a
     // task that keeps coming back to the back of the queue.
     if (displaced) |previous| executor.enqueueAt(previous, .front);
+}
+
+/// Owner only: empties the LIFO slot.
+fn takeLifo(executor: *Executor) ?*Task {
+    executor.guardQueues(true);
+    defer executor.guardQueues(false);
+    const task = executor.lifo.load(.monotonic) orelse return null;
+    executor.lifo.store(null, .monotonic);
+    return task;
+}
+
+/// Owner only: raises or lowers `queues_guard`. The handler that reads it runs on this
+/// thread, so only the compiler could reorder the flag and the queues' accesses: a compiler
+/// barrier after the raise and before the lowering keeps the flag around them, with no
+/// instruction on the CPU.
+inline fn guardQueues(executor: *Executor, on: bool) void {
+    if (on) {
+        executor.queues_guard = true;
+        asm volatile ("" ::: .{ .memory = true });
+    } else {
+        asm volatile ("" ::: .{ .memory = true });
+        executor.queues_guard = false;
+    }
+}
+
+/// Owner only: queues a task bound here at the back of `local`, under `queues_guard`, without
+/// the bookkeeping of `enqueue` (for `Scheduler.makeReady`, which queues a woken bound task).
+pub fn pushLocal(executor: *Executor, task: *Task) void {
+    assert(ofThread() == executor);
+    assert(task.home == executor);
+    executor.guardQueues(true);
+    defer executor.guardQueues(false);
+    executor.local.push(task);
+}
+
+/// Owner only: pops `local` under `queues_guard`.
+fn popLocal(executor: *Executor) ?*Task {
+    executor.guardQueues(true);
+    defer executor.guardQueues(false);
+    return executor.local.pop();
+}
+
+/// From the watchdog's signal handler, on this executor's thread, while one task holds the
+/// executor: moves the task in the LIFO slot to `surrendered`, and the main task from `local`
+/// to `surrendered_main`, where the watchdog takes them and queues them for another executor.
+/// Nothing while the owner is moving a task in or out of those queues (the watchdog asks again
+/// at its next look), nor into a slot the watchdog has not emptied yet. A task bound here stays
+/// (its I/O is on this executor's ring), except the main task, which the watchdog displaces
+/// (`Scheduler.displaceMain`).
+pub fn surrenderHeld(executor: *Executor) void {
+    if (executor.queues_guard) return;
+    const scheduler = executor.scheduler;
+    if (executor.surrendered.load(.monotonic) == null) {
+        if (executor.lifo.load(.monotonic)) |task| {
+            if (task.home == null or scheduler.mainDisplaceable(task)) {
+                executor.lifo.store(null, .monotonic);
+                executor.surrendered.store(task, .release);
+            }
+        }
+    }
+    const main_task = &scheduler.main_task;
+    if (executor.surrendered_main.load(.monotonic) != null) return;
+    if (main_task.home != executor or !scheduler.mainDisplaceable(main_task)) return;
+    // A short scan: `local` holds the tasks bound here, few but for pinned mode (never here).
+    if (executor.local.remove(main_task)) executor.surrendered_main.store(main_task, .release);
 }
 
 /// Owner only: queues `task` at the back: `local` when it is bound here, else the ring
@@ -359,10 +484,16 @@ fn enqueueAt(executor: *Executor, task: *Task, end: End) void {
         assert(home == executor);
         switch (end) {
             .back => {
+                executor.guardQueues(true);
                 executor.local.push(task);
+                executor.guardQueues(false);
                 executor.ring_ahead = executor.ring.len();
             },
-            .front => executor.local.pushFront(task),
+            .front => {
+                executor.guardQueues(true);
+                executor.local.pushFront(task);
+                executor.guardQueues(false);
+            },
         }
         return;
     }
@@ -398,7 +529,7 @@ fn notifyAfterPush(executor: *Executor) void {
     if (scheduler.executors.len > 1 and scheduler.wouldWake()) {
         const now_ns = os.monotonicNs();
         if (scheduler.cpusContended(now_ns)) return;
-        const alone_queued = executor.ring.len() == 1 and executor.lifo == null and
+        const alone_queued = executor.ring.len() == 1 and executor.lifo.load(.monotonic) == null and
             executor.local.isEmpty();
         if (alone_queued and !executor.spareCpuLikely(now_ns)) return;
     }
@@ -424,6 +555,20 @@ pub fn pushInject(executor: *Executor, task: *Task) void {
     executor.loop.notify();
 }
 
+/// Thread-safe: takes the main task out of this executor's injection queue, where wakers put
+/// it while it is bound here; null when it is not there. For the watchdog, which displaces it
+/// while another task holds this executor (`Scheduler.displaceMain`).
+pub fn takeMainInjected(executor: *Executor) ?*Task {
+    const main_task = &executor.scheduler.main_task;
+    if (executor.inject_count.load(.acquire) == 0) return null;
+    executor.inject_lock.lock();
+    defer executor.inject_lock.unlock();
+    if (!executor.scheduler.mainDisplaceable(main_task)) return null;
+    if (!executor.inject.remove(main_task)) return null;
+    _ = executor.inject_count.fetchSub(1, .monotonic);
+    return main_task;
+}
+
 fn takeInjected(executor: *Executor) ?*Task {
     if (executor.takeInjectedBound()) |task| return task;
     // Take no more than the ring has room for, plus the one we run now.
@@ -441,10 +586,12 @@ fn takeInjectedBound(executor: *Executor) ?*Task {
     if (executor.inject_count.load(.acquire) == 0) return null;
     executor.inject_lock.lock();
     const count = executor.inject.count;
+    executor.guardQueues(true);
     executor.local.pushAll(&executor.inject);
+    executor.guardQueues(false);
     _ = executor.inject_count.fetchSub(count, .monotonic);
     executor.inject_lock.unlock();
-    return executor.local.pop();
+    return executor.popLocal();
 }
 
 /// Looks at every queue of this executor, without blocking; see the order at the top.
@@ -455,8 +602,7 @@ fn findReady(executor: *Executor) ?*Task {
         executor.pollIo(false);
         if (executor.takeInjected()) |task| return task;
     }
-    if (executor.lifo) |task| {
-        executor.lifo = null;
+    if (executor.takeLifo()) |task| {
         // The cap is there for the queued tasks: with none queued, moving the task through
         // the ring would only show it to thieves (and wake one) for nothing.
         const others_queued = !executor.local.isEmpty() or !executor.ring.isEmpty();
@@ -475,7 +621,7 @@ fn findReady(executor: *Executor) ?*Task {
         }
         executor.ring_ahead = 0;
     }
-    if (executor.local.pop()) |task| return task;
+    if (executor.popLocal()) |task| return task;
     if (executor.ring.pop()) |task| return task;
     return executor.takeInjected();
 }
@@ -489,10 +635,9 @@ fn findReadyRetired(executor: *Executor) ?*Task {
     executor.dispatches +%= 1;
     if (executor.dispatches % config.dispatches_per_poll == 0) executor.pollIo(false);
     var count: usize = 0;
-    if (executor.lifo) |task| {
-        executor.lifo = null;
+    if (executor.takeLifo()) |task| {
         if (task.home == executor) {
-            executor.local.pushFront(task);
+            executor.enqueueAt(task, .front);
         } else {
             executor.steal_buffer[0] = task;
             count = 1;
@@ -507,7 +652,7 @@ fn findReadyRetired(executor: *Executor) ?*Task {
         count += 1;
     }
     if (count > 0) scheduler.pushGlobalBatch(executor.steal_buffer[0..count]);
-    if (executor.local.pop()) |task| return task;
+    if (executor.popLocal()) |task| return task;
     return executor.takeInjectedBound();
 }
 
@@ -584,6 +729,29 @@ pub fn park(task: *Task) void {
     assert(task.executor == ofThread());
     assert(task.executor.current == task);
     if (task.wait_state.load(.acquire) == .notified) task.wait_state.store(.running, .monotonic);
+    // The main task, displaced by the watchdog (`Scheduler.displaceMain`), is bound again once
+    // it runs on executor 0 (one compare for every other task).
+    if (task.kind == .main and task.home == null and task.executor.index == 0) {
+        task.home = task.executor;
+    }
+}
+
+/// Moves the running main task back to executor 0, the thread that called `Runtime.init`, if
+/// the watchdog displaced it (`Scheduler.displaceMain`), and binds it there: for code that
+/// must run on that thread (`Runtime.deinit`).
+pub fn returnHome(task: *Task) void {
+    assert(task.kind == .main);
+    assert(task.executor.current == task);
+    const home = &task.executor.scheduler.executors[0];
+    if (task.executor == home) {
+        task.home = home;
+        return;
+    }
+    assert(task.home == null);
+    task.home = home;
+    home.pushInject(task);
+    park(task);
+    assert(task.executor == home);
 }
 
 /// Runs `child`, a task that never ran, right now on this executor; the running task continues
@@ -871,7 +1039,8 @@ fn searchOrSleep(executor: *Executor) ?*Task {
     while (true) {
         if (executor.search()) |task| return task;
         if (scheduler.stopping.load(.acquire)) return null;
-        if (scheduler.executors.len == 1) {
+        // The spare is on no idle list: the watchdog wakes it while it is needed.
+        if (scheduler.executors.len == 1 or executor.isSpare()) {
             executor.pollIo(true);
         } else {
             scheduler.announceIdle(executor);
@@ -903,6 +1072,7 @@ fn search(executor: *Executor) ?*Task {
         executor.stopSearching(true);
         return task;
     }
+    if (executor.isSpare()) return executor.searchSpare();
     if (scheduler.executors.len == 1) return executor.searchAlone();
     const now_ns = os.monotonicNs();
     if (scheduler.contention_policy == .adapt) {
@@ -963,6 +1133,15 @@ fn search(executor: *Executor) ?*Task {
     }
     executor.stopSearching(false);
     return null;
+}
+
+/// The spare's search while at work: one round of stealing from the held executors' rings
+/// (the global queue was looked at already). It neither spins nor counts as searching: it
+/// works only while every other executor is held, and the watchdog wakes it each look.
+fn searchSpare(executor: *Executor) ?*Task {
+    if (executor.scheduler.isRetired(executor)) return null;
+    const task = executor.steal() orelse return null;
+    return if (executor.readyToRun(task)) task else null;
 }
 
 /// The search of a runtime's only executor, or of the only one awake (`Scheduler.aloneAwake`:
@@ -1079,7 +1258,7 @@ fn pollIo(executor: *Executor, block: bool) void {
 fn notifyAfterPoll(executor: *Executor) void {
     if (!executor.poll_queued) return;
     executor.poll_queued = false;
-    const runs_next_here = executor.ring.len() == 1 and executor.lifo == null and
+    const runs_next_here = executor.ring.len() == 1 and executor.lifo.load(.monotonic) == null and
         executor.local.isEmpty();
     if (runs_next_here) return;
     const scheduler = executor.scheduler;

@@ -44,6 +44,20 @@
 //! clock is read anyway, and by `notifyWork` before it would find only retired executors idle)
 //! brings them all back; if they bring the contention back too, each quiet period is longer.
 //!
+//! ## The spare executor
+//!
+//! A task that never parks holds its executor, and so does a thread blocked outside std.Io (a
+//! `main` joining a thread holds executor 0). The watchdog moves what such an executor holds
+//! back to where others take it (sched/Watchdog.zig, `handOverHeld`), and brings retired
+//! executors back for it; but when *every* executor is held, no one is left to take it: with
+//! one executor, a `main` that joins threads whose tasks need it never ends. Then the watchdog
+//! puts the spare to work: one more executor, outside `executors`, whose thread starts the
+//! first time it is needed (Go's runtime hands a blocked thread's work to another the same
+//! way). It takes from the global queue and steals from the held executors' rings; once any
+//! executor is free again it stops taking work and behaves as a retired executor: it hands
+//! what is ready to the global queue, finishes the tasks whose I/O is on its ring, and sleeps.
+//! Off with `Runtime.Options.spare_executor = false`, in pinned mode, and without a watchdog.
+//!
 //! No wake-up is lost: an executor announces itself idle (a seq_cst increment of `sleeping`)
 //! *before* it looks at every queue one last time, and a producer makes its work visible
 //! before it reads `searching` and `sleeping` (seq_cst): either the executor sees the work,
@@ -51,6 +65,7 @@
 const Scheduler = @This();
 
 const std = @import("std");
+const builtin = @import("builtin");
 const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
@@ -62,6 +77,7 @@ const Task = @import("Task.zig");
 const LiveTasks = @import("LiveTasks.zig");
 const cpu_demand = @import("../contention/cpu_demand.zig");
 const stack_mod = @import("../fiber/stack.zig");
+const log = std.log.scoped(.weft);
 
 const TaskQueue = @import("../intrusive.zig").Queue(Task);
 
@@ -103,6 +119,17 @@ idle_lock: atomic.Lock = .{},
 idle: std.ArrayList(u32) = .empty,
 /// Set by `Runtime.deinit`: idle executors leave their loops instead of sleeping.
 stopping: atomic.Value(bool) = .init(false),
+/// The spare executor (see "The spare executor" above), if this runtime has one: not in
+/// `executors`, its thread started by the watchdog the first time it is needed.
+spare: ?*Executor = null,
+/// Whether the spare takes any ready task now (`isRetired` is false for it only then).
+spare_active: atomic.Value(bool) = .init(false),
+/// Set once the spare's thread failed to start: not tried again.
+spare_failed: bool = false,
+/// The loop the spare's thread creates.
+spare_loop: @FieldType(Executor.Options, "loop") = .auto,
+/// Times the watchdog put the spare to work, for `weft.Metrics`.
+spare_activations: atomic.Value(u64) = .init(0),
 /// Tasks never migrate: each is given a home executor when it is spawned.
 pinned: bool,
 /// Round-robin cursor for pinned mode's placement.
@@ -130,7 +157,7 @@ pub fn makeReady(scheduler: *Scheduler, task: *Task) void {
     const here = scheduler.executorOfThread();
     if (task.home) |home| {
         assert(home.scheduler == scheduler);
-        if (here == home) home.local.push(task) else home.pushInject(task);
+        if (here == home) home.pushLocal(task) else home.pushInject(task);
         return;
     }
     if (here) |executor| {
@@ -185,6 +212,75 @@ pub fn start(scheduler: *Scheduler, task: *Task, placement: Placement) void {
     scheduler.pushGlobal(task);
 }
 
+/// From the watchdog, for the main task taken out of a queue of executor 0 while another task
+/// holds that executor (the main task can run only there otherwise): unbinds it and queues it
+/// where any executor takes it. It runs on that executor's thread, on its own stack (the
+/// thread's that called `Runtime.init`, idle meanwhile), and is bound to executor 0 again the
+/// next time it runs there (`Executor.park`), or by `Executor.returnHome`.
+pub fn displaceMain(scheduler: *Scheduler, task: *Task) void {
+    assert(scheduler.mainDisplaceable(task));
+    assert(task.home == &scheduler.executors[0]);
+    task.home = null;
+    scheduler.pushGlobal(task);
+}
+
+/// Whether `task`, queued on a held executor 0, is the main task and may move: not while its
+/// I/O operation is in flight on executor 0's ring (a cancel must go there), not in pinned
+/// mode, not under ThreadSanitizer (whose fiber of the main thread is not moved to another
+/// thread here), and not where no other executor could run it.
+pub fn mainDisplaceable(scheduler: *const Scheduler, task: *const Task) bool {
+    if (task != &scheduler.main_task) return false;
+    if (scheduler.pinned or builtin.sanitize_thread or !scheduler.canHandOver()) return false;
+    return !task.waits_for_io;
+}
+
+/// Whether a task held up on one executor could run on another: there is more than one, or a
+/// spare.
+pub fn canHandOver(scheduler: *const Scheduler) bool {
+    return scheduler.executors.len > 1 or scheduler.spare != null;
+}
+
+/// From the watchdog, while every executor is held and tasks wait that they would run: puts
+/// the spare executor to work, starting its thread the first time. A thread that cannot start
+/// is logged once and not tried again.
+pub fn activateSpare(scheduler: *Scheduler) void {
+    const spare = scheduler.spare orelse return;
+    if (scheduler.spare_failed) return;
+    if (spare.thread == null) {
+        spare.startThread(scheduler.spare_loop) catch |err| {
+            scheduler.spare_failed = true;
+            log.warn("the spare executor did not start ({t}): while every executor is held, " ++
+                "ready tasks wait for one to be free", .{err});
+            return;
+        };
+    }
+    if (!scheduler.spare_active.load(.monotonic)) {
+        scheduler.spare_active.store(true, .monotonic);
+        _ = scheduler.spare_activations.fetchAdd(1, .monotonic);
+    }
+    spare.loop.wake();
+}
+
+/// From the watchdog, once an executor is free again: the spare takes no more work, hands the
+/// ready tasks it holds to the global queue and finishes those bound to it (their I/O is on its
+/// ring), as a retired executor does.
+pub fn deactivateSpare(scheduler: *Scheduler) void {
+    if (!scheduler.spare_active.load(.monotonic)) return;
+    scheduler.spare_active.store(false, .monotonic);
+    scheduler.spare.?.loop.wake();
+}
+
+/// Stops the spare's thread if it runs, with `stopping` set: for `Runtime.deinit`, once the
+/// watchdog, which starts it, has stopped.
+pub fn stopSpare(scheduler: *Scheduler) void {
+    assert(scheduler.stopping.load(.monotonic));
+    const spare = scheduler.spare orelse return;
+    const thread = spare.thread orelse return;
+    spare.loop.wake();
+    thread.join();
+    spare.thread = null;
+}
+
 pub fn pushGlobal(scheduler: *Scheduler, task: *Task) void {
     scheduler.pushGlobalBatch(&.{task});
 }
@@ -235,8 +331,9 @@ pub fn popGlobal(scheduler: *Scheduler, out: []*Task) usize {
 }
 
 /// Called after work that any executor may take became visible: wakes one idle executor
-/// unless an executor is searching already or none is idle.
+/// unless an executor is searching already or none is idle; and the spare executor, if at work.
 pub fn notifyWork(scheduler: *Scheduler) void {
+    if (scheduler.spare_active.load(.monotonic)) scheduler.spare.?.loop.notify();
     if (scheduler.executors.len == 1) {
         // No one to steal: the only executor just needs to leave its blocking poll.
         scheduler.executors[0].loop.notify();
@@ -386,11 +483,14 @@ pub fn aloneAwake(scheduler: *const Scheduler, executor: *const Executor) bool {
     return scheduler.sleeping.load(.monotonic) + 1 == scheduler.executors.len;
 }
 
-/// Whether `executor` is retired (see "Retiring executors" above). One load.
+/// Whether `executor` is retired (see "Retiring executors" above); the spare executor is,
+/// while not at work. One load.
 pub fn isRetired(scheduler: *const Scheduler, executor: *const Executor) bool {
     const retired = scheduler.retired.load(.monotonic);
     assert(retired < scheduler.executors.len);
-    return executor.index + retired >= scheduler.executors.len;
+    // The spare's index is `executors.len`: past every active one.
+    if (executor.index + retired < scheduler.executors.len) return false;
+    return executor.index < scheduler.executors.len or !scheduler.spare_active.load(.monotonic);
 }
 
 pub const ContentionPolicy = enum {
@@ -438,7 +538,7 @@ pub fn hasWorkFor(scheduler: *Scheduler, executor: *Executor) bool {
 
 /// Whether a task waits in the global queue or in the ring of an executor other than `except`
 /// (a seq_cst snapshot of the global count).
-fn hasStealableWork(scheduler: *Scheduler, except: ?*const Executor) bool {
+pub fn hasStealableWork(scheduler: *Scheduler, except: ?*const Executor) bool {
     if (scheduler.inject_count.load(.seq_cst) > 0) return true;
     for (scheduler.executors) |*other| {
         if (other != except and !other.ring.isEmpty()) return true;

@@ -60,6 +60,10 @@ stack: ?Stack = null,
 /// by the executor that first runs the task, so that the first touch of its memory (a page
 /// fault, the main cost of spawning many tasks that stay alive) happens there.
 context_ready: bool = false,
+/// Set while an I/O operation of the task is in flight on its executor's ring
+/// (sched/io_wait.zig), which binds it there whatever `home` said before: the watchdog never
+/// displaces the main task then (`Scheduler.displaceMain`). Written by the task itself.
+waits_for_io: bool = false,
 /// Link in a run queue.
 next: ?*Task = null,
 wait_state: atomic.Value(WaitState) = .init(.running),

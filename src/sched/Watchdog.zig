@@ -112,6 +112,9 @@ timers_fired: std.atomic.Value(u64) = .init(0),
 /// Per executor, the longest run of one task seen (`Metrics.Executor.held_max_ns`); written
 /// by the watchdog's thread only.
 held_max_ns: [config.executors_max]std.atomic.Value(u64) = @splat(.init(0)),
+/// Tasks the watchdog moved off executors held by one task (`handOverHeld`): a LIFO slot's
+/// task, or the main task.
+handed_over: std.atomic.Value(u64) = .init(0),
 /// I/O completions the watchdog delivered for executors held by one task (`rescueIoOfHeld`);
 /// their executors' own `io_completed` does not count them.
 io_rescued: std.atomic.Value(u64) = .init(0),
@@ -225,17 +228,28 @@ fn run(watchdog: *Watchdog) void {
         const now_ns = os.monotonicNs();
         wait_ns = look_ns;
         if (watchdog.options.stall_threshold_ns) |threshold_ns| {
+            // Reports are written after every executor was helped: the first one's stack takes
+            // long to symbolize (the debug information's first load), and the tasks held up
+            // would wait for it.
+            var stalled_ns: [config.executors_max]?u64 = @splat(null);
             for (watchdog.scheduler.executors, 0..) |*executor, index| {
                 const seen = &watchdog.seen[index];
-                watchdog.look(executor, seen, threshold_ns, now_ns);
+                stalled_ns[index] = watchdog.look(executor, seen, threshold_ns, now_ns);
                 // Back soon for the I/O of an executor held by one task.
                 if (watchdog.rescueIoOfHeld(executor, seen, look_ns, now_ns)) {
                     wait_ns = @min(wait_ns, rescue_interval_ns);
                 }
+                watchdog.handOverHeld(executor, seen, look_ns, now_ns);
                 // Woken in time for the next timer of an executor held by one task.
                 const deadline_ns =
                     watchdog.fireTimersOfHeld(executor, seen, look_ns, now_ns) orelse continue;
                 wait_ns = @min(wait_ns, @max(deadline_ns -| now_ns, timer_wait_ns_min));
+            }
+            watchdog.recallForBacklog(look_ns, now_ns);
+            watchdog.reviewSpare(look_ns, now_ns);
+            for (watchdog.scheduler.executors, 0..) |*executor, index| {
+                const held_ns = stalled_ns[index] orelse continue;
+                watchdog.reportStall(executor, &watchdog.seen[index], held_ns, threshold_ns);
             }
         }
         if (watchdog.options.trace_interval_ns) |interval_ns| {
@@ -244,13 +258,15 @@ fn run(watchdog: *Watchdog) void {
     }
 }
 
+/// Updates what the watchdog saw of `executor`. Returns how long it has been held when that
+/// makes a new stall, for the caller to report.
 fn look(
     watchdog: *Watchdog,
     executor: *Executor,
     seen: *Seen,
     threshold_ns: u64,
     now_ns: u64,
-) void {
+) ?u64 {
     const activity = executor.activity.load(.monotonic);
     if (activity != seen.activity) {
         if (seen.reported) {
@@ -267,28 +283,28 @@ fn look(
             .since_ns = now_ns,
             .run_delay_ns = watchdog.runDelayNs(executor.index),
         };
-        return;
+        return null;
     }
     const running = activity & 1 == 1;
-    if (!running) return;
+    if (!running) return null;
     watchdog.noteHeld(executor.index, now_ns -| seen.since_ns);
     if (seen.reported) {
         // Still stalled: the tasks queued on its ring may run elsewhere. An idle executor is
         // woken to steal them, which the push that queued them may have skipped (it does
         // while the CPUs look contended, and a stall is not something it foresaw).
         if (executor.ring.len() > 0) watchdog.helpWithRing(now_ns);
-        return;
+        return null;
     }
-    if (now_ns -| seen.since_ns < threshold_ns) return;
+    if (now_ns -| seen.since_ns < threshold_ns) return null;
     const held_ns = watchdog.heldNs(executor.index, seen, now_ns);
-    if (held_ns < threshold_ns) return;
+    if (held_ns < threshold_ns) return null;
     seen.reported = true;
     _ = watchdog.stalls.fetchAdd(1, .monotonic);
     executor.stall_end_ns.store(0, .monotonic);
     // Release: an executor that sees the stall sees the end cleared (`stampStallEnd`).
     executor.stalled_activity.store(activity, .release);
     if (executor.ring.len() > 0) watchdog.helpWithRing(now_ns);
-    watchdog.reportStall(executor, seen, held_ns, threshold_ns);
+    return held_ns;
 }
 
 fn noteHeld(watchdog: *Watchdog, executor_index: u32, held_ns: u64) void {
@@ -385,12 +401,13 @@ fn isHeld(executor: *const Executor, seen: *const Seen, look_ns: u64, now_ns: u6
 /// executor instead of waiting for the holder to let go. The executor's loop is reaped from
 /// this thread (`Loop.rescue`); on io_uring, whose ring posts completions only when its own
 /// thread asks (`DEFER_TASKRUN`), that thread is first interrupted with the sampling signal to
-/// ask (`requestPost`). A completion whose task is bound to the executor (the main task, pinned
+/// ask (`interruptHeld`). A completion whose task is bound to the executor (the main task, pinned
 /// mode) or already woken stays for the executor's next poll (`io_wait.claimForRescue`).
 /// Returns whether to look again within `rescue_interval_ns`: while the executor is held with
 /// operations in flight.
 ///
-/// Not with one executor, nor in pinned mode: no other executor could run what it delivers.
+/// Not with one executor and no spare, nor in pinned mode: no other executor could run what it
+/// delivers.
 /// Not under ThreadSanitizer on io_uring, which installs no sampling signal and cannot see the
 /// ring's ordering of a completion's writes before its reaping.
 fn rescueIoOfHeld(
@@ -401,7 +418,7 @@ fn rescueIoOfHeld(
     now_ns: u64,
 ) bool {
     const scheduler = watchdog.scheduler;
-    if (scheduler.executors.len == 1 or scheduler.pinned) return false;
+    if (!scheduler.canHandOver() or scheduler.pinned) return false;
     if (!isHeld(executor, seen, look_ns, now_ns)) return false;
     const loop = &executor.loop;
     if (loop.pendingRescue() == 0) return false;
@@ -410,7 +427,7 @@ fn rescueIoOfHeld(
         // Interrupted only when it holds something back: an idle connection's receive stays
         // in flight for the whole hold, and needs no signal every millisecond.
         const needs_post = loop.needsPost() orelse return true;
-        if (needs_post and !requestPost(executor)) return true;
+        if (needs_post and !interruptHeld(executor)) return true;
     }
     const rescue = loop.rescue(&io_wait.claimForRescue) orelse return true;
     if (rescue.claimed > 0) {
@@ -423,15 +440,111 @@ fn rescueIoOfHeld(
     return true;
 }
 
+/// Moves what only a held executor would run to where the others take it: the task in its
+/// LIFO slot (woken by the holder, which may never park: without this it waited for the hold
+/// to end, however long, while the other executors slept), and the main task, queued on a held
+/// executor 0 (`Scheduler.displaceMain`). The LIFO slot is the owner's without a lock, so its
+/// thread hands the task over itself, interrupted by the signal that posts its completions
+/// (`Executor.surrenderHeld`). Not with one executor and no spare, nor in pinned mode: no
+/// other executor could run them. Not under ThreadSanitizer, whose builds install no signal
+/// handler, for the LIFO slot.
+fn handOverHeld(
+    watchdog: *Watchdog,
+    executor: *Executor,
+    seen: *const Seen,
+    look_ns: u64,
+    now_ns: u64,
+) void {
+    const scheduler = watchdog.scheduler;
+    if (!scheduler.canHandOver() or scheduler.pinned) return;
+    const held = isHeld(executor, seen, look_ns, now_ns);
+    var main_task = if (held and executor.index == 0) executor.takeMainInjected() else null;
+    // Taken by an earlier interruption (`rescueIoOfHeld`'s), or asked for now: the main task
+    // may wait in `local`, which only the interruption looks at (at most one a look).
+    var surrendered = executor.surrendered.swap(null, .acquire);
+    if (main_task == null) main_task = executor.surrendered_main.swap(null, .acquire);
+    if (!held and surrendered == null and main_task == null) return;
+    const main_ready_here = executor.index == 0 and main_task == null and
+        mainReadyOn(scheduler, executor);
+    if (held and !builtin.sanitize_thread and surrendered == null and
+        (executor.lifo.load(.monotonic) != null or main_ready_here) and interruptHeld(executor))
+    {
+        surrendered = executor.surrendered.swap(null, .acquire);
+        if (executor.surrendered_main.swap(null, .acquire)) |task| main_task = task;
+    }
+    if (main_task == null and surrendered == null) return;
+    // Before the push, whose wake-up skips retired executors.
+    scheduler.recallRetired(now_ns + held_recall_ns);
+    if (main_task) |task| scheduler.displaceMain(task);
+    if (surrendered) |task| {
+        if (task.home == null) scheduler.pushGlobal(task) else scheduler.displaceMain(task);
+    }
+    const handed_over: u64 = @as(u64, @intFromBool(main_task != null)) +
+        @intFromBool(surrendered != null);
+    _ = watchdog.handed_over.fetchAdd(handed_over, .monotonic);
+}
+
+/// How long an executor recalled for a held one's work stays before it may retire again: the
+/// watchdog may not be back in time to recall it once more, busy writing a stall report (the
+/// first one loads the debug information: 100-200 ms in a Debug build).
+const held_recall_ns = 500 * std.time.ns_per_ms;
+
+/// Whether the main task, bound to `executor`, is ready there: neither running (the holder, as
+/// a `main` blocked in `std.Thread.join` is) nor parked waiting. It is then queued in the
+/// executor's LIFO slot or its `local` queue, which only an interruption of the held thread
+/// looks at. A snapshot, for deciding to interrupt.
+fn mainReadyOn(scheduler: *Scheduler, executor: *const Executor) bool {
+    const main_task = &scheduler.main_task;
+    if (@atomicLoad(?*Executor, &main_task.home, .monotonic) != executor) return false;
+    if (main_task.on_cpu.load(.monotonic)) return false;
+    return switch (main_task.wait_state.load(.monotonic)) {
+        .waiting, .waiting_cancelable => false,
+        .running, .notified => true,
+    };
+}
+
+/// Brings the retired executors back while tasks wait in the global queue and an active
+/// executor is held: retired executors do not serve that queue, and the held one does not
+/// either (a task that never parks, or a thread blocked outside std.Io, such as a `main` that
+/// joins a thread). Without this, tasks woken or started by threads weft does not run waited
+/// for the contention to pass, seconds under a busy machine.
+fn recallForBacklog(watchdog: *Watchdog, look_ns: u64, now_ns: u64) void {
+    const scheduler = watchdog.scheduler;
+    if (scheduler.retired.load(.monotonic) == 0) return;
+    if (scheduler.inject_count.load(.monotonic) == 0) return;
+    const active = scheduler.activeExecutors();
+    for (scheduler.executors[0..active], watchdog.seen[0..active]) |*executor, *seen| {
+        if (!isHeld(executor, seen, look_ns, now_ns)) continue;
+        scheduler.recallRetired(now_ns + held_recall_ns);
+        scheduler.notifyWork();
+        return;
+    }
+}
+
+/// Puts the spare executor to work while every executor is held and tasks wait that they would
+/// run (in the global queue, or in their rings), and takes it off as soon as one is free again
+/// (Scheduler.zig, "The spare executor").
+fn reviewSpare(watchdog: *Watchdog, look_ns: u64, now_ns: u64) void {
+    const scheduler = watchdog.scheduler;
+    if (scheduler.spare == null) return;
+    const count = scheduler.executors.len;
+    for (scheduler.executors, watchdog.seen[0..count]) |*executor, *seen| {
+        if (!isHeld(executor, seen, look_ns, now_ns)) return scheduler.deactivateSpare();
+    }
+    if (!scheduler.hasStealableWork(null)) return;
+    scheduler.activateSpare();
+}
+
 /// How often the watchdog reaps the loop of an executor held with I/O in flight: the longest
 /// an operation's task waits once its executor counts as held (`isHeld`). Each reap of an
 /// io_uring loop interrupts the holding thread once (a few microseconds of its time).
 pub const rescue_interval_ns = std.time.ns_per_ms;
 
 /// Interrupts `executor`'s thread to post its ring's deferred completions
-/// (`Loop.postDeferred`) and waits until it did. False if it could not be signaled or did not
-/// answer within `post_wait_ns` (blocked with the signal masked, or not scheduled).
-fn requestPost(executor: *Executor) bool {
+/// (`Loop.postDeferred`) and hand over the task in its LIFO slot (`Executor.surrenderHeld`),
+/// and waits until it did. False if it could not be signaled or did not answer within
+/// `post_wait_ns` (blocked with the signal masked, or not scheduled).
+fn interruptHeld(executor: *Executor) bool {
     const request = &executor.post_request;
     assert(request.load(.monotonic) == post_idle);
     request.store(post_requested, .release);
@@ -441,26 +554,33 @@ fn requestPost(executor: *Executor) bool {
         return false;
     }
     const deadline_ns = os.monotonicNs() + post_wait_ns;
-    while (request.load(.acquire) == post_requested) {
+    while (true) {
+        const state = request.load(.acquire);
+        if (state == post_done) break;
         const now_ns = os.monotonicNs();
-        if (now_ns >= deadline_ns) {
+        if (state == post_requested and now_ns >= deadline_ns) {
             // Withdrawn, unless the handler took it just now.
             if (request.cmpxchgStrong(post_requested, post_idle, .acquire, .acquire) == null) {
                 return false;
             }
-            break;
+            continue;
         }
-        os.futexWait(request, post_requested, deadline_ns - now_ns);
+        // Once taken, the handler is running on that thread: it is done within microseconds,
+        // and what it hands over must not be left behind, so the wait goes on.
+        const wait_ns = if (state == post_requested) deadline_ns - now_ns else post_wait_ns;
+        os.futexWait(request, state, wait_ns);
     }
-    assert(request.load(.acquire) == post_done);
     request.store(post_idle, .monotonic);
     return true;
 }
 
-/// `Executor.post_request`: `idle` -> `requested` (watchdog) -> `done` (handler) -> `idle`.
+/// `Executor.post_request` (`interruptHeld`): `idle` -> `requested` (watchdog) -> `taken`
+/// (handler) -> `done` (handler) -> `idle` (watchdog); or `requested` -> `idle` when the
+/// watchdog withdraws a request no handler took in time.
 pub const post_idle: u32 = 0;
 const post_requested: u32 = 1;
-const post_done: u32 = 2;
+const post_taken: u32 = 2;
+const post_done: u32 = 3;
 /// How long the watchdog waits for a held thread to post its completions.
 const post_wait_ns = std.time.ns_per_ms;
 
@@ -663,16 +783,20 @@ fn handleSample(
     forward(signal, info, ucontext);
 }
 
-/// The handler's answer to `requestPost`, if one is pending. A frame of its own, and a small
+/// The handler's answer to `interruptHeld`, if one is pending. A frame of its own, and a small
 /// one: this may run on a fiber's stack (no alternate signal stack where stacks have no guard
 /// page), up to once a millisecond while the executor is held.
 noinline fn postForRescue(executor: *Executor) bool {
     const request = &executor.post_request;
-    if (request.load(.acquire) != post_requested) return false;
-    executor.loop.postDeferred();
-    if (request.cmpxchgStrong(post_requested, post_done, .release, .monotonic) == null) {
-        os.futexWake(request, 1);
+    // Taken first: a request withdrawn meanwhile must not hand tasks over that the watchdog
+    // would then not collect.
+    if (request.cmpxchgStrong(post_requested, post_taken, .acquire, .monotonic) != null) {
+        return false;
     }
+    executor.loop.postDeferred();
+    executor.surrenderHeld();
+    request.store(post_done, .release);
+    os.futexWake(request, 1);
     return true;
 }
 

@@ -53,6 +53,9 @@ const Pending = struct {
         assert(!pending.done);
         completion.state = .idle;
         pending.done = true;
+        // Nothing of the operation is left on the ring: the main task may move again
+        // (`Scheduler.displaceMain`) while its executor is held.
+        pending.task.waits_for_io = false;
         pending.task.wake();
     }
 };
@@ -79,6 +82,7 @@ pub fn claimForRescue(completion: *Completion) bool {
     }
     completion.state = .idle;
     pending.done = true;
+    task.waits_for_io = false;
     task.home = pending.home_before;
     // Not from an executor's thread: to the global queue, waking an idle executor.
     task.executor.scheduler.makeReady(task);
@@ -136,6 +140,7 @@ fn performOnLoop(task: *Task, op: Completion.Op, deadline_ns: ?u64) Error!i32 {
     const home_before = pending.home_before;
     assert(home_before == null or home_before == executor);
     task.home = executor;
+    task.waits_for_io = true;
     // For `waitid`, which has no descriptor, the process it waits for.
     const fd_or_pid = switch (op) {
         .waitid => |waitid| waitid.pid,
@@ -147,7 +152,10 @@ fn performOnLoop(task: *Task, op: Completion.Op, deadline_ns: ?u64) Error!i32 {
     const interruption = wait(task, &pending, reason);
     // Still here, unless a rescue delivered the completion elsewhere (`claimForRescue`).
     assert(task.executor == executor or task.home == null);
-    task.home = home_before;
+    assert(!task.waits_for_io);
+    // Unbound meanwhile (a rescue's claim, or the main task displaced once its operation
+    // completed): it stays unbound, wherever it runs now.
+    if (task.home != null) task.home = home_before;
     Executor.stopTimer(task);
     assert(pending.done);
     assert(pending.completion.state == .idle);

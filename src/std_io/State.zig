@@ -38,6 +38,9 @@ hooks: Executor.Hooks = .{ .run = &runTask },
 cpu: CpuLane,
 /// The stall detector and schedule trace, when either is on (`Runtime.init` starts it).
 watchdog: ?Watchdog = null,
+/// The spare executor's storage (sched/Scheduler.zig, "The spare executor"), initialised when
+/// `scheduler.spare` points to it.
+spare_executor: Executor = undefined,
 /// The thread that dumps the tasks when `Runtime.Options.dump_signal` arrives, if one was asked
 /// for (`Runtime.init` starts it, `deinit` stops it first).
 dump_signal: ?task_dump.Signal = null,

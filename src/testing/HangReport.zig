@@ -98,7 +98,7 @@ fn writeScheduler(rt: Runtime, w: *Io.Writer) Io.Writer.Error!void {
                 executor.index,
                 executor.ring.len(),
                 executor.inject_count.load(.monotonic),
-                executor.lifo != null, // racy, and only read once hung
+                executor.lifo.load(.monotonic) != null, // racy, and only read once hung
                 loop.sleeping.load(.monotonic),
                 executor.activity.load(.monotonic),
                 loop.inFlight(),

@@ -301,16 +301,16 @@ test "Metrics: writePrometheus parses: HELP and TYPE first, no duplicate series,
     try metrics.writePrometheus(&allocating.writer);
     const text = allocating.written();
     const summary = try checkExposition(testing.allocator, text);
-    // 10 runtime families and the stall-time histogram, 17 per executor, 7 per lane (3 lanes);
+    // 12 runtime families and the stall-time histogram, 17 per executor, 7 per lane (3 lanes);
     // samples: per lane 4 gauges and counters, 5 refusals and 2 histograms, each of 37 bounds,
     // +Inf, _sum and _count.
     const histogram_samples = Histogram.bounded_buckets + 3;
     const per_lane = 4 + Lane.rejection_errors.len + 2 * histogram_samples;
     try testing.expectEqual(
-        @as(usize, 10 + histogram_samples + 17 * 2 + per_lane * 3),
+        @as(usize, 12 + histogram_samples + 17 * 2 + per_lane * 3),
         summary.samples,
     );
-    try testing.expectEqual(@as(usize, 10 + 1 + 17 + 7), summary.families);
+    try testing.expectEqual(@as(usize, 12 + 1 + 17 + 7), summary.families);
     const completed = "weft_lane_jobs_completed_total{lane=\"say \\\"hi\\\" \\\\o/\"} 1\n";
     try testing.expect(std.mem.indexOf(u8, text, completed) != null);
     if (Metrics.enabled) {

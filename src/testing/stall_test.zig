@@ -244,8 +244,10 @@ test "stall: ready tasks queued behind a stalled task run on another executor me
         const finished_ns = finished.load(.acquire);
         if (finished_ns != 0 and finished_ns < stall_end_ns) finished_during_stall += 1;
     }
-    // The one in the LIFO slot waits for the stall's end; every other one ran elsewhere.
-    if (finished_during_stall < Queued.waiters - 1) {
+    // Every one ran elsewhere, the one in the LIFO slot too (the watchdog's signal handler
+    // hands it over), except under ThreadSanitizer, whose builds install no handler.
+    const expected = if (builtin.sanitize_thread) Queued.waiters - 1 else Queued.waiters;
+    if (finished_during_stall < expected) {
         std.debug.print("{d} of {d} waiters finished during the stall; after the gate (ms):", .{
             finished_during_stall, Queued.waiters,
         });
