@@ -1039,6 +1039,11 @@ fn searchOrSleep(executor: *Executor) ?*Task {
     while (true) {
         if (executor.search()) |task| return task;
         if (scheduler.stopping.load(.acquire)) return null;
+        // An executor never sleeps on a ready task of its own: the search took what its LIFO
+        // slot and `local` held (a task left there while its executor was held by one task
+        // once waited 29.5 s; the watchdog hands such tasks over now, `surrenderHeld`).
+        assert(executor.lifo.load(.monotonic) == null);
+        assert(executor.local.isEmpty());
         // The spare is on no idle list: the watchdog wakes it while it is needed.
         if (scheduler.executors.len == 1 or executor.isSpare()) {
             executor.pollIo(true);

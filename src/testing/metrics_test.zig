@@ -1061,3 +1061,195 @@ test "Metrics: io_canceled counts a canceled read once, and a read that complete
         executorSum(&before_byte, "io_completed");
     try testing.expect(completed_by_byte >= 1);
 }
+
+// One test per documented counter not exercised above (docs/METRICS.md), each against a
+// workload whose effect on it is known, so that a counter that stops counting, or counts
+// another thing, fails by name.
+
+/// Two tasks that take turns `rounds` times through two events: each wakes the other, which
+/// runs next from the LIFO slot.
+const TakingTurns = struct {
+    events: [2]Io.Event = .{ .unset, .unset },
+
+    fn run(turns: *TakingTurns, io: Io, side: usize, rounds: u32) Io.Cancelable!void {
+        for (0..rounds) |_| {
+            if (side == 1) {
+                try turns.events[1].wait(io);
+                turns.events[1].reset();
+                turns.events[0].set(io);
+            } else {
+                turns.events[1].set(io);
+                try turns.events[0].wait(io);
+                turns.events[0].reset();
+            }
+        }
+    }
+};
+
+test "Metrics: lifo_hits counts each task woken by the one before it and run next" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
+    defer rt.deinit();
+    const io = rt.io();
+    const rounds = 1000;
+    var turns: TakingTurns = .{};
+    const before = rt.metrics();
+    var group: Io.Group = .init;
+    defer group.cancel(io);
+    try group.concurrent(io, TakingTurns.run, .{ &turns, io, 1, rounds });
+    try group.concurrent(io, TakingTurns.run, .{ &turns, io, 0, rounds });
+    try group.await(io);
+    const after = rt.metrics();
+    if (!Metrics.enabled) return;
+    // Two wakes a round, each run next; a few more or less at the start and the end.
+    const hits = after.executors[0].lifo_hits - before.executors[0].lifo_hits;
+    try testing.expect(hits >= 2 * rounds - 4);
+    try testing.expect(hits <= 2 * rounds + 4);
+}
+
+test "Metrics: sleeps and idle_ns grow while the executor sleeps, busy_ns while a task computes" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1, .stall_threshold_ns = null });
+    defer rt.deinit();
+    const io = rt.io();
+    const ms = std.time.ns_per_ms;
+    const asleep = rt.metrics();
+    try io.sleep(.fromMilliseconds(60), .awake);
+    const awake = rt.metrics();
+    spinFor(60 * ms);
+    const computed = rt.metrics();
+    try testing.expect(awake.uptime_ns - asleep.uptime_ns >= 60 * ms);
+    try testing.expect(computed.uptime_ns - awake.uptime_ns >= 60 * ms);
+    if (!Metrics.enabled) return;
+    const slept = awake.executors[0];
+    const before = asleep.executors[0];
+    const spun = computed.executors[0];
+    try testing.expect(slept.sleeps > before.sleeps);
+    try testing.expect(slept.idle_ns - before.idle_ns >= 40 * ms);
+    // A computation neither sleeps nor idles: it is busy.
+    try testing.expectEqual(slept.sleeps, spun.sleeps);
+    try testing.expectEqual(slept.idle_ns, spun.idle_ns);
+    try testing.expect(spun.busy_ns - slept.busy_ns >= 60 * ms);
+}
+
+noinline fn spinFor(duration_ns: u64) void {
+    const start_ns = os.monotonicNs();
+    while (os.monotonicNs() -| start_ns < duration_ns) std.atomic.spinLoopHint();
+}
+
+fn setAfter(event: *Io.Event, io: Io, delay_ns: u64) void {
+    os.sleepThread(delay_ns);
+    event.set(io);
+}
+
+test "Metrics: wakeups counts wake-ups of a sleeping executor from other threads only" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
+    defer rt.deinit();
+    const io = rt.io();
+    // Set by a task on the same executor: no wake-up to send.
+    var local_event: Io.Event = .unset;
+    const before_local = rt.metrics();
+    var setter = try io.concurrent(Io.Event.set, .{ &local_event, io });
+    try local_event.wait(io);
+    setter.await(io);
+    const after_local = rt.metrics();
+    // A sleep: the executor sleeps, and its timer, not another thread, ends the sleep.
+    try io.sleep(.fromMilliseconds(30), .awake);
+    const after_sleep = rt.metrics();
+    // Set by a plain thread while the executor sleeps: its loop is woken, once.
+    var remote_event: Io.Event = .unset;
+    const thread = try std.Thread.spawn(.{}, setAfter, .{ &remote_event, io, 30 * std.time.ns_per_ms });
+    defer thread.join();
+    try remote_event.wait(io);
+    const after_remote = rt.metrics();
+    if (!Metrics.enabled) return;
+    try testing.expectEqual(before_local.executors[0].wakeups, after_local.executors[0].wakeups);
+    try testing.expect(after_sleep.executors[0].sleeps > after_local.executors[0].sleeps);
+    try testing.expectEqual(after_local.executors[0].wakeups, after_sleep.executors[0].wakeups);
+    const remote = after_remote.executors[0].wakeups - after_sleep.executors[0].wakeups;
+    try testing.expectEqual(@as(u64, 1), remote);
+}
+
+test "Metrics: queued counts the ready tasks in the run queue, not the LIFO slot" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
+    defer rt.deinit();
+    const io = rt.io();
+    const waiters = 10;
+    var gate: Io.Event = .unset;
+    var group: Io.Group = .init;
+    defer group.cancel(io);
+    for (0..waiters) |_| try group.concurrent(io, Io.Event.wait, .{ &gate, io });
+    try parked.waitMembersParked(io, &group, waiters, .cancelable);
+    try testing.expectEqual(@as(u64, 0), rt.metrics().executors[0].queued);
+    // Woken by the running main task: the last one woken sits in the LIFO slot, the others in
+    // the ring, until the main task parks.
+    gate.set(io);
+    const woken = rt.metrics();
+    try group.await(io);
+    try testing.expectEqual(@as(u64, waiters - 1), woken.executors[0].queued);
+    try testing.expectEqual(@as(u64, 0), rt.metrics().executors[0].queued);
+}
+
+test "Metrics: polls counts each look at the loop, none while a task computes" {
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1, .stall_threshold_ns = null });
+    defer rt.deinit();
+    const io = rt.io();
+    const before = rt.metrics();
+    try io.sleep(.fromMilliseconds(10), .awake);
+    const slept = rt.metrics();
+    spinFor(20 * std.time.ns_per_ms);
+    const spun = rt.metrics();
+    if (!Metrics.enabled) return;
+    // At least the blocking poll of the sleep, which counts as a sleep too.
+    const polls = slept.executors[0].polls - before.executors[0].polls;
+    try testing.expect(polls >= slept.executors[0].sleeps - before.executors[0].sleeps);
+    try testing.expect(polls >= 1);
+    try testing.expectEqual(slept.executors[0].polls, spun.executors[0].polls);
+}
+
+test "Metrics: held_max_ns, stalls and stall_time record a 150 ms hold" {
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
+    defer rt.deinit();
+    const io = rt.io();
+    const ms = std.time.ns_per_ms;
+    const before = rt.metrics();
+    try testing.expectEqual(@as(u64, 0), before.stalls);
+    spinFor(150 * ms);
+    // The watchdog sees the end at its next look (a quarter of the 50 ms threshold).
+    var after = rt.metrics();
+    for (0..100) |_| {
+        if (after.stall_time.count > 0) break;
+        try io.sleep(.fromMilliseconds(5), .awake);
+        after = rt.metrics();
+    }
+    try testing.expectEqual(@as(u64, 1), after.stalls);
+    try testing.expectEqual(@as(u64, 1), after.stall_time.count);
+    // Short of the hold by up to a look at each end.
+    const held_ns = after.executors[0].held_max_ns;
+    try testing.expect(held_ns >= 150 * ms - 2 * 13 * ms);
+    try testing.expect(held_ns < 150 * ms + 500 * ms);
+    // Its log2 bucket, or one on either side.
+    const p50_ns = after.stall_time.percentileNs(50).?;
+    try testing.expect(p50_ns >= 64 * ms and p50_ns <= 512 * ms);
+}
+
+fn parkUntil(io: Io, release: *Io.Event) Io.Cancelable!void {
+    try release.wait(io);
+}
+
+test "Metrics: tasks_live counts the tasks alive now, tasks_live_peak the most at once" {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    var release: Io.Event = .unset;
+    var group: Io.Group = .init;
+    defer group.cancel(io);
+    for (0..7) |_| try group.concurrent(io, parkUntil, .{ io, &release });
+    const during = rt.metrics();
+    release.set(io);
+    try group.await(io);
+    const after = rt.metrics();
+    try testing.expectEqual(@as(u64, 7), during.tasks_live);
+    try testing.expectEqual(@as(u64, 0), after.tasks_live);
+    if (!Metrics.enabled) return;
+    try testing.expectEqual(@as(u64, 7), after.tasks_live_peak);
+}
