@@ -1156,7 +1156,8 @@ test "Metrics: wakeups counts wake-ups of a sleeping executor from other threads
     const after_sleep = rt.metrics();
     // Set by a plain thread while the executor sleeps: its loop is woken, once.
     var remote_event: Io.Event = .unset;
-    const thread = try std.Thread.spawn(.{}, setAfter, .{ &remote_event, io, 30 * std.time.ns_per_ms });
+    const delay_ns = 30 * std.time.ns_per_ms;
+    const thread = try std.Thread.spawn(.{}, setAfter, .{ &remote_event, io, delay_ns });
     defer thread.join();
     try remote_event.wait(io);
     const after_remote = rt.metrics();
