@@ -343,7 +343,7 @@ pub fn metrics(rt: Runtime) Metrics {
         snapshot.stalls = watchdog.stalls.load(.monotonic);
         snapshot.stall_time = watchdog.stall_time.snapshot();
         snapshot.stall_timers_fired = watchdog.timers_fired.load(.monotonic);
-        snapshot.stall_io_rescued = watchdog.io_rescued.load(.monotonic);
+        snapshot.stall_io_rescued = state.scheduler.io_rescued.load(.monotonic);
         snapshot.stall_handed_over = watchdog.handed_over.load(.monotonic);
         snapshot.spare_activations = state.scheduler.spare_activations.load(.monotonic);
         for (snapshot.executors[0..snapshot.executor_count], 0..) |*executor, index| {

@@ -128,6 +128,10 @@ spare_active: atomic.Value(bool) = .init(false),
 spare_failed: bool = false,
 /// The loop the spare's thread creates.
 spare_loop: @FieldType(Executor.Options, "loop") = .auto,
+/// I/O completions the watchdog delivered for executors held by one task, for `weft.Metrics`:
+/// counted by `io_wait.claimForRescue` before it queues the task, so that the task, running
+/// at once elsewhere, sees itself counted.
+io_rescued: atomic.Value(u64) = .init(0),
 /// Times the watchdog put the spare to work, for `weft.Metrics`.
 spare_activations: atomic.Value(u64) = .init(0),
 /// Tasks never migrate: each is given a home executor when it is spawned.

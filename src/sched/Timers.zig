@@ -117,25 +117,33 @@ pub fn remove(timers: *Timers, task: *Task) void {
 /// Fires every timer whose deadline is at or before `now_ns`, earliest first: marks its task
 /// and wakes it. Returns how many fired.
 pub fn expire(timers: *Timers, now_ns: u64) u32 {
-    return timers.expireUntil(now_ns, .all);
+    return timers.expireUntil(now_ns, .all, null);
 }
 
 /// `expire`, from a thread that is not the timers' executor's, while one task holds that
 /// executor: stops at the first due timer whose task is running, which only its own executor
 /// may fire. That task is the holder, between arming its timer and parking; some waits arm
 /// before they prepare to wait (sched/io_wait.zig), and a wake that finds a task running is
-/// dropped (`Task.wake`), so the timer would be lost.
-pub fn expireParked(timers: *Timers, now_ns: u64) u32 {
-    return timers.expireUntil(now_ns, .parked);
+/// dropped (`Task.wake`), so the timer would be lost. Adds one to `fired` for each timer
+/// before its task is woken: the task, running at once on another executor, may read the
+/// count (a test does).
+pub fn expireParked(timers: *Timers, now_ns: u64, fired: *std.atomic.Value(u64)) void {
+    _ = timers.expireUntil(now_ns, .parked, fired);
 }
 
-fn expireUntil(timers: *Timers, now_ns: u64, comptime tasks: enum { all, parked }) u32 {
+fn expireUntil(
+    timers: *Timers,
+    now_ns: u64,
+    comptime tasks: enum { all, parked },
+    fired_shared: ?*std.atomic.Value(u64),
+) u32 {
     var fired: u32 = 0;
     while (timers.earliest()) |task| {
         if (task.timer_deadline_ns > now_ns) break;
         if (tasks == .parked and task.wait_state.load(.acquire) == .running) break;
         timers.remove(task);
         task.timer_fired.store(true, .monotonic);
+        if (fired_shared) |counter| _ = counter.fetchAdd(1, .monotonic);
         task.wake();
         fired += 1;
     }

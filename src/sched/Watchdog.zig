@@ -107,7 +107,10 @@ stalls: std.atomic.Value(u64) = .init(0),
 /// How long each stall lasted, recorded when it ends; the watchdog's thread is its writer.
 stall_time: Histogram = .{},
 /// Timers the watchdog fired for executors held by one task (`fireTimersOfHeld`); their
-/// executors' own `timers_fired` does not count them.
+/// executors' own `timers_fired` does not count them. Each is counted before its task is
+/// woken, as every count here is before the task it concerns may run: a task that reads a
+/// snapshot once it runs sees itself counted. (I/O completions delivered for held executors
+/// are counted where they are claimed: `Scheduler.io_rescued`.)
 timers_fired: std.atomic.Value(u64) = .init(0),
 /// Per executor, the longest run of one task seen (`Metrics.Executor.held_max_ns`); written
 /// by the watchdog's thread only.
@@ -115,9 +118,6 @@ held_max_ns: [config.executors_max]std.atomic.Value(u64) = @splat(.init(0)),
 /// Tasks the watchdog moved off executors held by one task (`handOverHeld`): a LIFO slot's
 /// task, or the main task.
 handed_over: std.atomic.Value(u64) = .init(0),
-/// I/O completions the watchdog delivered for executors held by one task (`rescueIoOfHeld`);
-/// their executors' own `io_completed` does not count them.
-io_rescued: std.atomic.Value(u64) = .init(0),
 /// The trace's previous figures, for its deltas (the watchdog's thread only).
 trace_last: [config.executors_max]TraceFigures = @splat(.{}),
 trace_last_ns: u64 = 0,
@@ -382,8 +382,7 @@ fn fireTimersOfHeld(
     if (deadline_ns > now_ns) return deadline_ns;
     // The woken tasks go to the global queue, which retired executors do not serve.
     watchdog.scheduler.recallRetired(now_ns + 2 * look_ns);
-    const fired = executor.timers.expireParked(now_ns);
-    _ = watchdog.timers_fired.fetchAdd(fired, .monotonic);
+    executor.timers.expireParked(now_ns, &watchdog.timers_fired);
     const next_ns = executor.timers.peekDeadline() orelse return null;
     // A timer left due belongs to the holder itself, about to park: look again in a while.
     return @max(next_ns, now_ns + timer_wait_ns_min);
@@ -431,7 +430,6 @@ fn rescueIoOfHeld(
     }
     const rescue = loop.rescue(&io_wait.claimForRescue) orelse return true;
     if (rescue.claimed > 0) {
-        _ = watchdog.io_rescued.fetchAdd(rescue.claimed, .monotonic);
         // The claimed tasks went to the global queue, which retired executors do not serve:
         // bring them back, and wake one to run the tasks.
         scheduler.recallRetired(now_ns + 2 * look_ns);
@@ -473,15 +471,16 @@ fn handOverHeld(
         if (executor.surrendered_main.swap(null, .acquire)) |task| main_task = task;
     }
     if (main_task == null and surrendered == null) return;
+    // Counted before the tasks may run (see `timers_fired`).
+    const handed_over: u64 = @as(u64, @intFromBool(main_task != null)) +
+        @intFromBool(surrendered != null);
+    _ = watchdog.handed_over.fetchAdd(handed_over, .monotonic);
     // Before the push, whose wake-up skips retired executors.
     scheduler.recallRetired(now_ns + held_recall_ns);
     if (main_task) |task| scheduler.displaceMain(task);
     if (surrendered) |task| {
         if (task.home == null) scheduler.pushGlobal(task) else scheduler.displaceMain(task);
     }
-    const handed_over: u64 = @as(u64, @intFromBool(main_task != null)) +
-        @intFromBool(surrendered != null);
-    _ = watchdog.handed_over.fetchAdd(handed_over, .monotonic);
 }
 
 /// How long an executor recalled for a held one's work stays before it may retire again: the

@@ -84,8 +84,10 @@ pub fn claimForRescue(completion: *Completion) bool {
     pending.done = true;
     task.waits_for_io = false;
     task.home = pending.home_before;
+    const scheduler = task.executor.scheduler;
+    _ = scheduler.io_rescued.fetchAdd(1, .monotonic);
     // Not from an executor's thread: to the global queue, waking an idle executor.
-    task.executor.scheduler.makeReady(task);
+    scheduler.makeReady(task);
     return true;
 }
 
