@@ -181,6 +181,7 @@ test {
     _ = @import("testing/overflow_test.zig");
     _ = @import("testing/process_test.zig");
     _ = @import("testing/progress_test.zig");
+    _ = @import("testing/readiness_test.zig");
     _ = @import("testing/readme_test.zig");
     _ = @import("testing/registry_test.zig");
     _ = @import("testing/runtime_test.zig");

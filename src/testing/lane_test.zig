@@ -685,6 +685,91 @@ test "Lane.Sharded: an idle shard's worker runs the jobs queued behind a busy sh
     }.body);
 }
 
+/// The order in which jobs started, by their ids.
+const StartOrder = struct {
+    ids: [8]u32 = undefined,
+    len: std.atomic.Value(u32) = .init(0),
+
+    fn record(order: *StartOrder, id: u32) u32 {
+        const index = order.len.fetchAdd(1, .monotonic);
+        order.ids[index] = id;
+        return id;
+    }
+};
+
+fn shardedKeyedRecord(
+    sharded: *Lane.Sharded,
+    io: Io,
+    key: u64,
+    order: *StartOrder,
+    id: u32,
+) Io.Cancelable!void {
+    _ = sharded.runKeyed(io, key, .none, StartOrder.record, .{ order, id }) catch |err| {
+        switch (err) {
+            error.Canceled => return error.Canceled,
+            else => unreachable, // `.wait` admission with room for every call, no deadline
+        }
+    };
+}
+
+fn shardedKeyedGatePassOn(
+    sharded: *Lane.Sharded,
+    io: Io,
+    key: u64,
+    gate: *Gate,
+) (Lane.Error || error{Wrong})!void {
+    if (try sharded.runKeyed(io, key, .none, Gate.pass, .{ gate, 7 }) != 7) return error.Wrong;
+}
+
+test "Lane.Sharded: a steal takes the victim shard's oldest job, so jobs start in FIFO order" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const queued = 4;
+            const sharded = try Lane.Sharded.init(testing.allocator, .{
+                .shards = 2,
+                .lane = .{ .threads = 1, .queue_limit = 8 },
+            });
+            defer sharded.deinit(io);
+            const victim = sharded.shards[0];
+            const thief = sharded.shards[1];
+            // Both workers held at gates; jobs 1..4 queue on shard 0, in order.
+            var victim_gate: Gate = .{};
+            var thief_gate: Gate = .{};
+            var victim_held = try io.concurrent(shardedKeyedGatePassOn, .{
+                sharded, io, 0, &victim_gate,
+            });
+            defer victim_held.cancel(io) catch {};
+            defer victim_gate.release(); // first, on a failure: an accepted job runs to its end
+            try waitShape(io, victim, .{ .running = 1, .queued = 0, .waiting = 0 });
+            var thief_held = try io.concurrent(shardedKeyedGatePassOn, .{
+                sharded, io, 1, &thief_gate,
+            });
+            defer thief_held.cancel(io) catch {};
+            defer thief_gate.release();
+            try waitShape(io, thief, .{ .running = 1, .queued = 0, .waiting = 0 });
+            var order: StartOrder = .{};
+            var group: Io.Group = .init;
+            defer group.cancel(io);
+            for (1..queued + 1) |id| {
+                try group.concurrent(io, shardedKeyedRecord, .{
+                    sharded, io, 0, &order, @as(u32, @intCast(id)),
+                });
+                const shape: Shape = .{ .running = 1, .queued = @intCast(id), .waiting = 0 };
+                try waitShape(io, victim, shape);
+            }
+            // The thief's worker, free, steals them one by one while the victim's stays held.
+            thief_gate.release();
+            try thief_held.await(io);
+            try group.await(io);
+            try testing.expectEqual(@as(u32, queued), order.len.load(.monotonic));
+            try testing.expectEqualSlices(u32, &.{ 1, 2, 3, 4 }, order.ids[0..queued]);
+            try testing.expectEqual(@as(u64, queued), thief.stats().jobs_stolen);
+            victim_gate.release();
+            try victim_held.await(io);
+        }
+    }.body);
+}
+
 fn shardedKeyedBumps(sharded: *Lane.Sharded, io: Io, counter: *Counter) Io.Cancelable!void {
     for (0..200) |_| try shardedKeyedBump(sharded, io, counter);
 }
