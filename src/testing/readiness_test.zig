@@ -21,29 +21,7 @@ const backends = [_]Backend{ .epoll, .io_uring };
 /// for a loaded machine.
 const seen_within_ns = 500 * std.time.ns_per_ms;
 
-const loopback: net.IpAddress = .{ .ip4 = .loopback(0) };
-
-/// A connected pair over loopback: the client's stream and the server's.
-const Pair = struct {
-    server: net.Server,
-    client: net.Stream,
-    peer: net.Stream,
-
-    fn open(io: Io) !Pair {
-        var server = try loopback.listen(io, .{ .reuse_address = true });
-        errdefer server.deinit(io);
-        const client = try server.socket.address.connect(io, .{ .mode = .stream });
-        errdefer client.close(io);
-        const peer = try server.accept(io);
-        return .{ .server = server, .client = client, .peer = peer };
-    }
-
-    fn close(pair: *Pair, io: Io) void {
-        pair.peer.close(io);
-        pair.client.close(io);
-        pair.server.deinit(io);
-    }
-};
+const Pair = @import("loopback.zig").Pair;
 
 /// Reads until the end of the stream; returns when it came, or an error.
 fn readToEnd(io: Io, stream: net.Stream, ended_ns: *std.atomic.Value(u64)) !void {

@@ -20,6 +20,7 @@ const socket = @import("../net/socket.zig");
 const qemu = @import("qemu.zig");
 
 const loopback: net.IpAddress = .{ .ip4 = .loopback(0) };
+const Pair = @import("loopback.zig").Pair;
 
 const nonBlocking = socket.isNonBlocking; // F_GETFL
 
@@ -27,12 +28,11 @@ test "blocking sockets: TCP accepted and connected, UDP bound are blocking; list
     var rt = try Runtime.init(testing.allocator, .{});
     defer rt.deinit();
     const io = rt.io();
-    var server = try loopback.listen(io, .{});
-    defer server.deinit(io);
-    const client = try server.socket.address.connect(io, .{ .mode = .stream });
-    defer client.close(io);
-    const accepted = try server.accept(io);
-    defer accepted.close(io);
+    var pair: Pair = try .open(io);
+    defer pair.close(io);
+    const server = pair.server;
+    const client = pair.client;
+    const accepted = pair.peer;
     const bound = try loopback.bind(io, .{ .mode = .dgram });
     defer bound.close(io);
     try testing.expect(try nonBlocking(server.socket.handle));
@@ -98,12 +98,10 @@ test "blocking sockets: a C-style blocking recv on a plain thread waits for the 
     var rt = try Runtime.init(testing.allocator, .{});
     defer rt.deinit();
     const io = rt.io();
-    var server = try loopback.listen(io, .{});
-    defer server.deinit(io);
-    const client = try server.socket.address.connect(io, .{ .mode = .stream });
-    defer client.close(io);
-    const accepted = try server.accept(io);
-    defer accepted.close(io);
+    var pair: Pair = try .open(io);
+    defer pair.close(io);
+    const client = pair.client;
+    const accepted = pair.peer;
     // Bounded: a receive that gets nothing in 10 s fails (EAGAIN) rather than hangs.
     try setOption(client.socket.handle, linux.SO.RCVTIMEO, linux.timeval{ .sec = 10, .usec = 0 });
     var receive: CReceive = .{ .fd = client.socket.handle };
@@ -205,12 +203,10 @@ fn expectTicksWhileWriting(route: Route) !void {
     var rt = try Runtime.init(testing.allocator, .{ .executors = 1, .stall_threshold_ns = null });
     defer rt.deinit();
     const io = rt.io();
-    var server = try loopback.listen(io, .{});
-    defer server.deinit(io);
-    const client = try server.socket.address.connect(io, .{ .mode = .stream });
-    defer client.close(io);
-    const accepted = try server.accept(io);
-    defer accepted.close(io);
+    var pair: Pair = try .open(io);
+    defer pair.close(io);
+    const client = pair.client;
+    const accepted = pair.peer;
     try setOption(client.socket.handle, linux.SO.SNDBUF, send_buffer_bytes);
     try setOption(accepted.socket.handle, linux.SO.RCVBUF, receive_buffer_bytes);
     const patience: linux.timeval = .{ .sec = peer_patience_ms / 1000, .usec = 0 };
