@@ -46,6 +46,15 @@ pub fn Queue(comptime T: type) type {
             return head;
         }
 
+        /// Whether `element` is queued here. O(n).
+        pub fn contains(queue: *const Self, element: *const T) bool {
+            var cursor = queue.head;
+            while (cursor) |node| : (cursor = node.next) {
+                if (node == element) return true;
+            }
+            return false;
+        }
+
         /// Unlinks `element` if it is queued here; returns whether it was. O(n): for queues
         /// that are short where this is used (an executor's injection queue).
         pub fn remove(queue: *Self, element: *T) bool {
@@ -88,6 +97,7 @@ test "Queue: remove unlinks the head, the middle or the tail, and nothing else" 
     var queue: Queue(Node) = .{};
     for (nodes[0..3]) |*node| queue.push(node);
     try std.testing.expect(!queue.remove(&nodes[3]));
+    try std.testing.expect(queue.contains(&nodes[1]) and !queue.contains(&nodes[3]));
     try std.testing.expect(queue.remove(&nodes[1]));
     try std.testing.expect(queue.remove(&nodes[2]));
     try std.testing.expectEqual(@as(usize, 1), queue.count);

@@ -464,9 +464,13 @@ pub fn surrenderHeld(executor: *Executor) void {
     }
     const main_task = &scheduler.main_task;
     if (executor.surrendered_main.load(.monotonic) != null) return;
-    if (main_task.home != executor or !scheduler.mainDisplaceable(main_task)) return;
     // A short scan: `local` holds the tasks bound here, few but for pinned mode (never here).
-    if (executor.local.remove(main_task)) executor.surrendered_main.store(main_task, .release);
+    // Only a queued main task's fields are read: it may run on another executor otherwise.
+    if (!executor.local.contains(main_task)) return;
+    if (!scheduler.mainDisplaceable(main_task)) return;
+    const removed = executor.local.remove(main_task);
+    assert(removed);
+    executor.surrendered_main.store(main_task, .release);
 }
 
 /// Owner only: queues `task` at the back: `local` when it is bound here, else the ring
@@ -563,8 +567,11 @@ pub fn takeMainInjected(executor: *Executor) ?*Task {
     if (executor.inject_count.load(.acquire) == 0) return null;
     executor.inject_lock.lock();
     defer executor.inject_lock.unlock();
+    // Queued, its fields are still (ordered by the lock): only then are they read.
+    if (!executor.inject.contains(main_task)) return null;
     if (!executor.scheduler.mainDisplaceable(main_task)) return null;
-    if (!executor.inject.remove(main_task)) return null;
+    const removed = executor.inject.remove(main_task);
+    assert(removed);
     _ = executor.inject_count.fetchSub(1, .monotonic);
     return main_task;
 }

@@ -259,7 +259,8 @@ pub fn activateSpare(scheduler: *Scheduler) void {
         };
     }
     if (!scheduler.spare_active.load(.monotonic)) {
-        scheduler.spare_active.store(true, .monotonic);
+        // Release: whoever sees the spare at work sees its loop (`notifyWork`).
+        scheduler.spare_active.store(true, .release);
         _ = scheduler.spare_activations.fetchAdd(1, .monotonic);
     }
     spare.loop.wake();
@@ -337,7 +338,9 @@ pub fn popGlobal(scheduler: *Scheduler, out: []*Task) usize {
 /// Called after work that any executor may take became visible: wakes one idle executor
 /// unless an executor is searching already or none is idle; and the spare executor, if at work.
 pub fn notifyWork(scheduler: *Scheduler) void {
-    if (scheduler.spare_active.load(.monotonic)) scheduler.spare.?.loop.notify();
+    // Acquire: pairs with `activateSpare`'s release, after which the spare's loop, made on its
+    // own thread, is there to notify.
+    if (scheduler.spare_active.load(.acquire)) scheduler.spare.?.loop.notify();
     if (scheduler.executors.len == 1) {
         // No one to steal: the only executor just needs to leave its blocking poll.
         scheduler.executors[0].loop.notify();

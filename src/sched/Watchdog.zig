@@ -488,13 +488,15 @@ fn handOverHeld(
 /// first one loads the debug information: 100-200 ms in a Debug build).
 const held_recall_ns = 500 * std.time.ns_per_ms;
 
-/// Whether the main task, bound to `executor`, is ready there: neither running (the holder, as
-/// a `main` blocked in `std.Thread.join` is) nor parked waiting. It is then queued in the
-/// executor's LIFO slot or its `local` queue, which only an interruption of the held thread
-/// looks at. A snapshot, for deciding to interrupt.
+/// Whether the main task may be queued, ready, on held `executor` 0: neither running (the
+/// holder, as a `main` blocked in `std.Thread.join` is) nor parked waiting. It would then wait
+/// in the executor's LIFO slot or its `local` queue, which only an interruption of the held
+/// thread looks at. A snapshot of atomics only (`home` is the task's own to write), for
+/// deciding to interrupt: a main task queued elsewhere costs one interruption that finds
+/// nothing.
 fn mainReadyOn(scheduler: *Scheduler, executor: *const Executor) bool {
+    assert(executor.index == 0);
     const main_task = &scheduler.main_task;
-    if (@atomicLoad(?*Executor, &main_task.home, .monotonic) != executor) return false;
     if (main_task.on_cpu.load(.monotonic)) return false;
     return switch (main_task.wait_state.load(.monotonic)) {
         .waiting, .waiting_cancelable => false,
