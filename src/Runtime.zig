@@ -25,7 +25,6 @@ const Executor = @import("sched/Executor.zig");
 const LiveTasks = @import("sched/LiveTasks.zig");
 const Scheduler = @import("sched/Scheduler.zig");
 const Watchdog = @import("sched/Watchdog.zig");
-const ThreadWaiter = @import("sched/Waiter.zig").ThreadWaiter;
 const Loop = @import("loop/Loop.zig");
 const stack_mod = @import("fiber/stack.zig");
 const vtable_mod = @import("std_io/vtable.zig");
