@@ -13,6 +13,12 @@
 //! refused connect fails the line. While the connections are still open it reads the server's
 //! peak RSS (VmHWM of /proc/PID/status), then closes them.
 //!
+//! An idle connection's cost: the server's resident memory (VmRSS) and page tables (VmPTE)
+//! are read before the first connect and again twice with every connection open and idle:
+//! after each was answered once and held for `--hold-ms` (`idle_*`), and after the last round
+//! and another hold (`after_rounds_*`, what a server keeps of a burst of requests on idle
+//! connections). Each is the difference over the connections, in bytes per connection.
+//!
 //!   bench-keepalive                   serves with weft.Server (.single) in a child process
 //!   bench-keepalive --port P --pid PID --label NAME      an external server (bench/keepalive.sh)
 //!
@@ -20,7 +26,9 @@
 //! watchdog thread ends the run with status=timeout past it). One result line:
 //!
 //!   bench=keepalive runtime=NAME conns=N rounds=N hold_ms=N status=ok open_ms=.. round_ms_max=..
-//!   req_per_s=.. failures=0 server_peak_rss_kib=.. client_peak_rss_kib=.. fd_soft=..
+//!   req_per_s=.. failures=0 server_peak_rss_kib=.. idle_rss_b_per_conn=..
+//!   idle_pte_b_per_conn=.. after_rounds_rss_b_per_conn=.. after_rounds_pte_b_per_conn=..
+//!   client_peak_rss_kib=.. fd_soft=..
 //!
 //! Both sides need one fd per connection: the client raises its soft RLIMIT_NOFILE to the hard
 //! limit (`weft.raiseFdLimit`; weft-serve does the same) and fails with
@@ -96,6 +104,28 @@ const Result = struct {
     failures: u64 = 0,
     first_error: []const u8 = "none",
     server_peak_rss_kib: u64 = 0,
+    /// Bytes per connection over the server's memory before the first connect.
+    idle: PerConn = .{},
+    after_rounds: PerConn = .{},
+};
+
+/// What the server holds per open connection, in bytes: resident memory and page tables.
+const PerConn = struct {
+    rss_bytes: u64 = 0,
+    pte_bytes: u64 = 0,
+
+    fn since(now: Memory, base: Memory, conns: u32) PerConn {
+        return .{
+            .rss_bytes = (now.rss_kib -| base.rss_kib) * 1024 / @max(conns, 1),
+            .pte_bytes = (now.pte_kib -| base.pte_kib) * 1024 / @max(conns, 1),
+        };
+    }
+};
+
+/// A process's resident memory (VmRSS) and page tables (VmPTE), KiB.
+const Memory = struct {
+    rss_kib: u64 = 0,
+    pte_kib: u64 = 0,
 };
 
 const hello = weft.Server.http.Fixed(body_expected);
@@ -140,11 +170,17 @@ pub fn main(init: std.process.Init) !u8 {
     const status = if (result.failures == 0) "ok" else "failed";
     try out.print(
         "status={s} open_ms={d} round_ms_max={d} req_per_s={d} failures={d} first_error={s} " ++
-            "server_peak_rss_kib={d} client_peak_rss_kib={d} fd_soft={d}\n",
+            "server_peak_rss_kib={d} idle_rss_b_per_conn={d} idle_pte_b_per_conn={d} " ++
+            "after_rounds_rss_b_per_conn={d} after_rounds_pte_b_per_conn={d} " ++
+            "client_peak_rss_kib={d} fd_soft={d}\n",
         .{
-            status,                     result.open_ms,                      result.round_ms_max,
-            result.req_per_s,           result.failures,                     result.first_error,
-            result.server_peak_rss_kib, harness.subprocess.selfPeakRssKib(), fd_limit.soft,
+            status,                              result.open_ms,
+            result.round_ms_max,                 result.req_per_s,
+            result.failures,                     result.first_error,
+            result.server_peak_rss_kib,          result.idle.rss_bytes,
+            result.idle.pte_bytes,               result.after_rounds.rss_bytes,
+            result.after_rounds.pte_bytes,       harness.subprocess.selfPeakRssKib(),
+            fd_limit.soft,
         },
     );
     return if (result.failures == 0) 0 else 1;
@@ -223,18 +259,24 @@ fn run(settings: Settings, target: Target) !Result {
 
     var stats: Stats = .{};
     var result: Result = .{};
+    const base = if (target.pid) |pid| memoryOf(pid) else Memory{};
     const open_start_ns = harness.monotonicNs();
     try openAll(io, conns, target.port, &stats);
     result.open_ms = (harness.monotonicNs() - open_start_ns) / std.time.ns_per_ms;
     var rounds_ns: u64 = 0;
-    for (0..settings.rounds) |_| {
+    for (0..settings.rounds) |round| {
         try io.sleep(.fromMilliseconds(settings.hold_ms), .awake);
+        if (round == 0) if (target.pid) |pid| {
+            result.idle = .since(memoryOf(pid), base, settings.conns);
+        };
         const round_start_ns = harness.monotonicNs();
         try roundAll(io, conns, &stats);
         const round_ns = harness.monotonicNs() - round_start_ns;
         rounds_ns += round_ns;
         result.round_ms_max = @max(result.round_ms_max, round_ns / std.time.ns_per_ms);
     }
+    try io.sleep(.fromMilliseconds(settings.hold_ms), .awake);
+    if (target.pid) |pid| result.after_rounds = .since(memoryOf(pid), base, settings.conns);
     const round_requests = @as(u64, settings.conns) * settings.rounds;
     result.req_per_s = round_requests * std.time.ns_per_s / @max(rounds_ns, 1);
     result.failures = stats.failures.load(.monotonic);
@@ -340,19 +382,36 @@ fn sleepMs(ms: u64) void {
 
 /// VmHWM of a live process in KiB; 0 when /proc does not say.
 fn peakRssKib(pid: linux.pid_t) u64 {
+    var text: [4096]u8 = undefined;
+    return statusKib(readStatus(pid, &text), "VmHWM:");
+}
+
+/// VmRSS and VmPTE of a live process; zeros when /proc does not say.
+fn memoryOf(pid: linux.pid_t) Memory {
+    var text: [4096]u8 = undefined;
+    const status = readStatus(pid, &text);
+    return .{ .rss_kib = statusKib(status, "VmRSS:"), .pte_kib = statusKib(status, "VmPTE:") };
+}
+
+/// /proc/PID/status, as much of it as `text` holds; empty when it cannot be read.
+fn readStatus(pid: linux.pid_t, text: []u8) []const u8 {
     var path_buffer: [32]u8 = undefined;
     const path = std.fmt.bufPrintZ(&path_buffer, "/proc/{d}/status", .{pid}) catch unreachable;
     const fd_rc = linux.open(path, .{ .ACCMODE = .RDONLY, .CLOEXEC = true }, 0);
-    if (linux.errno(fd_rc) != .SUCCESS) return 0;
+    if (linux.errno(fd_rc) != .SUCCESS) return "";
     const fd: linux.fd_t = @intCast(fd_rc);
     defer _ = linux.close(fd);
-    var text: [4096]u8 = undefined;
-    const len = linux.read(fd, &text, text.len);
-    if (linux.errno(len) != .SUCCESS) return 0;
-    var lines = std.mem.tokenizeScalar(u8, text[0..len], '\n');
+    const len = linux.read(fd, text.ptr, text.len);
+    if (linux.errno(len) != .SUCCESS) return "";
+    return text[0..len];
+}
+
+/// The KiB figure of a `Name:   N kB` line of /proc/PID/status; 0 when absent.
+fn statusKib(status: []const u8, key: []const u8) u64 {
+    var lines = std.mem.tokenizeScalar(u8, status, '\n');
     while (lines.next()) |line| {
-        if (!std.mem.startsWith(u8, line, "VmHWM:")) continue;
-        const digits = std.mem.trim(u8, line["VmHWM:".len..], " \tkB");
+        if (!std.mem.startsWith(u8, line, key)) continue;
+        const digits = std.mem.trim(u8, line[key.len..], " \tkB");
         return std.fmt.parseInt(u64, digits, 10) catch 0;
     }
     return 0;
