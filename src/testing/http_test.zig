@@ -1423,3 +1423,42 @@ test "http: a folded line with a colon gets 400, not taken for a field of its ow
         },
     });
 }
+
+test "http: Connection: close makes the response the last, whatever else the header lists" {
+    // `close` in the list ends the connection after this response (RFC 9112 §9.6), even
+    // beside `keep-alive` or in a second Connection field: a server that let `keep-alive`
+    // win would answer the GET pipelined behind, which its client has given up on.
+    const get = "GET / HTTP/1.1\r\nHost: t\r\n";
+    try expectBoth(&.{
+        .{
+            .name = "close",
+            .request = get ++ "Connection: close\r\n\r\n" ++ get_after,
+            .statuses = &.{200},
+        },
+        .{
+            .name = "keep-alive, close",
+            .request = get ++ "Connection: keep-alive, close\r\n\r\n" ++ get_after,
+            .statuses = &.{200},
+        },
+        .{
+            .name = "Close, keep-alive",
+            .request = get ++ "Connection: Close, keep-alive\r\n\r\n" ++ get_after,
+            .statuses = &.{200},
+        },
+        .{
+            .name = "keep-alive, then close in a field of its own",
+            .request = get ++ "Connection: keep-alive\r\nConnection: close\r\n\r\n" ++ get_after,
+            .statuses = &.{200},
+        },
+        .{
+            .name = "HTTP/1.0 keep-alive, close",
+            .request = "GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n" ++ get_after,
+            .statuses = &.{200},
+        },
+        .{
+            .name = "keep-alive alone",
+            .request = get ++ "Connection: keep-alive\r\n\r\n" ++ get_after,
+            .statuses = &.{ 200, 200 },
+        },
+    });
+}

@@ -268,6 +268,9 @@ fn testShutdown(io: Io, policy: Lane.Policy) !void {
     });
     defer lane.deinit(io);
     var gate: Gate = .{};
+    // A failed check opens the gate, else `deinit` waits for ever on the blocked job, and a
+    // broken shutdown shows as a hang instead of the check that failed.
+    errdefer gate.release();
     var filled = try Filled.fill(io, lane, &gate);
     // The running job is blocked: shutdown's deadline passes with jobs left.
     const report = lane.shutdown(io, .{

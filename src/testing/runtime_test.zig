@@ -221,6 +221,59 @@ test "Runtime: members added while the group is canceled start canceled" {
     }.body);
 }
 
+/// A member that waits until `gate` opens, counting a cancel that ends its wait in `canceled`.
+fn gated(
+    io: Io,
+    gate: *std.atomic.Value(u32),
+    canceled: *std.atomic.Value(u32),
+) Io.Cancelable!void {
+    // Bounded by the gate's opening (a spurious wake-up looks again).
+    while (gate.load(.acquire) == 0) {
+        io.futexWait(u32, &gate.raw, 0) catch |err| {
+            _ = canceled.fetchAdd(1, .monotonic);
+            return err;
+        };
+    }
+}
+
+fn cancelGroup(io: Io, group: *Io.Group, ended: *std.atomic.Value(bool)) void {
+    group.cancel(io);
+    ended.store(true, .release);
+}
+
+test "Runtime: a group cancel reaches every member, the newest as the oldest" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            const members = 4;
+            var gate: std.atomic.Value(u32) = .init(0);
+            var canceled: std.atomic.Value(u32) = .init(0);
+            var group: Io.Group = .init;
+            for (0..members) |_| try group.concurrent(io, gated, .{ io, &gate, &canceled });
+            try parked.waitMembersParked(io, &group, members, .cancelable);
+            var ended: std.atomic.Value(bool) = .init(false);
+            var canceling = try io.concurrent(cancelGroup, .{ io, &group, &ended });
+            // A member the cancel missed would keep the cancel waiting for ever: after a few
+            // seconds the gate opens, so that the test fails by name rather than at its limit.
+            for (0..5_000) |_| {
+                if (ended.load(.acquire)) break;
+                try io.sleep(.fromMilliseconds(1), .awake);
+            } else {
+                gate.store(1, .release);
+                io.futexWake(u32, &gate.raw, members);
+            }
+            canceling.await(io);
+            if (canceled.load(.monotonic) != members) {
+                std.debug.print("the cancel reached {d} of {d} members\n", .{
+                    canceled.load(.monotonic),
+                    members,
+                });
+                return error.TestMemberNotCanceled;
+            }
+            try testing.expect(group.token.load(.monotonic) == null);
+        }
+    }.body);
+}
+
 fn groupAwaiter(io: Io, counter: *std.atomic.Value(u32)) Io.Cancelable!void {
     var group: Io.Group = .init;
     for (0..10) |_| group.concurrent(io, stubborn, .{ io, counter }) catch unreachable;

@@ -548,11 +548,13 @@ fn latencyScenario(io: Io, latency_ns: u64, timeline: *Timeline) !void {
 
 const Traced = struct { hash: u64, steps: u64, elapsed_ns: u64, timeline: Timeline };
 
-fn traceLatency(latency_ns: u64) !Traced {
+/// Runs `scenario` (`latencyScenario` or `datagramScenario`) across a link of `latency_ns`
+/// under seed 5 with 50 % preemption.
+fn traceLatency(comptime scenario: anytype, latency_ns: u64) !Traced {
     var sim = try Sim.init(testing.allocator, .{ .seed = 5, .preempt_percent = 50 });
     defer sim.deinit();
     var timeline: Timeline = undefined;
-    try sim.run(latencyScenario, .{ latency_ns, &timeline });
+    try sim.run(scenario, .{ latency_ns, &timeline });
     return .{
         .hash = sim.traceHash(),
         .steps = sim.stepCount(),
@@ -567,8 +569,8 @@ const latency_seed_5_hash: u64 = 0x1941ed1588ee5162;
 
 test "sim net: stream deliveries are in the trace hash; a link's latency changes it alone" {
     try skipInExecutorRuns();
-    const one_ms = try traceLatency(std.time.ns_per_ms);
-    const two_ms = try traceLatency(2 * std.time.ns_per_ms);
+    const one_ms = try traceLatency(latencyScenario, std.time.ns_per_ms);
+    const two_ms = try traceLatency(latencyScenario, 2 * std.time.ns_per_ms);
     // The same schedule: the same steps at the same virtual times, the same reads.
     try testing.expectEqual(one_ms.steps, two_ms.steps);
     try testing.expectEqual(one_ms.elapsed_ns, two_ms.elapsed_ns);
@@ -580,6 +582,53 @@ test "sim net: stream deliveries are in the trace hash; a link's latency changes
     }
     if (one_ms.hash != latency_seed_5_hash) {
         const pinned = latency_seed_5_hash;
+        std.debug.print("trace hash 0x{x}, pinned 0x{x}\n", .{ one_ms.hash, pinned });
+        return error.TestUnexpectedResult;
+    }
+}
+
+/// `latencyScenario` over UDP: three datagrams across a link of `latency_ns`, received after a
+/// sleep longer than any latency tried, so that only the deliveries' times depend on it.
+fn datagramScenario(io: Io, latency_ns: u64, timeline: *Timeline) !void {
+    const receiver_ip: net.IpAddress = .{ .ip4 = .{ .bytes = .{ 10, 0, 0, 1 }, .port = 53 } };
+    Sim.setHost(io, receiver_ip);
+    const receiver = try receiver_ip.bind(io, .{ .mode = .dgram });
+    defer receiver.close(io);
+    Sim.setHost(io, client_ip);
+    const sender = try client_ip.bind(io, .{ .mode = .dgram });
+    defer sender.close(io);
+    try Sim.setLink(io, receiver_ip, client_ip, .{ .latency_ns = latency_ns });
+    for ("abc") |byte| try sender.send(io, &receiver_ip, &.{byte});
+    try io.sleep(.fromSeconds(1), .awake);
+    const start = Io.Clock.awake.now(io);
+    for (&timeline.reads_ns, "abc") |*read_ns, expected| {
+        var buffer: [4]u8 = undefined;
+        const message = try receiver.receive(io, &buffer);
+        try testing.expectEqualSlices(u8, &.{expected}, message.data);
+        read_ns.* = @intCast(start.durationTo(Io.Clock.awake.now(io)).nanoseconds);
+    }
+    timeline.end_ns = @intCast(start.durationTo(Io.Clock.awake.now(io)).nanoseconds);
+}
+
+/// The trace hash of `datagramScenario` under seed 5 with 50 % preemption and 1 ms of
+/// latency, pinned as `latency_seed_5_hash` is (and updated on the same occasions).
+const datagram_seed_5_hash: u64 = 0x66728c46209be749;
+
+test "sim net: datagram deliveries are in the trace hash; a link's latency changes it alone" {
+    try skipInExecutorRuns();
+    const one_ms = try traceLatency(datagramScenario, std.time.ns_per_ms);
+    const two_ms = try traceLatency(datagramScenario, 2 * std.time.ns_per_ms);
+    // The same schedule: the same steps at the same virtual times, the same receives.
+    try testing.expectEqual(one_ms.steps, two_ms.steps);
+    try testing.expectEqual(one_ms.elapsed_ns, two_ms.elapsed_ns);
+    try testing.expectEqual(one_ms.timeline, two_ms.timeline);
+    // Only the deliveries' times differ, and the hash must see them.
+    if (one_ms.hash == two_ms.hash) {
+        std.debug.print("trace hash 0x{x} for 1 ms and 2 ms of latency alike\n", .{one_ms.hash});
+        return error.TestUnexpectedResult;
+    }
+    if (one_ms.hash != datagram_seed_5_hash) {
+        const pinned = datagram_seed_5_hash;
         std.debug.print("trace hash 0x{x}, pinned 0x{x}\n", .{ one_ms.hash, pinned });
         return error.TestUnexpectedResult;
     }

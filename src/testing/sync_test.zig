@@ -315,6 +315,82 @@ test "Channel: close lets receivers drain, then Closed; blocked senders get Clos
     }.body);
 }
 
+/// Waits until `ended` reaches `count`: every task `close` should have woken has returned.
+/// Bounded, and on expiry it cancels the tasks still parked (so the test fails by name, not
+/// at the runner's time limit) and says how many `close` left behind.
+fn expectAllEnded(
+    io: Io,
+    ended: *const std.atomic.Value(u32),
+    futures: anytype,
+    comptime what: []const u8,
+) !void {
+    const polls_max = 5_000; // 1 ms each: seconds, for a woken task that is merely slow
+    for (0..polls_max) |_| {
+        if (ended.load(.acquire) == futures.len) return;
+        try io.sleep(.fromMilliseconds(1), .awake);
+    }
+    std.debug.print("close left {d} of {d} " ++ what ++ " blocked\n", .{
+        futures.len - ended.load(.acquire),
+        futures.len,
+    });
+    for (futures) |*future| _ = future.cancel(io) catch {};
+    return error.TestWaiterLeftBlocked;
+}
+
+fn receiverCounted(
+    io: Io,
+    channel: *sync.Channel(u32),
+    ended: *std.atomic.Value(u32),
+) sync.Channel(u32).RecvError!u32 {
+    defer _ = ended.fetchAdd(1, .release);
+    return channel.recv(io);
+}
+
+fn senderCounted(
+    io: Io,
+    channel: *sync.Channel(u32),
+    value: u32,
+    ended: *std.atomic.Value(u32),
+) sync.Channel(u32).SendError!void {
+    defer _ = ended.fetchAdd(1, .release);
+    return channel.send(io, value);
+}
+
+test "Channel: close wakes every blocked receiver, and every blocked sender, with Closed" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var empty_buffer: [1]u32 = undefined;
+            var empty: sync.Channel(u32) = .init(&empty_buffer);
+            var receivers_ended: std.atomic.Value(u32) = .init(0);
+            var receivers: [3]FutureOf(receiverCounted) = undefined;
+            for (&receivers) |*receiver| {
+                receiver.* = try io.concurrent(receiverCounted, .{ io, &empty, &receivers_ended });
+                try task_parked.waitParked(io, receiver, .cancelable);
+            }
+            empty.close(io);
+            try expectAllEnded(io, &receivers_ended, &receivers, "receivers");
+            for (&receivers) |*receiver| try testing.expectError(error.Closed, receiver.await(io));
+
+            var full_buffer: [1]u32 = undefined;
+            var full: sync.Channel(u32) = .init(&full_buffer);
+            try full.send(io, 7);
+            var senders_ended: std.atomic.Value(u32) = .init(0);
+            var senders: [3]FutureOf(senderCounted) = undefined;
+            for (&senders, 0..) |*sender, value| {
+                const args = .{ io, &full, @as(u32, @intCast(value)), &senders_ended };
+                sender.* = try io.concurrent(senderCounted, args);
+                try task_parked.waitParked(io, sender, .cancelable);
+            }
+            full.close(io);
+            try expectAllEnded(io, &senders_ended, &senders, "senders");
+            for (&senders) |*sender| try testing.expectError(error.Closed, sender.await(io));
+            // None of theirs got in; what was sent before the close is still received.
+            try testing.expectEqual(@as(u32, 7), try full.recv(io));
+            try testing.expectError(error.Closed, full.recv(io));
+        }
+    }.body);
+}
+
 test "Channel: a blocked sender's value is delivered in order when room appears" {
     try withRuntime(struct {
         fn body(io: Io) !void {
