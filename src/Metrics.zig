@@ -105,6 +105,11 @@ const ServerGauges = struct {
     /// Connections being served now, and at most (`Server.Options.connections_max`).
     connections_open: u64 = 0,
     connections_max: u64 = 0,
+    /// Buffers connections hold while a request is under way (`Connection.takeBuffer`: the
+    /// HTTP helper's, 16 KiB each), and those mapped, held or kept free for the next requests.
+    /// An idle connection holds none.
+    buffers_held: u64 = 0,
+    buffers_mapped: u64 = 0,
 };
 
 /// What one server worker (or, summed with `add`, one server) counted since it started: its
@@ -421,11 +426,12 @@ fn writeServerText(server: Server, writer: *Io.Writer) Io.Writer.Error!void {
     try writer.print(
         "server: {d} of {d} connections open, {d} accepted, refused {d} at " ++
             "connections_max and {d} for want of a task; {d} idle closed to admit; " ++
-            "{d} requests, {d} rejected\n",
+            "{d} requests, {d} rejected; buffers {d} held of {d} mapped\n",
         .{
             server.connections_open, server.connections_max,   server.accepted,
             server.rejected_full,    server.rejected_no_task,  server.closed_idle_for_admission,
-            server.requests,         server.requests_rejected,
+            server.requests,         server.requests_rejected, server.buffers_held,
+            server.buffers_mapped,
         },
     );
     try writer.print(
@@ -849,6 +855,18 @@ const server_series = [_]Series{
         .kind = .gauge,
     },
     .{
+        .field = "buffers_held",
+        .name = "weft_server_buffers_held",
+        .help = "Connection buffers held by requests under way.",
+        .kind = .gauge,
+    },
+    .{
+        .field = "buffers_mapped",
+        .name = "weft_server_buffers_mapped",
+        .help = "Connection buffers mapped: held, or free for the next requests.",
+        .kind = .gauge,
+    },
+    .{
         .field = "accepted",
         .name = "weft_server_connections_accepted_total",
         .help = "Connections accepted, refused ones included.",
@@ -944,6 +962,7 @@ comptime {
     // first carries the HELP text.
     const server_fields = @typeInfo(Server).@"struct".fields;
     assert(server_series.len == server_fields.len);
+    @setEvalBranchQuota(server_fields.len * server_series.len * 64);
     for (server_fields) |field| {
         var exports = 0;
         for (server_series) |series| {

@@ -381,6 +381,30 @@ pub fn stacksCommittedBytesOf(io_any: Io) Io.Cancelable!?u64 {
     return try state.blocking.call(io_any, walkStacks, .{state});
 }
 
+/// The Prometheus text (`Metrics.writePrometheus`) of the runtime behind `io`, with
+/// `stacks_committed_bytes` measured, in memory from `gpa` that the caller frees; null when
+/// `io` is not a weft runtime's. Made on the runtime's blocking lane, whose thread has a deep
+/// stack: a `Metrics` snapshot is about 100 KiB, more than a task with a small stack
+/// (`Options.stack_size_bytes`) can hold in a frame, and the page-table walk would hold the
+/// task's executor. Cancelable while it waits for a lane thread. `weft.Server.http.WithMetrics`
+/// answers its scrapes with it.
+pub fn prometheusTextOf(io_any: Io, gpa: std.mem.Allocator) PrometheusTextError!?[]u8 {
+    const state = State.of(io_any) orelse return null;
+    return try state.blocking.call(io_any, writePrometheusText, .{ state, gpa });
+}
+
+pub const PrometheusTextError = error{OutOfMemory} || Io.Cancelable;
+
+fn writePrometheusText(state: *State, gpa: std.mem.Allocator) error{OutOfMemory}![]u8 {
+    const rt: Runtime = .{ .state = state };
+    var snapshot = rt.metrics();
+    snapshot.stacks_committed_bytes = walkStacks(state);
+    var text: Io.Writer.Allocating = .init(gpa);
+    defer text.deinit();
+    snapshot.writePrometheus(&text.writer) catch return error.OutOfMemory;
+    return text.toOwnedSlice();
+}
+
 fn walkStacks(state: *State) u64 {
     var residency: os.Residency = .open();
     defer residency.close();

@@ -222,7 +222,7 @@ pub const server_connections_max_default = 4096;
 
 /// Bytes of one HTTP request head the HTTP helper accepts: the read buffer of a connection.
 /// A larger head gets 431. 8 KiB is what nginx and Go's net/http allow by default per line
-/// (Go allows 1 MiB in total; we stay on the fiber's stack).
+/// (Go allows 1 MiB in total; each request under way holds this much).
 pub const server_head_bytes_max = 8 * 1024;
 
 /// Bytes of one connection's write buffer in the HTTP helper.
@@ -231,6 +231,24 @@ pub const server_write_buffer_bytes = 4 * 1024;
 /// Bytes of one connection's buffer for a chunked request body, checked before std's decoder
 /// reads it (server/http/Body.zig). A trailer section must fit in it whole.
 pub const server_body_buffer_bytes = 4 * 1024;
+
+/// Bytes of the buffer a connection holds while a request is under way (server/BufferPool.zig):
+/// the HTTP helper's read, write and body buffers. A connection waiting for its next request
+/// holds none.
+pub const server_buffer_bytes = server_head_bytes_max + server_write_buffer_bytes +
+    server_body_buffer_bytes;
+
+/// Free buffers each worker keeps mapped however long they stay unused: what the next requests
+/// take without a system call. Beyond them, a buffer no request needed for a whole sweep of the
+/// reaper is unmapped (`BufferPool.trim`). 64 of 16 KiB: 1 MiB of address space, of which the
+/// pages requests touched are resident.
+pub const server_buffers_hot = 64;
+
+/// Bytes the HTTP helper reads into its stack while a connection waits for a request, before
+/// it takes a buffer from the pool and copies them there: a whole request line and the few
+/// headers of a typical request, so that the wait costs no second read. Small, so that the
+/// waiting task's stack stays one or two pages.
+pub const server_first_read_bytes = 512;
 
 /// Bytes of chunk extensions one chunked request body may carry in all (nothing reads them;
 /// a client sending more is wasting the server's time): past it, 400 and close.
@@ -402,6 +420,8 @@ comptime {
     assert(map_count_reserve < 65530);
     assert(server_workers_max > 0 and server_connections_max_default > 0);
     assert(server_head_bytes_max >= 1024);
+    assert(server_buffer_bytes % std.heap.page_size_min == 0);
+    assert(server_first_read_bytes <= server_head_bytes_max);
     assert(server_drain_idle_grace_ns_default <= server_drain_timeout_ns_default / 2);
     assert(server_accept_backoff_ns_min <= server_accept_backoff_ns_max);
     assert(server_restart_backoff_ns_min > 0); // doubling from 0 stays 0

@@ -147,6 +147,7 @@ test {
     _ = @import("sched/Watchdog.zig");
     _ = @import("sched/futex.zig");
     _ = @import("sched/overflow.zig");
+    _ = @import("server/BufferPool.zig");
     _ = @import("server/http/Body.zig");
     _ = @import("server/http/head.zig");
     _ = @import("std_io/iovecs.zig");

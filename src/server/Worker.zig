@@ -58,6 +58,7 @@ const os = @import("../os/linux.zig");
 const SpinLock = @import("../os/SpinLock.zig");
 const Metrics = @import("../Metrics.zig");
 const State = @import("../std_io/State.zig");
+const BufferPool = @import("BufferPool.zig");
 
 io: Io,
 listener: net.Server,
@@ -84,6 +85,9 @@ drained: Io.Event = .unset,
 admission_waiting: bool = false,
 /// Set by `release` when `admission_waiting`.
 slot_freed: Io.Event = .unset,
+/// The buffers connections hold while a request is under way (`Connection.takeBuffer`),
+/// trimmed by the reaper.
+buffers: BufferPool = .{},
 report: Report = .{},
 
 /// What a handler is given for each accepted connection. The handler reads and writes
@@ -218,6 +222,23 @@ pub const Connection = struct {
     pub fn stopping(connection: *const Connection) bool {
         return connection.worker.draining.load(.acquire);
     }
+
+    pub const Buffer = BufferPool.Buffer;
+    pub const buffer_bytes = BufferPool.buffer_bytes;
+
+    /// A buffer of `buffer_bytes` (`config.server_buffer_bytes`) from the worker's pool, for
+    /// the time a request is under way; contents undefined. Give it back with `giveBuffer`
+    /// before waiting for the next request, so that an idle connection holds no buffer (the
+    /// HTTP helper does: an idle keep-alive connection is then its task's top stack pages).
+    /// `error.SystemResources`: none free and the kernel refused to map one.
+    pub fn takeBuffer(connection: *Connection) BufferPool.TakeError!Buffer {
+        assert(connection.phase.load(.monotonic) != .free);
+        return connection.worker.buffers.take();
+    }
+
+    pub fn giveBuffer(connection: *Connection, buffer: Buffer) void {
+        connection.worker.buffers.give(buffer);
+    }
 };
 
 /// Serves one connection. It returns when it is done with the connection; errors are its
@@ -297,6 +318,14 @@ pub fn init(
 
 pub fn deinit(worker: *Worker, gpa: std.mem.Allocator) void {
     assert(worker.free_count == worker.limits.connections_max); // every connection ended
+    const kept = worker.buffers.deinit();
+    if (kept > 0) {
+        // A handler's bug, not the worker's: its buffers stay mapped, nothing else is lost.
+        std.log.scoped(.weft_server).warn(
+            "handlers returned without giving back {d} connection buffers (takeBuffer)",
+            .{kept},
+        );
+    }
     gpa.free(worker.slots);
     gpa.free(worker.free_slots);
     worker.* = undefined;
@@ -552,7 +581,11 @@ fn bump(count: *u64, amount: u64) void {
 pub fn figures(worker: *Worker) Metrics.Server {
     worker.lock.lock();
     defer worker.lock.unlock();
-    var result: Metrics.Server = .{ .connections_max = worker.limits.connections_max };
+    var result: Metrics.Server = .{
+        .connections_max = worker.limits.connections_max,
+        .buffers_held = worker.buffers.heldCount(),
+        .buffers_mapped = worker.buffers.mappedCount(),
+    };
     inline for (@typeInfo(Report).@"struct".fields) |field| {
         const count = &@field(worker.report, field.name);
         @field(result, field.name) = @atomicLoad(u64, count, .monotonic);
@@ -616,9 +649,14 @@ fn reap(worker: *Worker) Io.Cancelable!void {
     while (true) {
         try worker.io.sleep(.fromNanoseconds(period_ns), .awake);
         const now_ns = awakeNs(worker.io);
-        worker.lock.lock();
-        defer worker.lock.unlock();
-        for (worker.slots[0..worker.slots_used]) |*connection| worker.sweep(connection, now_ns);
+        {
+            worker.lock.lock();
+            defer worker.lock.unlock();
+            for (worker.slots[0..worker.slots_used]) |*connection| {
+                worker.sweep(connection, now_ns);
+            }
+        }
+        _ = worker.buffers.trim(config.server_buffers_hot);
     }
 }
 

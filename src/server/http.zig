@@ -55,14 +55,34 @@ pub fn handler(http_handler: *const Handler) Worker.Handler {
 fn serve(context: ?*anyopaque, connection: *Worker.Connection) Io.Cancelable!void {
     const http_handler: *const Handler = @ptrCast(@alignCast(context.?));
     const io = connection.io();
-    var read_buffer: [config.server_head_bytes_max]u8 = undefined;
-    var write_buffer: [config.server_write_buffer_bytes]u8 = undefined;
-    var body_buffer: [config.server_body_buffer_bytes]u8 = undefined;
-    var reader = connection.stream.reader(io, &read_buffer);
-    var writer: Writer = .init(connection, &write_buffer);
+    // Buffers only while a request is under way (see `Buffers`): a waiting connection holds
+    // none, its reader and writer point at nothing.
+    var buffers: ?Buffers = null;
+    defer if (buffers) |held| connection.giveBuffer(held.whole);
+    var reader = connection.stream.reader(io, &.{});
+    var writer: Writer = .init(connection, &.{});
     while (connection.awaitRequest()) {
-        // Idle until the first byte (already there when the client pipelines).
-        reader.interface.fill(1) catch break;
+        if (reader.interface.bufferedLen() == 0) {
+            // Nothing pipelined: wait for the next request holding no buffer.
+            if (buffers) |held| {
+                connection.giveBuffer(held.whole);
+                buffers = null;
+                reader.interface.buffer = &.{};
+                writer.interface.buffer = &.{};
+            }
+            var first: [config.server_first_read_bytes]u8 = undefined;
+            const first_len = awaitFirstBytes(connection, &first) catch |err| switch (err) {
+                error.Canceled => return error.Canceled,
+                error.EndOfStream, error.ReadFailed => break,
+            };
+            const held: Buffers = .of(connection.takeBuffer() catch break);
+            buffers = held;
+            @memcpy(held.read[0..first_len], first[0..first_len]);
+            reader.interface.buffer = held.read;
+            reader.interface.seek = 0;
+            reader.interface.end = first_len;
+            writer.interface.buffer = held.write;
+        }
         connection.receivingHead();
         const parsed = receiveHead(&reader.interface) catch |err| {
             const status: std.http.Status = switch (err) {
@@ -79,12 +99,55 @@ fn serve(context: ?*anyopaque, connection: *Worker.Connection) Io.Cancelable!voi
             .in = &reader.interface,
             .writer = &writer,
             .head = parsed,
-            .body_buffer = &body_buffer,
+            .body_buffer = buffers.?.body,
         };
         if (!exchange.run(http_handler)) break;
     }
     if (reader.err) |err| if (err == error.Canceled) return error.Canceled;
     if (writer.err) |err| if (err == error.Canceled) return error.Canceled;
+}
+
+/// A connection's buffer (`Worker.Connection.takeBuffer`) while a request is under way, cut
+/// into the read buffer (which bounds a head), the write buffer and the body's.
+const Buffers = struct {
+    whole: Worker.Connection.Buffer,
+    read: []u8,
+    write: []u8,
+    body: []u8,
+
+    comptime {
+        assert(Worker.Connection.buffer_bytes == config.server_head_bytes_max +
+            config.server_write_buffer_bytes + config.server_body_buffer_bytes);
+    }
+
+    fn of(whole: Worker.Connection.Buffer) Buffers {
+        const read_end = config.server_head_bytes_max;
+        const write_end = read_end + config.server_write_buffer_bytes;
+        return .{
+            .whole = whole,
+            .read = whole[0..read_end],
+            .write = whole[read_end..write_end],
+            .body = whole[write_end..],
+        };
+    }
+};
+
+/// Waits, in the connection's idle phase, for the next request's first bytes, read into
+/// `first` (on the task's stack, so the wait holds no buffer); returns how many.
+/// `EndOfStream`: the client closed (or a timeout or the drain shut the reading side).
+fn awaitFirstBytes(
+    connection: *Worker.Connection,
+    first: []u8,
+) error{ Canceled, EndOfStream, ReadFailed }!usize {
+    const io = connection.io();
+    var vectors = [_][]u8{first};
+    const len = io.vtable.netRead(io.userdata, connection.stream.socket.handle, &vectors) catch
+        |err| return switch (err) {
+            error.Canceled => error.Canceled,
+            else => error.ReadFailed,
+        };
+    if (len == 0) return error.EndOfStream;
+    return len;
 }
 
 const HeadError = head.Error || error{
@@ -327,24 +390,28 @@ pub const WithMetrics = struct {
         if (!scrape) {
             return with_metrics.inner.respondFn(with_metrics.inner.context, connection, request);
         }
-        var metrics = Runtime.metricsOf(connection.io()) orelse {
+        // Made on the blocking lane (`Runtime.prometheusTextOf`): a snapshot is larger than
+        // the frame a small connection stack affords. A scrape every few seconds affords a
+        // mapping of its own, which also leaves no memory behind.
+        const gpa = std.heap.page_allocator;
+        const io = connection.io();
+        const text = Runtime.prometheusTextOf(io, gpa) catch |err| switch (err) {
+            error.OutOfMemory => {
+                return request.respond("no memory for the metrics\n", .{
+                    .status = .service_unavailable,
+                });
+            },
+            // Kept for the write, which ends the request with it.
+            error.Canceled => {
+                io.recancel();
+                return request.respond("", .{ .status = .service_unavailable });
+            },
+        } orelse {
             return request.respond("not a weft runtime\n", .{ .status = .not_found });
         };
-        // A scrape every few seconds affords the page-table walk, on the blocking lane. A
-        // cancelation there is kept for the writes below, which end the request with it.
-        const io = connection.io();
-        metrics.stacks_committed_bytes = Runtime.stacksCommittedBytesOf(io) catch |err|
-            switch (err) {
-                error.Canceled => c: {
-                    io.recancel();
-                    break :c null;
-                },
-            };
-        var buffer: [4096]u8 = undefined;
-        var body = try request.respondStreaming(&buffer, .{ .respond_options = .{
+        defer gpa.free(text);
+        try request.respond(text, .{
             .extra_headers = &.{.{ .name = "content-type", .value = "text/plain; version=0.0.4" }},
-        } });
-        try metrics.writePrometheus(&body.writer);
-        try body.end();
+        });
     }
 };

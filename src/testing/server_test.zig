@@ -1108,23 +1108,21 @@ fn scrape(client: *Client, buffer: []u8) ![]const u8 {
     const in = &client.reader.interface;
     const status_line = try in.takeDelimiterInclusive('\n');
     try testing.expect(std.mem.startsWith(u8, status_line, "HTTP/1.1 200 "));
-    var chunked = false;
+    var content_length: ?usize = null;
     while (true) {
         const line = try in.takeDelimiterInclusive('\n');
         if (std.mem.eql(u8, line, "\r\n")) break;
-        if (std.ascii.eqlIgnoreCase(line, "transfer-encoding: chunked\r\n")) chunked = true;
+        const prefix = "content-length: ";
+        if (line.len > prefix.len and std.ascii.eqlIgnoreCase(line[0..prefix.len], prefix)) {
+            const digits = std.mem.trimEnd(u8, line[prefix.len..], "\r\n");
+            content_length = try std.fmt.parseInt(usize, digits, 10);
+        }
     }
-    try testing.expect(chunked);
-    var length: usize = 0;
-    while (true) {
-        const size_line = std.mem.trimEnd(u8, try in.takeDelimiterInclusive('\n'), "\r\n");
-        const size = try std.fmt.parseInt(usize, size_line, 16);
-        if (length + size > buffer.len) return error.ScrapeTooLarge;
-        try in.readSliceAll(buffer[length..][0..size]);
-        length += size;
-        try testing.expectEqualStrings("\r\n", try in.take(2));
-        if (size == 0) return buffer[0..length];
-    }
+    // The text is made whole before the response starts (Runtime.prometheusTextOf).
+    const length = content_length orelse return error.ScrapeWithoutLength;
+    if (length > buffer.len) return error.ScrapeTooLarge;
+    try in.readSliceAll(buffer[0..length]);
+    return buffer[0..length];
 }
 
 fn serverSample(text: []const u8, series: []const u8) !u64 {
@@ -1195,6 +1193,41 @@ test "Server: /metrics counts K requests, a refusal at connections_max and a hea
     try testing.expectEqual(3, report.workers.accepted);
     try testing.expectEqual(1, report.workers.rejected_full);
     try testing.expectEqual(1, report.workers.cut_header_timeout);
+}
+
+test "Server: idle keep-alive connections hold no buffer; heads longer than the first read" {
+    const metered: Server.http.WithMetrics = .{ .inner = &hello.http_handler };
+    const metered_handler = metered.httpHandler();
+    _ = try serveWhile(optionsOf(.single), &metered_handler, struct {
+        fn body(io: Io, port: u16) !void {
+            var idle: [8]Client = undefined;
+            for (&idle) |*client| {
+                try client.connect(io, port);
+                try testing.expectEqual(200, try client.get());
+            }
+            defer for (&idle) |*client| client.close(io);
+            var scraper: Client = undefined;
+            try scraper.connect(io, port);
+            defer scraper.close(io);
+            // A head of 3 KiB: its first 512 bytes are read before the connection takes a
+            // buffer (config.server_first_read_bytes), the rest after; the same pipelined
+            // after a short request, read with the buffer already held.
+            const padding = "x" ** (3 * 1024);
+            const long = "GET / HTTP/1.1\r\nHost: t\r\nX-Pad: " ++ padding ++ "\r\n\r\n";
+            try idle[0].send(long);
+            try testing.expectEqual(200, try idle[0].receive());
+            try idle[1].send(request_get ++ long ++ request_get);
+            for (0..3) |_| try testing.expectEqual(200, try idle[1].receive());
+            // Only the scrape's own request holds a buffer while it is answered.
+            var buffer: [64 * 1024]u8 = undefined;
+            const text = try scrape(&scraper, &buffer);
+            try testing.expectEqual(1, try serverSample(text, "weft_server_buffers_held"));
+            try testing.expect(try serverSample(text, "weft_server_buffers_mapped") >= 1);
+            try testing.expectEqual(9, try serverSample(text, "weft_server_connections_open"));
+            // Every idle connection still answers.
+            for (&idle) |*client| try testing.expectEqual(200, try client.get());
+        }
+    }.body);
 }
 
 /// The worker that a report of two forked workers says ended uncleanly once, and by `sig`
