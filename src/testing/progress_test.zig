@@ -273,3 +273,30 @@ fn expectJoinedUsersInTime(rt: *Runtime) !void {
         return error.TestUnexpectedResult;
     }
 }
+
+test "progress: one executor: a task that holds the spare is watched as any executor's" {
+    try skipWithoutHandOver();
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1, .cpu_contention = .ignore });
+    defer rt.deinit();
+    const io = rt.io();
+    // One holder takes executor 0, the other waits behind it until the watchdog puts the
+    // spare to work, and then holds the spare: both holds are past the stall threshold.
+    var first = try io.concurrent(holdWithoutParking, .{});
+    var second = try io.concurrent(holdWithoutParking, .{});
+    first.await(io);
+    second.await(io);
+    const metrics = rt.metrics();
+    try testing.expect(metrics.spare_activations >= 1);
+    // Before the watchdog looked at the spare, its hold went unreported (1 stall, not 2), and
+    // what waited on it was handed on by no one.
+    if (metrics.stalls < 2) {
+        std.debug.print("stalls {d}, spare activations {d}\n", .{
+            metrics.stalls, metrics.spare_activations,
+        });
+        return error.TestUnexpectedResult;
+    }
+}
+
+fn holdWithoutParking() void {
+    computeWithoutParking(hold_ns);
+}
