@@ -79,6 +79,8 @@ test "weft: the public API is exactly the documented list" {
             "metricsOf",
             "stacksCommittedBytes",
             "stacksCommittedBytesOf",
+            "prometheusTextOf",
+            "PrometheusTextError",
             "backend",
             "executorCount",
             "yield",
