@@ -174,12 +174,12 @@ pub fn main(init: std.process.Init) !u8 {
             "after_rounds_rss_b_per_conn={d} after_rounds_pte_b_per_conn={d} " ++
             "client_peak_rss_kib={d} fd_soft={d}\n",
         .{
-            status,                              result.open_ms,
-            result.round_ms_max,                 result.req_per_s,
-            result.failures,                     result.first_error,
-            result.server_peak_rss_kib,          result.idle.rss_bytes,
-            result.idle.pte_bytes,               result.after_rounds.rss_bytes,
-            result.after_rounds.pte_bytes,       harness.subprocess.selfPeakRssKib(),
+            status,                        result.open_ms,
+            result.round_ms_max,           result.req_per_s,
+            result.failures,               result.first_error,
+            result.server_peak_rss_kib,    result.idle.rss_bytes,
+            result.idle.pte_bytes,         result.after_rounds.rss_bytes,
+            result.after_rounds.pte_bytes, harness.subprocess.selfPeakRssKib(),
             fd_limit.soft,
         },
     );

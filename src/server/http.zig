@@ -141,8 +141,8 @@ fn awaitFirstBytes(
 ) error{ Canceled, EndOfStream, ReadFailed }!usize {
     const io = connection.io();
     var vectors = [_][]u8{first};
-    const len = io.vtable.netRead(io.userdata, connection.stream.socket.handle, &vectors) catch
-        |err| return switch (err) {
+    const len = io.vtable.netRead(io.userdata, connection.stream.socket.handle, &vectors) catch |err|
+        return switch (err) {
             error.Canceled => error.Canceled,
             else => error.ReadFailed,
         };
