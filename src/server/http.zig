@@ -140,12 +140,12 @@ fn awaitFirstBytes(
     first: []u8,
 ) error{ Canceled, EndOfStream, ReadFailed }!usize {
     const io = connection.io();
+    const handle = connection.stream.socket.handle;
     var vectors = [_][]u8{first};
-    const len = io.vtable.netRead(io.userdata, connection.stream.socket.handle, &vectors) catch |err|
-        return switch (err) {
-            error.Canceled => error.Canceled,
-            else => error.ReadFailed,
-        };
+    const len = io.vtable.netRead(io.userdata, handle, &vectors) catch |err| return switch (err) {
+        error.Canceled => error.Canceled,
+        else => error.ReadFailed,
+    };
     if (len == 0) return error.EndOfStream;
     return len;
 }
