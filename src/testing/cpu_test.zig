@@ -1,6 +1,8 @@
 //! Behaviour of the CPU lane (`weft.CpuLane`, `Runtime.compute`): results and error sets,
 //! jobs on threads apart from the executor (which keeps running fibers meanwhile), the
-//! lowered priority of its workers, and shutdown before and after start. No timed assertions.
+//! lowered priority of its workers, and shutdown before and after start. No timed assertions;
+//! each shutdown runs under `deadline` (a shutdown that never returns fails in seconds, with
+//! the task dump on stderr).
 const std = @import("std");
 const Io = std.Io;
 const testing = std.testing;
@@ -8,6 +10,7 @@ const Runtime = @import("../Runtime.zig");
 const CpuLane = @import("../lanes/CpuLane.zig");
 const os = @import("../os/linux.zig");
 const weft_config = @import("../config.zig");
+const deadline = @import("deadline.zig");
 
 fn fnv(seed: u64, rounds: u32) u64 {
     var hash: u64 = 0xcbf29ce484222325 ^ seed;
@@ -155,7 +158,7 @@ test "CpuLane: many fibers compute at once; every result comes back to its calle
     for (&results, 0..) |*result, seed| {
         try group.concurrent(io, hashMany, .{ rt, io, seed, result });
     }
-    try group.await(io);
+    try deadline.awaitGroup(io, &group);
     for (results, 0..) |result, seed| try testing.expectEqual(fnv(seed, 20_000), result);
     const stats = rt.state.cpu.stats();
     try testing.expectEqual(@as(u64, 40), stats.jobs_run);
@@ -168,7 +171,7 @@ test "CpuLane: shutdown before the first call starts no thread and refuses later
     const io = rt.io();
     var cpu: CpuLane = try .init(testing.allocator, .{ .threads = 1 });
     defer cpu.deinit(io);
-    const report = cpu.shutdown(io, .{});
+    const report = try deadline.run(io, CpuLane.shutdown, .{ &cpu, io, .{} });
     try testing.expectEqual(@as(u64, 0), report.jobs_run);
     try testing.expect(cpu.lane.load(.acquire) == null);
     try testing.expectError(error.ShutdownInProgress, cpu.run(io, fnv, .{ 1, 1 }));
@@ -181,7 +184,7 @@ test "CpuLane: shutdown after use joins the threads and reports the jobs" {
     var cpu: CpuLane = try .init(testing.allocator, .{ .threads = 2 });
     defer cpu.deinit(io);
     for (0..5) |seed| try testing.expectEqual(fnv(seed, 100), try cpu.run(io, fnv, .{ seed, 100 }));
-    const report = cpu.shutdown(io, .{});
+    const report = try deadline.run(io, CpuLane.shutdown, .{ &cpu, io, .{} });
     try testing.expectEqual(@as(u64, 5), report.jobs_run);
     try testing.expectEqual(@as(u64, 0), report.jobs_left);
     try testing.expectError(error.ShutdownInProgress, cpu.run(io, fnv, .{ 1, 1 }));

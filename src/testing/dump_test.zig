@@ -10,6 +10,8 @@ const Channel = @import("../sync/channel.zig").Channel;
 const frames = @import("../fiber/frames.zig");
 const os = @import("../os/linux.zig");
 const parked = @import("parked.zig");
+const deadline = @import("deadline.zig");
+const Notify = @import("../sync/Notify.zig");
 
 /// The dump of `rt` as text, owned by the caller.
 fn dumpText(rt: Runtime) ![]u8 {
@@ -457,4 +459,36 @@ test "Runtime: dumpTasks from a plain thread and from a task while tasks come an
     try from_task.await(io);
     stop.store(true, .release);
     try churn.await(io);
+}
+
+fn returnOrFail(io: Io, value: u32) error{ Odd, Canceled }!u32 {
+    try io.sleep(.fromMicroseconds(50), .awake);
+    if (value % 2 == 1) return error.Odd;
+    return value;
+}
+
+test "deadline: a wait that ends returns its result; one never resumed is named in the dump" {
+    var rt = try Runtime.init(testing.allocator, .{});
+    defer rt.deinit();
+    const io = rt.io();
+    try testing.expectEqual(@as(u32, 4), try deadline.run(io, returnOrFail, .{ io, 4 }));
+    try testing.expectError(error.Odd, deadline.run(io, returnOrFail, .{ io, 5 }));
+    var future = try io.concurrent(returnOrFail, .{ io, 6 });
+    try testing.expectEqual(@as(u32, 6), try deadline.await(io, &future));
+
+    var never: Notify = .init;
+    var out: Io.Writer.Allocating = .init(testing.allocator);
+    defer out.deinit();
+    const timeout_ns = 20 * std.time.ns_per_ms;
+    try testing.expectError(
+        error.WaiterNeverResumed,
+        deadline.runReporting(io, timeout_ns, &out, Notify.wait, .{ &never, io }),
+    );
+    const text = out.written();
+    const dump_at = std.mem.indexOf(u8, text, "weft task dump: ") orelse return error.NoDump;
+    const line = try Parser.find(text[dump_at..], "deadline: the wait under test");
+    try testing.expectEqualStrings("notify", line.state);
+    try expectAddress(line.field("object"), @intFromPtr(&never.waiters));
+    try testing.expect(std.mem.endsWith(u8, text, "deadline: the wait ended when canceled\n"));
+    try testing.expectEqual(@as(usize, 0), never.waiters.len); // the canceled wait withdrew
 }

@@ -1,7 +1,10 @@
 //! Behaviour of `Lane` (and `Lane.Sharded`) on weft: admission outcomes, cancelation before
 //! and after acceptance, shutdown under each policy, foreign threads, and an exactly-once
 //! stress test. No timed assertions: tests wait for lane states (a job running, a caller in
-//! the admission line), never for time. Blocked jobs wait on a `Gate` the test opens.
+//! the admission line), never for time. Blocked jobs wait on a `Gate` the test opens. A wait
+//! for a caller the lane should have resumed (its gate open, or a shutdown that fails it),
+//! and each shutdown, runs under `deadline`: a caller left behind fails its test in seconds,
+//! with the task dump on stderr.
 const std = @import("std");
 const Io = std.Io;
 const testing = std.testing;
@@ -9,6 +12,7 @@ const Runtime = @import("../Runtime.zig");
 const Lane = @import("../lanes/Lane.zig");
 const os = @import("../os/linux.zig");
 const HangReport = @import("HangReport.zig");
+const deadline = @import("deadline.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
@@ -67,6 +71,18 @@ pub fn passThrough(lane: *Lane, io: Io, gate: *Gate, value: u64) Lane.Result(Gat
     return lane.run(io, Gate.pass, .{ gate, value });
 }
 
+/// `passThrough` in a task named `name`, which a task dump shows.
+fn passNamed(
+    lane: *Lane,
+    io: Io,
+    gate: *Gate,
+    value: u64,
+    name: []const u8,
+) Lane.Result(Gate.pass) {
+    Runtime.setName(io, name);
+    return passThrough(lane, io, gate, value);
+}
+
 fn bumpThrough(lane: *Lane, io: Io, counter: *Counter) Lane.Result(Counter.bump) {
     return lane.run(io, Counter.bump, .{counter});
 }
@@ -107,8 +123,8 @@ test "Lane: a full queue fails fast with QueueFull; the job never runs" {
             try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 0 });
             try testing.expectError(error.QueueFull, lane.run(io, Counter.bump, .{&counter}));
             gate.release();
-            try testing.expectEqual(@as(u64, 1), try running.await(io));
-            try testing.expectEqual(@as(u64, 2), try queued.await(io));
+            try testing.expectEqual(@as(u64, 1), try deadline.await(io, &running));
+            try testing.expectEqual(@as(u64, 2), try deadline.await(io, &queued));
             try testing.expectEqual(@as(u64, 0), counter.ran.load(.monotonic));
             try testing.expectEqual(@as(u64, 1), lane.stats().calls_rejected);
         }
@@ -146,10 +162,10 @@ test "Lane: the admission line is FIFO, Overloaded past waiters_max, deadline wi
             try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 2 });
             try testing.expectError(error.Overloaded, lane.run(io, Counter.bump, .{&counter}));
             gate.release();
-            try testing.expectEqual(@as(u64, 1), try a.await(io));
-            try testing.expectEqual(@as(u64, 2), try b.await(io));
-            try testing.expectEqual(@as(u64, 3), try c.await(io));
-            try testing.expectEqual(@as(u64, 4), try d.await(io));
+            try testing.expectEqual(@as(u64, 1), try deadline.await(io, &a));
+            try testing.expectEqual(@as(u64, 2), try deadline.await(io, &b));
+            try testing.expectEqual(@as(u64, 3), try deadline.await(io, &c));
+            try testing.expectEqual(@as(u64, 4), try deadline.await(io, &d));
             try testing.expectEqual(@as(u64, 0), counter.ran.load(.monotonic));
             const stats = lane.stats();
             try testing.expectEqual(@as(u64, 4), stats.jobs_run);
@@ -234,8 +250,8 @@ test "Lane: canceled in the admission line, the job never runs" {
             try testing.expectError(error.Canceled, c.cancel(io));
             try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 0 });
             gate.release();
-            try testing.expectEqual(@as(u64, 1), try a.await(io));
-            try testing.expectEqual(@as(u64, 2), try b.await(io));
+            try testing.expectEqual(@as(u64, 1), try deadline.await(io, &a));
+            try testing.expectEqual(@as(u64, 2), try deadline.await(io, &b));
             try testing.expectEqual(@as(u64, 0), counter.ran.load(.monotonic));
             try testing.expectEqual(@as(u64, 1), lane.stats().waiters_withdrawn);
         }
@@ -250,11 +266,11 @@ const Filled = struct {
 
     fn fill(io: Io, lane: *Lane, gate: *Gate) !Filled {
         var filled: Filled = undefined;
-        filled.running = try io.concurrent(passThrough, .{ lane, io, gate, 1 });
+        filled.running = try io.concurrent(passNamed, .{ lane, io, gate, 1, "running job" });
         try waitShape(io, lane, .{ .running = 1, .queued = 0, .waiting = 0 });
-        filled.queued = try io.concurrent(passThrough, .{ lane, io, gate, 2 });
+        filled.queued = try io.concurrent(passNamed, .{ lane, io, gate, 2, "queued job" });
         try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 0 });
-        filled.waiting = try io.concurrent(passThrough, .{ lane, io, gate, 3 });
+        filled.waiting = try io.concurrent(passNamed, .{ lane, io, gate, 3, "in the line" });
         try waitShape(io, lane, .{ .running = 1, .queued = 1, .waiting = 1 });
         return filled;
     }
@@ -273,12 +289,12 @@ fn testShutdown(io: Io, policy: Lane.Policy) !void {
     errdefer gate.release();
     var filled = try Filled.fill(io, lane, &gate);
     // The running job is blocked: shutdown's deadline passes with jobs left.
-    const report = lane.shutdown(io, .{
+    const report = try deadline.run(io, Lane.shutdown, .{ lane, io, .{
         .policy = policy,
         .timeout = .{ .duration = .{ .raw = .fromMilliseconds(2), .clock = .awake } },
-    });
+    } });
     try testing.expectEqual(@as(u64, 1), report.waiters_failed);
-    try testing.expectError(error.ShutdownInProgress, filled.waiting.await(io));
+    try testing.expectError(error.ShutdownInProgress, deadline.await(io, &filled.waiting));
     var counter: Counter = .{};
     try testing.expectError(error.ShutdownInProgress, lane.run(io, Counter.bump, .{&counter}));
     switch (policy) {
@@ -286,16 +302,19 @@ fn testShutdown(io: Io, policy: Lane.Policy) !void {
             try testing.expectEqual(@as(u64, 2), report.jobs_left);
             try testing.expectEqual(@as(u64, 0), report.jobs_failed);
             gate.release();
-            try testing.expectEqual(@as(u64, 2), try filled.queued.await(io));
+            try testing.expectEqual(@as(u64, 2), try deadline.await(io, &filled.queued));
         },
         .cancel => {
             try testing.expectEqual(@as(u64, 1), report.jobs_left);
             try testing.expectEqual(@as(u64, 1), report.jobs_failed);
-            try testing.expectError(error.ShutdownInProgress, filled.queued.await(io));
+            try testing.expectError(
+                error.ShutdownInProgress,
+                deadline.await(io, &filled.queued),
+            );
             gate.release();
         },
     }
-    try testing.expectEqual(@as(u64, 1), try filled.running.await(io));
+    try testing.expectEqual(@as(u64, 1), try deadline.await(io, &filled.running));
     try testing.expectEqual(@as(u64, 0), counter.ran.load(.monotonic));
 }
 
@@ -322,7 +341,7 @@ test "Lane: shutdown without a deadline waits for every job and joins the worker
             defer lane.deinit(io);
             var counter: Counter = .{};
             for (0..10) |_| _ = try lane.run(io, Counter.bump, .{&counter});
-            const report = lane.shutdown(io, .{});
+            const report = try deadline.run(io, Lane.shutdown, .{ lane, io, .{} });
             try testing.expectEqual(@as(u64, 10), report.jobs_run);
             try testing.expectEqual(@as(u64, 0), report.jobs_left);
             try testing.expect(lane.joined);
@@ -513,10 +532,10 @@ test "Lane.Sharded: a full shard spills to one with room; rejects only when all 
                 sharded.runKeyed(io, 0, .none, Counter.bump, .{&counter}),
             );
             gate.release();
-            try testing.expectEqual(@as(u64, 1), try a.await(io));
-            try testing.expectEqual(@as(u64, 2), try b.await(io));
-            try testing.expectEqual(@as(u64, 3), try c.await(io));
-            try testing.expectEqual(@as(u64, 4), try d.await(io));
+            try testing.expectEqual(@as(u64, 1), try deadline.await(io, &a));
+            try testing.expectEqual(@as(u64, 2), try deadline.await(io, &b));
+            try testing.expectEqual(@as(u64, 3), try deadline.await(io, &c));
+            try testing.expectEqual(@as(u64, 4), try deadline.await(io, &d));
             try testing.expectEqual(@as(u64, 0), counter.ran.load(.monotonic));
             try testing.expectEqual(@as(u64, 4), sharded.stats().jobs_run);
         }
@@ -567,7 +586,7 @@ test "Lane.Sharded: run stays on a shard while it has a free worker, then moves 
                 sharded.shards[2].stats().jobs_run;
             try testing.expectEqual(@as(u64, 1), elsewhere);
             gate.release();
-            try held.await(io);
+            try deadline.await(io, &held);
             try testing.expectEqual(@as(u64, 2), sharded.shards[0].stats().jobs_run);
             try testing.expectEqual(@as(u32, 1), gate.passed.load(.monotonic));
         }
@@ -620,7 +639,7 @@ test "Lane.Sharded: a burst of calls is dealt out evenly over the shards" {
                 try testing.expect(dealt >= calls / shards - 2 and dealt <= calls / shards + 2);
             }
             gate.release();
-            try group.await(io);
+            try deadline.awaitGroup(io, &group);
             try testing.expectEqual(@as(u32, calls), gate.passed.load(.monotonic));
         }
     }.body);
@@ -671,7 +690,7 @@ test "Lane.Sharded: an idle shard's worker runs the jobs queued behind a busy sh
                 if (polls == 100_000) return error.StateNeverReached;
                 try io.sleep(.fromMicroseconds(20), .awake);
             }
-            try group.await(io);
+            try deadline.awaitGroup(io, &group);
             try testing.expectEqual(@as(u64, queued), counter.ran.load(.monotonic));
             try testing.expectEqual(@as(u32, 0), gate.passed.load(.monotonic));
             try testing.expectEqual(@as(u64, queued), idle.stats().jobs_stolen);
@@ -679,9 +698,9 @@ test "Lane.Sharded: an idle shard's worker runs the jobs queued behind a busy sh
             try testing.expectEqual(@as(u64, 0), busy.stats().jobs_run);
             try waitShape(io, busy, .{ .running = 1, .queued = 0, .waiting = 0 });
             gate.release();
-            try held.await(io);
+            try deadline.await(io, &held);
             try testing.expectEqual(@as(u64, 1), busy.stats().jobs_run);
-            const report = sharded.shutdown(io, .{});
+            const report = try deadline.run(io, Lane.Sharded.shutdown, .{ sharded, io, .{} });
             try testing.expectEqual(@as(u64, queued + 1), report.jobs_run);
             try testing.expectEqual(@as(u64, 0), report.jobs_left);
         }
@@ -762,13 +781,13 @@ test "Lane.Sharded: a steal takes the victim shard's oldest job, so jobs start i
             }
             // The thief's worker, free, steals them one by one while the victim's stays held.
             thief_gate.release();
-            try thief_held.await(io);
-            try group.await(io);
+            try deadline.await(io, &thief_held);
+            try deadline.awaitGroup(io, &group);
             try testing.expectEqual(@as(u32, queued), order.len.load(.monotonic));
             try testing.expectEqualSlices(u32, &.{ 1, 2, 3, 4 }, order.ids[0..queued]);
             try testing.expectEqual(@as(u64, queued), thief.stats().jobs_stolen);
             victim_gate.release();
-            try victim_held.await(io);
+            try deadline.await(io, &victim_held);
         }
     }.body);
 }
@@ -812,7 +831,7 @@ fn floodSharded(
     const stats = sharded.stats();
     try testing.expectEqual(calls_total, stats.jobs_run);
     try testing.expect(stats.jobs_stolen <= stats.jobs_run);
-    const report = sharded.shutdown(io, .{});
+    const report = try deadline.run(io, Lane.Sharded.shutdown, .{ sharded, io, .{} });
     try testing.expectEqual(calls_total, report.jobs_run);
     try testing.expectEqual(@as(u64, 0), report.jobs_left);
     try testing.expectError(error.ShutdownInProgress, sharded.run(io, square, .{2}));
@@ -836,7 +855,7 @@ test "Lane: executors stop spinning for work while busy lane workers fill every 
     try waitShape(io, lane, .{ .running = scheduler.cpus, .queued = 0, .waiting = 0 });
     try testing.expect(!scheduler.searchMaySpin());
     gate.release();
-    try group.await(io);
+    try deadline.awaitGroup(io, &group);
     // Each worker counts itself idle once it finds its queue empty, just after its last job.
     var polls: u32 = 0;
     while (!scheduler.searchMaySpin()) : (polls += 1) {

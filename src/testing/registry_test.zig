@@ -3,11 +3,15 @@
 //! teardown on destroy and on shutdown (held or not), and exclusive access under contention from
 //! fibers and plain threads. No timed assertions: tests wait for registry states (a resource held,
 //! n callers in line), never for time. Holding transactions block on an `Io.Event` the test sets.
+//! A wait for a caller the registry should have resumed (handed the resource, or failed by a
+//! destroy or the shutdown), and each shutdown and teardown, runs under `deadline`: a caller
+//! left in line fails its test in seconds, with the task dump on stderr.
 const std = @import("std");
 const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const Registry = @import("../sync/Registry.zig").Registry;
+const deadline = @import("deadline.zig");
 
 fn withRuntime(comptime body: fn (io: Io) anyerror!void) !void {
     var rt = try Runtime.init(testing.allocator, .{});
@@ -138,10 +142,18 @@ const Busy = struct {
         try waitHeld(io, registry, 1);
     }
 
-    /// Lets the holder return; its result (the resource's name).
-    fn finish(busy: *Busy, io: Io) Conns.Result(Conn.hold) {
+    /// For an `errdefer` right after `start`: a test failing midway lets the holder return,
+    /// else the registry's teardown would wait for it for ever, hiding the failure behind the
+    /// runner's time limit.
+    fn abandon(busy: *Busy, io: Io) void {
         busy.gate.set(io);
-        return busy.holder.await(io);
+        _ = busy.holder.await(io) catch {};
+    }
+
+    /// Lets the holder return; its result (the resource's name).
+    fn finish(busy: *Busy, io: Io) deadline.Result(@TypeOf(busy.holder).await) {
+        busy.gate.set(io);
+        return deadline.await(io, &busy.holder);
     }
 };
 
@@ -227,6 +239,7 @@ test "Registry: waiters are served in FIFO order; WaitersFull past waiters_max" 
         fn body(io: Io, registry: *Conns, id: Conns.Id, log: *Log) !void {
             var busy: Busy = .{};
             try busy.start(io, registry, id);
+            errdefer busy.abandon(io);
             var waiters: [3]Io.Future(Conns.Result(Conn.record)) = undefined;
             for (&waiters, 0..) |*waiter, index| {
                 const tag: u32 = @intCast(index + 1);
@@ -238,7 +251,8 @@ test "Registry: waiters are served in FIFO order; WaitersFull past waiters_max" 
             );
             try testing.expectEqual(@as(u32, 0), try busy.finish(io));
             for (&waiters, 0..) |*waiter, index| {
-                try testing.expectEqual(@as(u32, @intCast(index + 1)), try waiter.await(io));
+                const tag: u32 = @intCast(index + 1);
+                try testing.expectEqual(tag, try deadline.await(io, waiter));
             }
             try testing.expectEqualSlices(u32, &.{ 1, 2, 3 }, log.order[0..log.order_len]);
             const stats = registry.stats();
@@ -254,14 +268,15 @@ test "Registry: a waiter canceled in line leaves it and never gets the resource"
         fn body(io: Io, registry: *Conns, id: Conns.Id, log: *Log) !void {
             var busy: Busy = .{};
             try busy.start(io, registry, id);
+            errdefer busy.abandon(io);
             var a = try enqueue(io, registry, id, 1, 1);
             var b = try enqueue(io, registry, id, 2, 2);
             var c = try enqueue(io, registry, id, 3, 3);
             try testing.expectError(error.Canceled, b.cancel(io));
             try testing.expectEqual(@as(u32, 2), registry.waiting(id));
             _ = try busy.finish(io);
-            try testing.expectEqual(@as(u32, 1), try a.await(io));
-            try testing.expectEqual(@as(u32, 3), try c.await(io));
+            try testing.expectEqual(@as(u32, 1), try deadline.await(io, &a));
+            try testing.expectEqual(@as(u32, 3), try deadline.await(io, &c));
             try testing.expectEqualSlices(u32, &.{ 1, 3 }, log.order[0..log.order_len]);
             try testing.expectEqual(@as(u64, 1), registry.stats().waiters_withdrawn);
             // Nothing lost: the resource is free again.
@@ -276,6 +291,7 @@ test "Registry: a deadline in line withdraws the caller with DeadlineExceeded" {
         fn body(io: Io, registry: *Conns, id: Conns.Id, log: *Log) !void {
             var busy: Busy = .{};
             try busy.start(io, registry, id);
+            errdefer busy.abandon(io);
             const timeout: Io.Timeout = .{ .duration = .{
                 .raw = .fromMilliseconds(2),
                 .clock = .awake,
@@ -298,11 +314,12 @@ test "Registry: destroy fails the waiters with Stale; a held resource is torn do
             const other = try registry.register(.{ .name = 1, .log = log });
             var busy: Busy = .{};
             try busy.start(io, registry, id);
+            errdefer busy.abandon(io);
             var a = try enqueue(io, registry, id, 1, 1);
             var b = try enqueue(io, registry, id, 2, 2);
             try testing.expectEqual(Conns.Destroyed.deferred, try registry.destroy(io, id));
-            try testing.expectError(error.Stale, a.await(io));
-            try testing.expectError(error.Stale, b.await(io));
+            try testing.expectError(error.Stale, deadline.await(io, &a));
+            try testing.expectError(error.Stale, deadline.await(io, &b));
             try testing.expectError(error.Stale, nameOf(registry, io, id));
             try testing.expectEqual(@as(u32, 0), log.torn_down.load(.monotonic));
             // The holder finishes its transaction, then tears the resource down, once.
@@ -326,15 +343,16 @@ test "Registry: shutdown tears down every resource, held or not, and fails the w
             _ = try registry.register(.{ .name = 2, .log = log });
             var busy: Busy = .{};
             try busy.start(io, registry, held);
+            errdefer busy.abandon(io);
             var waiter = try enqueue(io, registry, held, 1, 1);
-            const report = registry.shutdown(io, .{
+            const report = try deadline.run(io, Conns.shutdown, .{ registry, io, .{
                 .timeout = .{ .duration = .{ .raw = .fromMilliseconds(2), .clock = .awake } },
-            });
+            } });
             try testing.expectEqual(@as(u64, 2), report.torn_down);
             try testing.expectEqual(@as(u64, 1), report.waiters_failed);
             try testing.expectEqual(@as(u32, 1), report.held_left);
             try testing.expectEqual(@as(u64, 0b110), log.torn_mask.load(.monotonic));
-            try testing.expectError(error.ShutdownInProgress, waiter.await(io));
+            try testing.expectError(error.ShutdownInProgress, deadline.await(io, &waiter));
             try testing.expectError(
                 error.ShutdownInProgress,
                 registry.register(.{ .name = 3, .log = log }),
@@ -359,7 +377,7 @@ test "Registry: deinit without shutdown tears down every resource once" {
             for (0..5) |name| _ = try registry.register(.{ .name = @intCast(name), .log = &log });
             const gone = try registry.register(.{ .name = 5, .log = &log });
             _ = try registry.destroy(io, gone);
-            registry.deinit(io);
+            try deadline.run(io, Conns.deinit, .{ registry, io });
             try testing.expectEqual(@as(u32, 6), log.torn_down.load(.monotonic));
             try testing.expectEqual(@as(u64, 0b111111), log.torn_mask.load(.monotonic));
         }
@@ -423,12 +441,13 @@ test "Registry: a transaction nested on its caller's own id fails with Deadlock;
             // nests into Deadlock too, and the next in line still gets it after.
             var busy: Busy = .{};
             try busy.start(io, registry, id);
+            errdefer busy.abandon(io);
             var nested = try io.concurrent(nestThrough, .{ registry, io, id, other });
             try waitLine(io, registry, id, 1);
             var again = try enqueue(io, registry, id, 7, 2);
             try testing.expectEqual(@as(u32, 0), try busy.finish(io));
-            try testing.expectEqual(@as(u32, 1), try nested.await(io));
-            try testing.expectEqual(@as(u32, 7), try again.await(io));
+            try testing.expectEqual(@as(u32, 1), try deadline.await(io, &nested));
+            try testing.expectEqual(@as(u32, 7), try deadline.await(io, &again));
             const stats = registry.stats();
             try testing.expectEqual(@as(u64, 4), stats.rejected);
             try testing.expectEqual(@as(u64, 6), stats.transactions);

@@ -1,11 +1,14 @@
 //! `weft.sync.select` on weft: each arm winning, closed channels, timeouts, cancelation, and
 //! counted values under concurrent producers and consumers. No timed assertions: tests wait
-//! for states (a task queued in a channel), never for time.
+//! for states (a task queued in a channel), never for time. A wait for a select that one of
+//! its arms should have ended runs under `deadline`: a lost wake fails its test in seconds,
+//! with the task dump on stderr.
 const std = @import("std");
 const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const sync = @import("../sync/root.zig");
+const deadline = @import("deadline.zig");
 
 const U32Channel = sync.Channel(u32);
 
@@ -69,7 +72,7 @@ test "select: each arm can win while the select is blocked; the others stay unto
                     2 => try testing.expectEqual(@as(u32, 100), try c.recv(io)),
                     else => unreachable,
                 }
-                const result = try future.await(io);
+                const result = try deadline.await(io, &future);
                 const expected: []const u8 = &.{"abc"[winner]};
                 try testing.expectEqualStrings(expected, result[1]);
                 // The losing arms' nodes are gone, and they moved no value.
@@ -105,7 +108,7 @@ test "select: a closed channel completes its arm with error.Closed; null arms ar
             var future = try io.concurrent(selectThree, .{ io, &a, &b, &c, 7 });
             try waitQueued(io, &b, 0, 1);
             b.close(io);
-            try testing.expectError(error.Closed, future.await(io));
+            try testing.expectError(error.Closed, deadline.await(io, &future));
             try waitQueued(io, &a, 0, 0);
             try waitQueued(io, &c, 0, 0);
             // Closed before: a send arm on a closed channel completes at once, value unsent.
@@ -157,7 +160,7 @@ test "select: a future arm wins when its task finishes; a losing future is still
             }.run, .{ io, &a, &worker });
             try waitQueued(io, &a, 0, 1);
             try gate.send(io, 21); // the worker finishes: the future arm wins
-            try testing.expectEqual(@as(u64, 42), try selector.await(io));
+            try testing.expectEqual(@as(u64, 42), try deadline.await(io, &selector));
             try testing.expectEqual(@as(u64, 42), worker.await(io)); // idempotent
             try waitQueued(io, &a, 0, 0);
 
@@ -171,7 +174,7 @@ test "select: a future arm wins when its task finishes; a losing future is still
             });
             try testing.expectEqual(@as(u32, 9), try result.a);
             try gate.send(io, 5);
-            try testing.expectEqual(@as(u64, 10), second.await(io));
+            try testing.expectEqual(@as(u64, 10), try deadline.await(io, &second));
 
             // A finished future is ready at once.
             var third = try io.concurrent(doubleAfterDelay, .{ io, &gate });
@@ -383,7 +386,7 @@ test "select: a select sender meets a select receiver on a rendezvous channel" {
                     .other = .{ .recv = &other },
                 });
                 try testing.expectEqual(@as(u32, @intCast(i)), try result.ch);
-                try sender.await(io);
+                try deadline.await(io, &sender);
             }
             try waitQueued(io, &other, 0, 0);
         }
@@ -518,10 +521,10 @@ test "select: consumers by select over closing channels see every value, then bo
             try producers.concurrent(io, plainProducer, .{ io, &b, 1000, 1000, &tally });
             tally.next.store(2000, .monotonic);
             for (0..2) |_| try producers.concurrent(io, selectProducer, .{ io, &a, &b, &tally });
-            try producers.await(io);
+            try deadline.awaitGroup(io, &producers);
             a.close(io);
             b.close(io);
-            try consumers.await(io);
+            try deadline.awaitGroup(io, &consumers);
             for (&sent, &received) |*s, *r| {
                 try testing.expectEqual(@as(u8, 1), s.load(.monotonic));
                 try testing.expectEqual(@as(u8, 1), r.load(.monotonic));

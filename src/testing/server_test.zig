@@ -5,11 +5,13 @@
 //! Bounded, so that a server bug fails a test instead of hanging it: the server's timeouts
 //! are 100-300 ms; every client runs under `bounded` (its reads are canceled and the test
 //! fails with `error.TestTimedOut` after `client_deadline_s`); `Running.finish` panics if the
-//! server has not stopped after `server_stop_ms_max`; every wait for a child process polls
-//! at most a few seconds. The limits are far above what a passing test takes: they are hang
-//! guards, not timed assertions. The timed assertions (when a timeout cut, when a supervisor
-//! restarted or killed a worker) bound each wait by what the code promises, plus an allowance
-//! for a loaded machine's scheduling that keeps the bounds of different causes apart.
+//! server has not stopped within its drain timeout and `stop_allowance_ns`, once the
+//! server's runtimes wrote their task dumps (what each task waits for) to stderr; every wait
+//! for a child process polls at most a few seconds. The limits are far above what a passing
+//! test takes: they are hang guards, not timed assertions. The timed assertions (when a
+//! timeout cut, when a supervisor restarted or killed a worker) bound each wait by what the
+//! code promises, plus an allowance for a loaded machine's scheduling that keeps the bounds of
+//! different causes apart.
 const std = @import("std");
 const builtin = @import("builtin");
 const Io = std.Io;
@@ -35,9 +37,15 @@ const client_deadline_s = 20;
 /// scheduling of the reaper, the connection's task and the client on a loaded 2-core machine
 /// (two test runs at once, other engineers' builds). Observed lateness: 12-31 ms.
 pub const cut_allowance_ms = 100;
-/// Longest `Running.finish` waits for `run` to return after `stop` (the default drain
-/// timeout is 5 s).
-const server_stop_ms_max = 20_000;
+/// What `Running.finish` allows beyond the server's drain timeout for `run` to return after
+/// `stop`: past the drain, a stop takes milliseconds even on a loaded machine.
+const stop_allowance_ns = 5 * std.time.ns_per_s;
+/// Makes a `Running` server's runtimes write their task dumps to stderr
+/// (`Runtime.Options.dump_signal`): what `finish` sends when the server does not stop.
+const dump_signal: std.posix.SIG = .USR1;
+/// How long `finish` lets the dumps be written before it panics: the process's first dump
+/// loads the debug information (seconds in a Debug build under ThreadSanitizer).
+const dump_wait_ns = 3 * std.time.ns_per_s;
 
 /// Runs `function(args...)` on `io` and returns its result, or cancels it and returns
 /// `error.TestTimedOut` once `client_deadline_s` have passed (weft cancels a pending socket
@@ -73,7 +81,9 @@ pub const Running = struct {
     finished: bool = false,
 
     pub fn start(running: *Running, options: Server.Options, handler: Server.Handler) !void {
-        running.* = .{ .server = try Server.init(testing.allocator, options) };
+        var dumping = options;
+        if (dumping.runtime.dump_signal == null) dumping.runtime.dump_signal = dump_signal;
+        running.* = .{ .server = try Server.init(testing.allocator, dumping) };
         errdefer running.server.deinit();
         running.thread = try std.Thread.spawn(.{}, runThread, .{ running, handler });
     }
@@ -83,23 +93,35 @@ pub const Running = struct {
         running.done.store(true, .release); // pairs with the acquire load in `finish`
     }
 
-    /// Stops the server and returns its report. A server that does not stop within
-    /// `server_stop_ms_max` panics the test binary: its thread still uses `running`, so the
-    /// test can neither return nor go on.
+    /// Stops the server and returns its report. A server that does not stop within its drain
+    /// timeout and `stop_allowance_ns` panics the test binary, once its runtimes wrote their
+    /// task dumps: its thread still uses `running`, so the test can neither return nor go on.
     pub fn finish(running: *Running) !Server.Report {
         std.debug.assert(!running.finished);
         running.finished = true;
         running.server.stop();
-        var waited_ms: u32 = 0;
-        while (!running.done.load(.acquire)) : (waited_ms += 10) {
-            if (waited_ms >= server_stop_ms_max) {
-                std.debug.panic("server did not stop within {d} ms", .{server_stop_ms_max});
-            }
+        const limit_ns = running.server.options.drain_timeout_ns + stop_allowance_ns;
+        const start_ns = os.monotonicNs();
+        while (!running.done.load(.acquire)) {
+            if (os.monotonicNs() - start_ns >= limit_ns) stopHung(limit_ns);
             os.sleepThread(10 * std.time.ns_per_ms);
         }
         running.thread.join();
         defer running.server.deinit();
         return running.result;
+    }
+
+    /// The server did not stop: its runtimes (each with `dump_signal`) write their task dumps,
+    /// which say what each task still waits for, then the test binary panics.
+    fn stopHung(limit_ns: u64) noreturn {
+        std.debug.print("server did not stop within {d} ms of its stop; its runtimes:\n", .{
+            limit_ns / std.time.ns_per_ms,
+        });
+        _ = linux.kill(linux.getpid(), dump_signal);
+        os.sleepThread(dump_wait_ns);
+        std.debug.panic("server did not stop within {d} ms of its stop (task dumps above)", .{
+            limit_ns / std.time.ns_per_ms,
+        });
     }
 
     /// For an `errdefer` right after `start`: a test failing midway still stops its server,

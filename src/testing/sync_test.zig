@@ -1,5 +1,7 @@
 //! Behaviour of weft.sync (and of std's futex-based primitives) on weft: tasks, foreign OS
 //! threads, cancelation and timeouts. No timed assertions: tests wait for states, not for time.
+//! A wait for a task that should have been woken runs under `deadline` (a lost wake fails its
+//! test in seconds, with the task dump on stderr, instead of hanging it).
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
@@ -7,6 +9,7 @@ const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const sync = @import("../sync/root.zig");
 const task_parked = @import("parked.zig");
+const deadline = @import("deadline.zig");
 
 /// The future type of `function`'s result.
 fn FutureOf(comptime function: anytype) type {
@@ -81,6 +84,11 @@ const Arrivals = struct {
         return arrivals.count() == 1;
     }
 
+    /// Polls until `expected` waiters recorded themselves: under a `deadline`, which bounds it.
+    fn awaitCount(arrivals: *const Arrivals, io: Io, expected: u32) Io.Cancelable!void {
+        while (arrivals.count() < expected) try io.sleep(.fromMicroseconds(20), .awake);
+    }
+
     fn expectIds(arrivals: *const Arrivals, expected: []const u32) !void {
         try testing.expectEqual(expected.len, arrivals.count());
         for (expected, arrivals.ids[0..expected.len]) |id, *slot| {
@@ -108,11 +116,11 @@ test "Notify: notifyOne wakes waiters one at a time, oldest first" {
             }
             for (0..3) |i| {
                 notify.notifyOne(io);
-                while (arrivals.count() < i + 1) try io.sleep(.fromMicroseconds(20), .awake);
+                try deadline.run(io, Arrivals.awaitCount, .{ &arrivals, io, @intCast(i + 1) });
                 try io.sleep(.fromMicroseconds(100), .awake);
                 try testing.expectEqual(i + 1, arrivals.count()); // one notification, one waiter
             }
-            try group.await(io);
+            try deadline.awaitGroup(io, &group);
             try arrivals.expectIds(&.{ 0, 1, 2 });
             try testing.expect(!notify.tryWait()); // every notification was consumed
         }
@@ -134,7 +142,7 @@ test "Notify: notifyAll wakes every waiter and stores no permit" {
             });
             try waitForWaiters(io, &notify, 8);
             notify.notifyAll(io);
-            try group.await(io);
+            try deadline.awaitGroup(io, &group);
             try testing.expectEqual(@as(u32, 8), arrivals.count());
             try testing.expect(!notify.tryWait());
         }
@@ -177,13 +185,13 @@ test "Oneshot: a blocked receiver gets the value; close; cancel keeps the value 
             var receiver = try io.concurrent(oneshotReceiver, .{ io, &oneshot });
             try waitUntil(io, &oneshot, waiting);
             oneshot.send(io, 99);
-            try testing.expectEqual(@as(u64, 99), try receiver.await(io));
+            try testing.expectEqual(@as(u64, 99), try deadline.await(io, &receiver));
 
             var closed: sync.Oneshot(u64) = .init;
             var second = try io.concurrent(oneshotReceiver, .{ io, &closed });
             try waitUntil(io, &closed, waiting);
             closed.close(io);
-            try testing.expectError(error.Closed, second.await(io));
+            try testing.expectError(error.Closed, deadline.await(io, &second));
 
             var canceled: sync.Oneshot(u64) = .init;
             var third = try io.concurrent(oneshotReceiver, .{ io, &canceled });
@@ -250,9 +258,9 @@ pub fn stress(io: Io, capacity: usize, producers: u32, consumers: u32, messages:
         @as(u32, @intCast(id)),
         messages,
     });
-    try producer_group.await(io);
+    try deadline.awaitGroup(io, &producer_group);
     channel.close(io);
-    for (consumer_futures[0..consumers]) |*f| try f.await(io);
+    for (consumer_futures[0..consumers]) |*f| try deadline.await(io, f);
     for (counts[0..producers]) |c| try testing.expectEqual(messages, c.load(.monotonic));
 }
 
@@ -298,7 +306,7 @@ test "Channel: close lets receivers drain, then Closed; blocked senders get Clos
             channel.close(io);
             try testing.expect(channel.isClosed());
             try testing.expectEqual(@as(usize, 2), channel.count()); // close keeps the values
-            try testing.expectError(error.Closed, blocked.await(io));
+            try testing.expectError(error.Closed, deadline.await(io, &blocked));
             try testing.expectError(error.Closed, channel.send(io, 4));
             try testing.expectError(error.Closed, channel.trySend(io, 4));
             try testing.expectEqual(@as(u32, 1), try channel.recv(io));
@@ -310,7 +318,7 @@ test "Channel: close lets receivers drain, then Closed; blocked senders get Clos
             var receiver = try io.concurrent(receiverOf, .{ io, &empty });
             try waitUntil(io, &empty, receiversWaiting);
             empty.close(io);
-            try testing.expectError(error.Closed, receiver.await(io));
+            try testing.expectError(error.Closed, deadline.await(io, &receiver));
         }
     }.body);
 }
@@ -402,7 +410,7 @@ test "Channel: a blocked sender's value is delivered in order when room appears"
             try testing.expectEqual(@as(u32, 10), try channel.recv(io));
             // The waiting sender's value moved into the freed slot before anyone else's.
             try testing.expectError(error.Full, channel.trySend(io, 12));
-            try blocked.await(io);
+            try deadline.await(io, &blocked);
             try testing.expectEqual(@as(u32, 11), try channel.recv(io));
         }
     }.body);
@@ -557,9 +565,9 @@ test "Channel: foreign OS threads and fibers share a channel" {
                 }
             }.f);
             for (threads) |t| t.join();
-            try group.await(io);
+            try deadline.awaitGroup(io, &group);
             channel.close(io);
-            try fiber_consumer.await(io);
+            try deadline.await(io, &fiber_consumer);
             for (counts[0..3]) |c| try testing.expectEqual(@as(u32, 2000), c.load(.monotonic));
         }
     }.body);
@@ -680,7 +688,7 @@ pub fn fanOut(io: Io, capacity: usize, receivers: usize, total: u64, sender_thre
         });
         try sender.await(io);
     }
-    for (futures[0..receivers]) |*f| try f.await(io);
+    for (futures[0..receivers]) |*f| try deadline.await(io, f);
     for (progress[0..receivers]) |*p| try testing.expectEqual(total, p.load(.monotonic));
     try testing.expectEqual(total, broadcast.sent());
 }
@@ -828,7 +836,7 @@ test "Broadcast: a receiver asleep while the ring is overrun gets the exact lag,
             for (1..21) |i| try broadcast.send(io, i); // values 1..16 are overwritten unread
             go.notifyOne(io);
             broadcast.close(io);
-            try receiver.await(io);
+            try deadline.await(io, &receiver);
             const expected = [_]U64Broadcast.Received{
                 .{ .value = 0 },  .{ .lagged = 16 }, .{ .value = 17 },
                 .{ .value = 18 }, .{ .value = 19 },  .{ .value = 20 },
@@ -854,7 +862,7 @@ test "Broadcast: close wakes blocked receivers; the others drain, then Closed" {
             var blocked = try io.concurrent(broadcastRecvOnce, .{ io, &idle });
             try waitUntil(io, &broadcast, broadcastWaiting);
             try broadcast.send(io, 0);
-            try testing.expectEqual(@as(u64, 0), (try blocked.await(io)).value);
+            try testing.expectEqual(@as(u64, 0), (try deadline.await(io, &blocked)).value);
             var late = broadcast.subscribe();
             for (1..4) |i| try broadcast.send(io, i);
             broadcast.close(io);
@@ -872,7 +880,7 @@ test "Broadcast: close wakes blocked receivers; the others drain, then Closed" {
             var woken = try io.concurrent(broadcastRecvOnce, .{ io, &parked });
             try waitUntil(io, &empty, broadcastWaiting);
             empty.close(io);
-            try testing.expectError(error.Closed, woken.await(io));
+            try testing.expectError(error.Closed, deadline.await(io, &woken));
         }
     }.body);
 }
@@ -939,9 +947,9 @@ test "Broadcast: receivers canceled over and over lose and repeat nothing" {
                     else => |e| return e,
                 };
             }
-            try sender.await(io);
+            try deadline.await(io, &sender);
             var last = try io.concurrent(churnReceiver, .{ io, &receiver, &next[0] });
-            try last.await(io);
+            try deadline.await(io, &last);
             try testing.expectEqual(@as(u64, total), next[0].load(.monotonic));
             try testing.expect(restarts > 0);
         }
@@ -1001,7 +1009,7 @@ pub fn watchFanOut(io: Io, followers: usize, last: u64, sender_thread: bool) !vo
         var sender = try io.concurrent(watchSender, .{ io, &watch, last });
         try sender.await(io);
     }
-    for (futures[0..followers]) |*f| try f.await(io);
+    for (futures[0..followers]) |*f| try deadline.await(io, f);
     try testing.expectEqual(last, watch.get());
 }
 
@@ -1036,7 +1044,7 @@ test "Watch: a send or close wakes parked receivers; cancel and timeout mark not
             var blocked = try io.concurrent(watchChangedOnce, .{ io, &receiver });
             try waitUntil(io, &watch, watchWaiting);
             try watch.send(io, 11);
-            try blocked.await(io);
+            try deadline.await(io, &blocked);
             try testing.expectEqual(@as(u64, 1), receiver.seen);
 
             var canceled = try io.concurrent(watchChangedOnce, .{ io, &receiver });
@@ -1052,7 +1060,7 @@ test "Watch: a send or close wakes parked receivers; cancel and timeout mark not
             var closing = try io.concurrent(watchChangedOnce, .{ io, &receiver });
             try waitUntil(io, &watch, watchWaiting);
             watch.close(io);
-            try testing.expectError(error.Closed, closing.await(io));
+            try testing.expectError(error.Closed, deadline.await(io, &closing));
             try testing.expectEqual(@as(u64, 12), receiver.borrow());
         }
     }.body);
@@ -1094,7 +1102,7 @@ test "Barrier: reuse across generations, one leader each, nobody passes early" {
                 &leaders,
                 generations,
             });
-            for (&futures) |*f| try f.await(io);
+            for (&futures) |*f| try deadline.await(io, f);
             // One leader per round's first barrier; two generations per round.
             try testing.expectEqual(@as(u32, generations), leaders.load(.monotonic));
             const generation = barrier.state.load(.monotonic).generation;
@@ -1123,7 +1131,8 @@ test "Barrier: a canceled waiter withdraws its arrival; OS threads take part" {
             try testing.expectEqual(@as(u16, 0), barrier.state.load(.monotonic).arrived);
             const thread = try std.Thread.spawn(.{}, threadParty, .{ io, &barrier });
             try waitUntil(io, &barrier, arrived);
-            try testing.expect(try barrier.wait(io)); // the second arrival leads
+            // The second arrival leads.
+            try testing.expect(try deadline.run(io, sync.Barrier.wait, .{ &barrier, io }));
             thread.join();
         }
     }.body);
@@ -1146,13 +1155,13 @@ test "WaitGroup: wait returns after every done; timeout while jobs are outstandi
             defer group.cancel(io);
             wait_group.add(20);
             for (0..20) |_| try group.concurrent(io, groupJob, .{ io, &wait_group, &finished });
-            try wait_group.wait(io);
+            try deadline.run(io, sync.WaitGroup.wait, .{ &wait_group, io });
             try testing.expectEqual(@as(u32, 20), finished.load(.monotonic));
             wait_group.add(1);
             try testing.expectError(error.Timeout, wait_group.waitTimeout(io, timeout_short));
             wait_group.done(io);
             try wait_group.waitTimeout(io, timeout_short);
-            try group.await(io);
+            try deadline.awaitGroup(io, &group);
         }
     }.body);
 }
@@ -1192,7 +1201,7 @@ test "OnceCell: concurrent getOrInit runs the initialiser once; a canceled one r
             var init: SlowInit = .{};
             var group: Io.Group = .init;
             for (0..10) |_| try group.concurrent(io, cellReader, .{ io, &cell, &init });
-            try group.await(io);
+            try deadline.awaitGroup(io, &group);
             try testing.expectEqual(@as(u32, 1), init.runs.load(.monotonic));
             try testing.expectEqual(@as(u64, 42), cell.get().?.*);
 
@@ -1242,7 +1251,7 @@ test "Semaphore: never more holders than permits under contention; all permits b
                 2,
                 500,
             });
-            for (&futures) |*f| try f.await(io);
+            for (&futures) |*f| try deadline.await(io, f);
             try testing.expectEqual(@as(u32, 2), semaphore.available());
         }
     }.body);
@@ -1281,8 +1290,8 @@ test "Semaphore: FIFO hand-off; canceled and timed-out acquires hold nothing" {
             try waitUntil(io, &arrivals, Arrivals.hasOne);
             try arrivals.expectIds(&.{0});
             semaphore.release(io);
-            try futures[0].await(io);
-            try futures[2].await(io);
+            try deadline.await(io, &futures[0]);
+            try deadline.await(io, &futures[2]);
             try arrivals.expectIds(&.{ 0, 2 });
             try testing.expectEqual(@as(u32, 0), semaphore.available());
             semaphore.release(io);
@@ -1367,7 +1376,7 @@ test "RwLock: one writer or many readers, never a torn read, across executors an
             for (&futures, 0..) |*f, i| {
                 f.* = try io.concurrent(rwTask, .{ io, &shared, i < 2, rw_ops });
             }
-            for (&futures) |*f| try f.await(io);
+            for (&futures) |*f| try deadline.await(io, f);
             for (threads) |t| t.join();
             try testing.expect(!failed.load(.monotonic));
             try testing.expectEqual(@as(u64, 3 * rw_ops), shared.value);
@@ -1450,9 +1459,9 @@ test "RwLock: FIFO: a waiting writer holds back later readers, who then enter to
             var reader_b = try io.concurrent(rwOrderReader, .{ io, &rw_order, 3 });
             try rw_order.queued(io, 3);
             rw_order.lock.unlockShared(io);
-            try writer.await(io);
-            try reader_a.await(io);
-            try reader_b.await(io);
+            try deadline.await(io, &writer);
+            try deadline.await(io, &reader_a);
+            try deadline.await(io, &reader_b);
             try testing.expectEqual(@as(u8, 1), rw_order.order[0]);
             try testing.expectEqual(@as(u32, 3), rw_order.order_len.load(.monotonic));
             try testing.expectEqual(@as(u32, 0), rw_order.lock.state.load(.monotonic));
@@ -1483,7 +1492,7 @@ test "RwLock: canceled and timed-out locks hold nothing; readers behind a withdr
                     return len.load(.monotonic) == 1;
                 }
             }.f);
-            try reader.await(io);
+            try deadline.await(io, &reader);
             try testing.expectEqual(@as(u8, 2), rw_order.order[0]); // the reader, not the writer
             try testing.expectEqual(@as(u32, 1), rw_order.lock.readers());
             rw_order.lock.unlockShared(io);
@@ -1534,7 +1543,7 @@ test "std RwLock under contention on weft: readers never see a half-done write" 
                 &shadow,
                 i < 2,
             });
-            for (&futures) |*f| try f.await(io);
+            for (&futures) |*f| try deadline.await(io, f);
             try testing.expectEqual(@as(u64, 600), value);
             try testing.expectEqual(value, shadow);
         }
@@ -1561,11 +1570,11 @@ test "futex: a wake of one wakes the oldest waiter only; the next stays parked" 
             // `futexWake` marks each task it wakes before it returns, so a second one woken
             // (a wasted switch, and a spurious return for it) shows at once, not later.
             try testing.expect(task_parked.isParked(&second, .cancelable));
-            try first.await(io);
+            try deadline.await(io, &first);
             try testing.expectEqual(1, returned.load(.acquire));
             try testing.expect(task_parked.isParked(&second, .cancelable));
             io.futexWake(u32, &word, 1);
-            try second.await(io);
+            try deadline.await(io, &second);
             try testing.expectEqual(2, returned.load(.acquire));
         }
     }.body);
@@ -1601,7 +1610,7 @@ test "std Condition and Semaphore under contention on weft" {
                 box.mutex.unlock(io);
                 if (i % 64 == 0) try io.sleep(.fromNanoseconds(1), .awake);
             }
-            try group.await(io);
+            try deadline.awaitGroup(io, &group);
             try testing.expectEqual(@as(u32, 1000), box.taken);
 
             var semaphore: Io.Semaphore = .{ .permits = 1 };
@@ -1612,7 +1621,7 @@ test "std Condition and Semaphore under contention on weft" {
                 &semaphore,
                 &total,
             });
-            try sem_group.await(io);
+            try deadline.awaitGroup(io, &sem_group);
             try testing.expectEqual(@as(u64, 6 * 300), total);
         }
     }.body);
