@@ -95,3 +95,95 @@ test "WaitGroup: zero does not block; add and done count" {
     group.done(std.testing.io);
     try group.wait(std.testing.io);
 }
+
+const Checker = @import("../testing/InterleavingChecker.zig");
+
+/// Three jobs finish (`done`) while two waiters wait with `waitTimeout`, canceled, timed out
+/// and woken spuriously at random; each retries until it returns. A waiter parks only after
+/// setting the waiting flag, and the last `done` must see it and wake every waiter: a waiter
+/// parked on a count nobody will change shows as a lost wake-up. A wait that returns saw
+/// every job's work. Nothing is handed over, so a canceled wait just returns `error.Canceled`
+/// (no re-arm); the checker still fails a request lost or invented.
+const WaitGroupScenario = struct {
+    group: WaitGroup = .init,
+    /// Jobs whose work is done (written before their `done`).
+    finished: [jobs]bool = @splat(false),
+    prng: std.Random.DefaultPrng,
+    early: [waiters]bool = @splat(false),
+    returned: [waiters]bool = @splat(false),
+
+    const jobs = 3;
+    const waiters = 2;
+    pub const rearming_threads = [_]usize{};
+
+    pub fn init(seed: u64) WaitGroupScenario {
+        var scenario: WaitGroupScenario = .{ .prng = .init(seed ^ 0x3a17) };
+        scenario.group.add(jobs);
+        return scenario;
+    }
+
+    pub fn bodies(scenario: *WaitGroupScenario) [jobs + waiters]Checker.Body {
+        return .{
+            Checker.bodyOf(job0, scenario),
+            Checker.bodyOf(job1, scenario),
+            Checker.bodyOf(job2, scenario),
+            Checker.bodyOf(waiter0, scenario),
+            Checker.bodyOf(waiter1, scenario),
+        };
+    }
+
+    fn job(scenario: *WaitGroupScenario, io: Io, index: usize) void {
+        for (0..scenario.prng.random().uintLessThan(u32, 16)) |_| atomic.step();
+        scenario.finished[index] = true;
+        scenario.group.done(io);
+    }
+
+    fn job0(scenario: *WaitGroupScenario, io: Io) void {
+        scenario.job(io, 0);
+    }
+
+    fn job1(scenario: *WaitGroupScenario, io: Io) void {
+        scenario.job(io, 1);
+    }
+
+    fn job2(scenario: *WaitGroupScenario, io: Io) void {
+        scenario.job(io, 2);
+    }
+
+    fn wait(scenario: *WaitGroupScenario, io: Io, index: usize) void {
+        while (true) {
+            const deadline = Checker.maybeDeadline(io, scenario.prng.random());
+            const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+            scenario.group.waitTimeout(io, timeout) catch |err| {
+                Checker.noteError(io, err);
+                continue;
+            };
+            break;
+        }
+        for (scenario.finished) |finished| {
+            if (!finished) scenario.early[index] = true;
+        }
+        scenario.returned[index] = true;
+        Checker.cancelationPoint(io);
+    }
+
+    fn waiter0(scenario: *WaitGroupScenario, io: Io) void {
+        scenario.wait(io, 0);
+    }
+
+    fn waiter1(scenario: *WaitGroupScenario, io: Io) void {
+        scenario.wait(io, 1);
+    }
+
+    pub fn check(scenario: *WaitGroupScenario) !void {
+        for (scenario.early, scenario.returned) |early, returned| {
+            try std.testing.expect(returned);
+            try std.testing.expect(!early);
+        }
+        try std.testing.expectEqual(@as(u32, 0), scenario.group.state.load(.monotonic));
+    }
+};
+
+test "interleave: WaitGroup, 1000 seeds: waiters return after the last done, none left" {
+    try Checker.checkSeeds(WaitGroupScenario);
+}

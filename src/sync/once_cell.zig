@@ -147,3 +147,82 @@ test "OnceCell: set once, get, getOrInit runs the function only when empty" {
     try std.testing.expectError(error.AlreadySet, cell.set(io, 8));
     try std.testing.expectEqual(@as(u32, 7), cell.get().?.*);
 }
+
+const Checker = @import("../testing/InterleavingChecker.zig");
+
+/// Three callers race `getOrInit`; the initialising function takes a while (checker steps)
+/// and fails on some tries (seeded), and the waiting callers are canceled and woken spuriously
+/// at random, each retrying until it has the value. A failed try puts the cell back to empty
+/// and must wake the waiters, one of which initialises in its turn: a waiter left parked on a
+/// cell nobody initialises shows as a lost wake-up or a deadlock. The function succeeds
+/// exactly once and every caller gets its value. Waiting hands nothing over, so a canceled
+/// wait just returns `error.Canceled` (no re-arm); the checker still fails a request lost or
+/// invented.
+const OnceCellScenario = struct {
+    cell: OnceCell(u32) = .init,
+    prng: std.Random.DefaultPrng,
+    /// Tries of the initialising function, and those that succeeded.
+    tries: u32 = 0,
+    successes: u32 = 0,
+    got: [callers]?u32 = @splat(null),
+
+    const callers = 3;
+    const value = 42;
+    pub const rearming_threads = [_]usize{};
+
+    pub fn init(seed: u64) OnceCellScenario {
+        return .{ .prng = .init(seed ^ 0x0ce1) };
+    }
+
+    pub fn bodies(scenario: *OnceCellScenario) [callers]Checker.Body {
+        return .{
+            Checker.bodyOf(caller0, scenario),
+            Checker.bodyOf(caller1, scenario),
+            Checker.bodyOf(caller2, scenario),
+        };
+    }
+
+    /// The initialising function: a few steps (others run meanwhile), then a value or, on
+    /// about half of the tries, an error.
+    fn make(scenario: *OnceCellScenario) error{Flaky}!u32 {
+        scenario.tries += 1;
+        for (0..scenario.prng.random().uintLessThan(u32, 8)) |_| atomic.step();
+        if (scenario.prng.random().boolean()) return error.Flaky;
+        scenario.successes += 1;
+        return value;
+    }
+
+    fn call(scenario: *OnceCellScenario, io: Io, index: usize) void {
+        while (true) {
+            const got = scenario.cell.getOrInit(io, make, .{scenario}) catch |err| {
+                Checker.noteError(io, err); // Flaky: this caller's try failed; or Canceled
+                continue;
+            };
+            scenario.got[index] = got.*;
+            break;
+        }
+        Checker.cancelationPoint(io);
+    }
+
+    fn caller0(scenario: *OnceCellScenario, io: Io) void {
+        scenario.call(io, 0);
+    }
+
+    fn caller1(scenario: *OnceCellScenario, io: Io) void {
+        scenario.call(io, 1);
+    }
+
+    fn caller2(scenario: *OnceCellScenario, io: Io) void {
+        scenario.call(io, 2);
+    }
+
+    pub fn check(scenario: *OnceCellScenario) !void {
+        try std.testing.expectEqual(@as(u32, 1), scenario.successes);
+        for (scenario.got) |got| try std.testing.expectEqual(@as(?u32, value), got);
+        try std.testing.expectEqual(@as(u32, value), scenario.cell.get().?.*);
+    }
+};
+
+test "interleave: OnceCell, 1000 seeds: initialised once after failed tries, no waiter left" {
+    try Checker.checkSeeds(OnceCellScenario);
+}

@@ -241,3 +241,99 @@ test "Watch: versions, borrow versus borrowAndUpdate, close keeps the last chang
     var late = watch.subscribe();
     try std.testing.expectError(error.Closed, late.changed(io));
 }
+
+const Checker = @import("../testing/InterleavingChecker.zig");
+
+/// A sender makes four versions (value = version), waits until both receivers have seen the
+/// last one (so that only a send's wake-up can tell a parked receiver), then closes; two
+/// receivers follow with `changedTimeout`, canceled, timed out and woken spuriously at random.
+/// A send that woke a receiver before its cancel request arrived makes `changed` return and
+/// re-arm the request. Each receiver sees versions only grow, reads a value at least as new as
+/// its seen version, and ends, at `error.Closed`, having seen the last version.
+const WatchScenario = struct {
+    watch: Watch(u32) = .init(0),
+    receivers: [2]Watch(u32).Receiver = undefined,
+    prng: std.Random.DefaultPrng,
+    /// Per receiver: the seen version when it got `error.Closed`, and whether a check failed.
+    closed_at: [2]?u64 = @splat(null),
+    went_back: [2]bool = @splat(false),
+    /// Receivers that have seen the last version (a futex word the sender waits on).
+    caught_up: atomic.Value(u32) = .init(0),
+
+    const atomic = @import("../os/atomic.zig");
+    const versions = 4;
+    pub const rearming_threads = [_]usize{ 1, 2 };
+
+    pub fn init(seed: u64) WatchScenario {
+        return .{ .prng = .init(seed ^ 0x3a7c) };
+    }
+
+    pub fn bodies(scenario: *WatchScenario) [3]Checker.Body {
+        for (&scenario.receivers) |*receiver| receiver.* = scenario.watch.subscribe();
+        return .{
+            Checker.bodyOf(sender, scenario),
+            Checker.bodyOf(receiver0, scenario),
+            Checker.bodyOf(receiver1, scenario),
+        };
+    }
+
+    fn sender(scenario: *WatchScenario, io: Io) void {
+        for (1..versions + 1) |value| {
+            scenario.watch.send(io, @intCast(value)) catch unreachable; // closed below
+        }
+        while (true) {
+            const count = scenario.caught_up.load(.acquire);
+            if (count == scenario.receivers.len) break;
+            io.futexWaitUncancelable(u32, &scenario.caught_up.raw, count);
+        }
+        scenario.watch.close(io);
+    }
+
+    fn follow(scenario: *WatchScenario, io: Io, index: usize) void {
+        const receiver = &scenario.receivers[index];
+        while (true) {
+            const seen_before = receiver.seen;
+            const deadline = Checker.maybeDeadline(io, scenario.prng.random());
+            const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+            receiver.changedTimeout(io, timeout) catch |err| switch (err) {
+                error.Canceled, error.Timeout => {
+                    Checker.noteError(io, err);
+                    // Nothing marked seen: the change waited for comes with the next call.
+                    if (receiver.seen != seen_before) scenario.went_back[index] = true;
+                    continue;
+                },
+                error.Closed => {
+                    scenario.closed_at[index] = receiver.seen;
+                    return;
+                },
+            };
+            if (receiver.seen <= seen_before) scenario.went_back[index] = true;
+            if (receiver.borrow() < receiver.seen) scenario.went_back[index] = true;
+            if (receiver.seen == versions) {
+                _ = scenario.caught_up.fetchAdd(1, .release);
+                io.futexWake(u32, &scenario.caught_up.raw, 1);
+            }
+            Checker.cancelationPoint(io);
+        }
+    }
+
+    fn receiver0(scenario: *WatchScenario, io: Io) void {
+        scenario.follow(io, 0);
+    }
+
+    fn receiver1(scenario: *WatchScenario, io: Io) void {
+        scenario.follow(io, 1);
+    }
+
+    pub fn check(scenario: *WatchScenario) !void {
+        for (scenario.closed_at, scenario.went_back) |closed_at, went_back| {
+            try std.testing.expectEqual(@as(?u64, versions), closed_at);
+            try std.testing.expect(!went_back);
+        }
+        try std.testing.expectEqual(@as(u32, 0), scenario.watch.waiting());
+    }
+};
+
+test "interleave: Watch, 1000 seeds: no change missed, versions only grow, cancels seen once" {
+    try Checker.checkSeeds(WatchScenario);
+}

@@ -81,9 +81,16 @@ failure_thread: usize = 0,
 /// Per thread index, the cancel accounting of every run since `init` (coverage: whether a
 /// scenario reaches the re-arm at all).
 totals: [threads_max]CancelCounts = @splat(.{}),
+/// How the checker's `Io` awaits a future: futures are the scenario's own (see `AwaitFuture`).
+await_future: ?AwaitFuture = null,
 hooks: atomic.Checker = undefined,
 
 pub const threads_max = 6;
+
+/// The checker's `Io.VTable.await`, served by a scenario whose code awaits futures it made
+/// itself (a logical thread stands for the task behind each): it returns the future's result
+/// in `result`, once the future finished. `checkSeeds` takes it from `Scenario.awaitFuture`.
+pub const AwaitFuture = *const fn (any_future: *Io.AnyFuture, result: []u8) void;
 const stack_size_bytes = 256 * 1024;
 
 pub const Options = struct {
@@ -277,8 +284,14 @@ pub fn cancelationPoint(io_: Io) void {
     io_.checkCancel() catch checker.surface();
 }
 
-/// The `Io` whose futex, cancelation and clock entries the checker implements; every other
-/// entry fails as `std.Io.failing` does.
+/// For scenario code: how many cancel requests the running thread has re-armed so far in this
+/// run (so that a scenario can tell which of its paths re-armed one).
+pub fn recancels(io_: Io) u64 {
+    return checkerOfIo(io_).currentThread().cancels.recanceled;
+}
+
+/// The `Io` whose futex, cancelation and clock entries the checker implements, and `await`
+/// through the scenario (`AwaitFuture`); every other entry fails as `std.Io.failing` does.
 pub fn io(checker: *Checker) Io {
     return .{ .userdata = checker, .vtable = &vtable };
 }
@@ -449,8 +462,27 @@ const vtable: Io.VTable = blk: {
     table.checkCancel = checkCancel;
     table.swapCancelProtection = swapCancelProtection;
     table.now = now;
+    table.await = await;
     break :blk table;
 };
+
+/// Whether `io_` is a checker's (for code that accepts only `Io`s it knows, such as select's
+/// future arms).
+pub fn isCheckerIo(io_: Io) bool {
+    return io_.vtable == &vtable;
+}
+
+fn await(
+    userdata: ?*anyopaque,
+    any_future: *Io.AnyFuture,
+    result: []u8,
+    _: std.mem.Alignment,
+) void {
+    const checker = checkerOf(userdata);
+    const await_future = checker.await_future orelse
+        @panic("a scenario awaited a future without an awaitFuture to serve it");
+    await_future(any_future, result);
+}
 
 fn checkerOf(userdata: ?*anyopaque) *Checker {
     return @ptrCast(@alignCast(userdata.?));
@@ -584,6 +616,7 @@ pub fn checkSeeds(comptime Scenario: type) !void {
     const name = @typeName(Scenario);
     var checker: Checker = try .init(std.testing.allocator);
     defer checker.deinit();
+    if (@hasDecl(Scenario, "awaitFuture")) checker.await_future = Scenario.awaitFuture;
     for (0..seeds) |seed| {
         var scenario: Scenario = .init(seed);
         const bodies = scenario.bodies();
