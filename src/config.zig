@@ -113,6 +113,19 @@ pub const calls_per_yield = 64;
 /// by less than this.
 pub const timer_slack_ns = 50 * std.time.ns_per_us;
 
+/// How often the watchdog looks at the executors while one of them is held by a task that
+/// never parks (and for `held_linger_ns` after), and how long a run must last then for its
+/// executor to count as held (sched/Watchdog.zig, `holdMinNs`). A task that takes a lock in a
+/// loop without parking parks each time another task gets the lock; each new run of it holds
+/// up what it wakes, and the timers of the executor it lands on, until the watchdog counts it
+/// as held again. At half a look (6 ms) a mutex round trip with such a task took 6-25 ms;
+/// `std.Io.Threaded` makes 10,000 in under a second. 200 us keeps the round trip near the
+/// threads' while it costs the watchdog's thread 5,000 wake-ups a second, only while a hold
+/// lasts (docs/RUNTIME.md, "Progress").
+pub const held_look_ns = 200 * std.time.ns_per_us;
+/// How long the watchdog keeps looking every `held_look_ns` after it last saw a hold.
+pub const held_linger_ns = 100 * std.time.ns_per_ms;
+
 /// Executors a runtime may own (one io_uring and one OS thread each).
 pub const executors_max = 256;
 
@@ -413,6 +426,8 @@ comptime {
     assert(run_delay_backoff_ns_min <= run_delay_backoff_ns_max);
     assert(retire_contention_ns_min > run_delay_window_ns); // several windows in a row
     assert(executors_max >= 1);
+    assert(held_look_ns >= 10 * std.time.ns_per_us); // a look, not a spin
+    assert(held_linger_ns > held_look_ns);
     assert(stack_size_bytes_default % std.heap.page_size_min == 0);
     assert(stack_size_bytes_min % std.heap.page_size_min == 0);
     assert(stack_size_bytes_min <= stack_size_bytes_default);

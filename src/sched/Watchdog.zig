@@ -99,8 +99,14 @@ options: Options,
 thread: ?std.Thread = null,
 /// Nonzero once `stop` was called; the thread sleeps on it between looks.
 stopping: std.atomic.Value(u32) = .init(0),
-/// What the watchdog last saw of each executor (its thread only).
-seen: [config.executors_max]Seen = @splat(.{}),
+/// What the watchdog last saw of each executor, the spare last (its thread only).
+seen: [watched_max]Seen = @splat(.{}),
+/// Until then the watchdog looks every `config.held_look_ns` and counts a run as a hold once
+/// it lasted that long (`holdMinNs`): set while any executor is held, and for
+/// `config.held_linger_ns` after. Its thread only.
+held_until_ns: u64 = 0,
+/// Where the tasks of a held spare's ring go on their way to the global queue (`moveRing`).
+ring_buffer: [config.run_queue_len / 2]*Task = undefined,
 /// Stalls found since `Runtime.init`; written by the watchdog's thread only. Not a `Counter`:
 /// off every hot path, it counts with `-Dmetrics=false` too.
 stalls: std.atomic.Value(u64) = .init(0),
@@ -114,7 +120,7 @@ stall_time: Histogram = .{},
 timers_fired: std.atomic.Value(u64) = .init(0),
 /// Per executor, the longest run of one task seen (`Metrics.Executor.held_max_ns`); written
 /// by the watchdog's thread only.
-held_max_ns: [config.executors_max]std.atomic.Value(u64) = @splat(.init(0)),
+held_max_ns: [watched_max]std.atomic.Value(u64) = @splat(.init(0)),
 /// Tasks the watchdog moved off executors held by one task (`handOverHeld`): a LIFO slot's
 /// task, or the main task.
 handed_over: std.atomic.Value(u64) = .init(0),
@@ -123,11 +129,14 @@ trace_last: [config.executors_max]TraceFigures = @splat(.{}),
 trace_last_ns: u64 = 0,
 /// Each executor thread's `/proc/self/task/TID/schedstat`, or null where it cannot be read:
 /// opened by `start`, closed by `stop`.
-schedstat_fds: [config.executors_max]?os.fd_t = @splat(null),
+schedstat_fds: [watched_max]?os.fd_t = @splat(null),
 /// Test builds keep the first reports for the tests (`keptReport`).
 reports_lock: Mutex = .{},
 kept_reports: if (builtin.is_test) [kept_reports_max]KeptReport else void = undefined,
 reports: u32 = 0,
+
+/// Executors the watchdog may look at: every executor, and the spare.
+const watched_max = config.executors_max + 1;
 
 const Seen = struct {
     activity: u64 = 0,
@@ -228,34 +237,84 @@ fn run(watchdog: *Watchdog) void {
         const now_ns = os.monotonicNs();
         wait_ns = look_ns;
         if (watchdog.options.stall_threshold_ns) |threshold_ns| {
-            // Reports are written after every executor was helped: the first one's stack takes
-            // long to symbolize (the debug information's first load), and the tasks held up
-            // would wait for it.
-            var stalled_ns: [config.executors_max]?u64 = @splat(null);
-            for (watchdog.scheduler.executors, 0..) |*executor, index| {
-                const seen = &watchdog.seen[index];
-                stalled_ns[index] = watchdog.look(executor, seen, threshold_ns, now_ns);
-                // Back soon for the I/O of an executor held by one task.
-                if (watchdog.rescueIoOfHeld(executor, seen, look_ns, now_ns)) {
-                    wait_ns = @min(wait_ns, rescue_interval_ns);
-                }
-                watchdog.handOverHeld(executor, seen, look_ns, now_ns);
-                // Woken in time for the next timer of an executor held by one task.
-                const deadline_ns =
-                    watchdog.fireTimersOfHeld(executor, seen, look_ns, now_ns) orelse continue;
-                wait_ns = @min(wait_ns, @max(deadline_ns -| now_ns, timer_wait_ns_min));
-            }
-            watchdog.recallForBacklog(look_ns, now_ns);
-            watchdog.reviewSpare(look_ns, now_ns);
-            for (watchdog.scheduler.executors, 0..) |*executor, index| {
-                const held_ns = stalled_ns[index] orelse continue;
-                watchdog.reportStall(executor, &watchdog.seen[index], held_ns, threshold_ns);
-            }
+            wait_ns = watchdog.lookAtAll(threshold_ns, look_ns, now_ns);
         }
         if (watchdog.options.trace_interval_ns) |interval_ns| {
             if (now_ns -| watchdog.trace_last_ns >= interval_ns) watchdog.writeTrace(now_ns);
         }
     }
+}
+
+/// One look at every executor, the spare too once its thread runs: reports stalls and moves
+/// what a held executor alone would run to where the others take it. Returns how long to wait
+/// for the next look.
+fn lookAtAll(watchdog: *Watchdog, threshold_ns: u64, look_ns: u64, now_ns: u64) u64 {
+    var wait_ns = look_ns;
+    const hold_min_ns = watchdog.holdMinNs(look_ns, now_ns);
+    const watched = watchdog.watchedLen();
+    assert(watched <= watched_max);
+    // Reports are written after every executor was helped: the first one's stack takes long
+    // to symbolize (the debug information's first load), and the tasks held up would wait
+    // for it.
+    var stalled_ns: [watched_max]?u64 = @splat(null);
+    var any_held = false;
+    for (0..watched) |index| {
+        const executor = watchdog.watchedAt(index);
+        assert(executor.index == index);
+        const seen = &watchdog.seen[index];
+        stalled_ns[index] = watchdog.look(executor, seen, threshold_ns, now_ns);
+        if (isHeld(executor, seen, hold_min_ns, now_ns)) any_held = true;
+        // Back soon for the I/O of an executor held by one task.
+        if (watchdog.rescueIoOfHeld(executor, seen, hold_min_ns, now_ns)) {
+            wait_ns = @min(wait_ns, rescue_interval_ns);
+        }
+        watchdog.handOverHeld(executor, seen, hold_min_ns, now_ns);
+        if (executor.isSpare() and isHeld(executor, seen, hold_min_ns, now_ns)) {
+            watchdog.moveRing(executor);
+        }
+        // Woken in time for the next timer of an executor held by one task.
+        const deadline_ns =
+            watchdog.fireTimersOfHeld(executor, seen, hold_min_ns, now_ns) orelse continue;
+        wait_ns = @min(wait_ns, @max(deadline_ns -| now_ns, timer_wait_ns_min));
+    }
+    watchdog.recallForBacklog(hold_min_ns, now_ns);
+    watchdog.reviewSpare(hold_min_ns, now_ns);
+    if (any_held) watchdog.held_until_ns = now_ns + config.held_linger_ns;
+    if (now_ns < watchdog.held_until_ns) wait_ns = @min(wait_ns, config.held_look_ns);
+    for (0..watched) |index| {
+        const held_ns = stalled_ns[index] orelse continue;
+        const executor = watchdog.watchedAt(index);
+        watchdog.reportStall(executor, &watchdog.seen[index], held_ns, threshold_ns);
+    }
+    return wait_ns;
+}
+
+/// How long one run must have lasted for the watchdog to treat its executor as held: half a
+/// look, or `config.held_look_ns` while holds were seen lately. A task that never parks but
+/// contends with others (a lock taken in a loop) parks now and then, each time the others get
+/// the lock; every new run of it would otherwise hold up the tasks it wakes, and the timers of
+/// the executor it lands on, for half a look again: one round trip per look, where the same
+/// program on threads makes thousands (docs/RUNTIME.md, "Progress").
+fn holdMinNs(watchdog: *const Watchdog, look_ns: u64, now_ns: u64) u64 {
+    if (now_ns < watchdog.held_until_ns) return @min(config.held_look_ns, look_ns / 2);
+    return look_ns / 2;
+}
+
+/// How many executors the watchdog looks at: every executor, and the spare once its thread
+/// started (the watchdog starts it: `Scheduler.activateSpare`).
+fn watchedLen(watchdog: *const Watchdog) usize {
+    const scheduler = watchdog.scheduler;
+    const spare = scheduler.spare orelse return scheduler.executors.len;
+    return scheduler.executors.len + @intFromBool(spare.thread != null);
+}
+
+/// Executor `index` of those `watchedLen` counts: the spare comes last, its index past the
+/// others'.
+fn watchedAt(watchdog: *const Watchdog, index: usize) *Executor {
+    const scheduler = watchdog.scheduler;
+    if (index < scheduler.executors.len) return &scheduler.executors[index];
+    assert(index == scheduler.executors.len);
+    return scheduler.spare.?;
 }
 
 /// Updates what the watchdog saw of `executor`. Returns how long it has been held when that
@@ -372,26 +431,26 @@ fn fireTimersOfHeld(
     watchdog: *Watchdog,
     executor: *Executor,
     seen: *const Seen,
-    look_ns: u64,
+    hold_min_ns: u64,
     now_ns: u64,
 ) ?u64 {
-    if (!isHeld(executor, seen, look_ns, now_ns)) return null;
+    if (!isHeld(executor, seen, hold_min_ns, now_ns)) return null;
     executor.timers_lock.lock();
     defer executor.timers_lock.unlock();
     const deadline_ns = executor.timers.peekDeadline() orelse return null;
     if (deadline_ns > now_ns) return deadline_ns;
     // The woken tasks go to the global queue, which retired executors do not serve.
-    watchdog.scheduler.recallRetired(now_ns + 2 * look_ns);
+    watchdog.scheduler.recallRetired(now_ns + 2 * lookNs(watchdog.options));
     executor.timers.expireParked(now_ns, &watchdog.timers_fired);
     const next_ns = executor.timers.peekDeadline() orelse return null;
     // A timer left due belongs to the holder itself, about to park: look again in a while.
     return @max(next_ns, now_ns + timer_wait_ns_min);
 }
 
-/// Whether one task has held `executor` for half a look or more: the run `seen` began at least
-/// that long ago and still goes on.
-fn isHeld(executor: *const Executor, seen: *const Seen, look_ns: u64, now_ns: u64) bool {
-    return seen.activity & 1 == 1 and now_ns -| seen.since_ns >= look_ns / 2 and
+/// Whether one task has held `executor` for `hold_min_ns` or more (`holdMinNs`): the run
+/// `seen` began at least that long ago and still goes on.
+fn isHeld(executor: *const Executor, seen: *const Seen, hold_min_ns: u64, now_ns: u64) bool {
+    return seen.activity & 1 == 1 and now_ns -| seen.since_ns >= hold_min_ns and
         executor.activity.load(.monotonic) == seen.activity;
 }
 
@@ -413,12 +472,12 @@ fn rescueIoOfHeld(
     watchdog: *Watchdog,
     executor: *Executor,
     seen: *const Seen,
-    look_ns: u64,
+    hold_min_ns: u64,
     now_ns: u64,
 ) bool {
     const scheduler = watchdog.scheduler;
     if (!scheduler.canHandOver() or scheduler.pinned) return false;
-    if (!isHeld(executor, seen, look_ns, now_ns)) return false;
+    if (!isHeld(executor, seen, hold_min_ns, now_ns)) return false;
     const loop = &executor.loop;
     if (loop.pendingRescue() == 0) return false;
     if (loop.kind() == .io_uring) {
@@ -432,7 +491,7 @@ fn rescueIoOfHeld(
     if (rescue.claimed > 0) {
         // The claimed tasks went to the global queue, which retired executors do not serve:
         // bring them back, and wake one to run the tasks.
-        scheduler.recallRetired(now_ns + 2 * look_ns);
+        scheduler.recallRetired(now_ns + 2 * lookNs(watchdog.options));
         scheduler.notifyWork();
     }
     return true;
@@ -450,12 +509,12 @@ fn handOverHeld(
     watchdog: *Watchdog,
     executor: *Executor,
     seen: *const Seen,
-    look_ns: u64,
+    hold_min_ns: u64,
     now_ns: u64,
 ) void {
     const scheduler = watchdog.scheduler;
     if (!scheduler.canHandOver() or scheduler.pinned) return;
-    const held = isHeld(executor, seen, look_ns, now_ns);
+    const held = isHeld(executor, seen, hold_min_ns, now_ns);
     var main_task = if (held and executor.index == 0) executor.takeMainInjected() else null;
     // Taken by an earlier interruption (`rescueIoOfHeld`'s), or asked for now: the main task
     // may wait in `local`, which only the interruption looks at (at most one a look).
@@ -480,6 +539,23 @@ fn handOverHeld(
     if (main_task) |task| scheduler.displaceMain(task);
     if (surrendered) |task| {
         if (task.home == null) scheduler.pushGlobal(task) else scheduler.displaceMain(task);
+    }
+}
+
+/// Moves the tasks queued in the ring of the held spare to the global queue: the executors
+/// steal from each other's rings, not from the spare's (it is outside `executors`), and a
+/// single executor steals from no one. A thief like any other (RunQueue.zig): the spare's
+/// thread may push and pop meanwhile.
+fn moveRing(watchdog: *Watchdog, spare: *Executor) void {
+    assert(spare.isSpare());
+    // Each steal takes half, rounded up: a bounded number of rounds empties a full ring.
+    for (0..config.run_queue_len) |_| {
+        const count = spare.ring.steal(&watchdog.ring_buffer);
+        if (count == 0) return;
+        spare.counters.stolen_by_others.add(count);
+        _ = watchdog.handed_over.fetchAdd(count, .monotonic);
+        watchdog.scheduler.recallRetired(os.monotonicNs() + held_recall_ns);
+        watchdog.scheduler.pushGlobalBatch(watchdog.ring_buffer[0..count]);
     }
 }
 
@@ -509,13 +585,13 @@ fn mainReadyOn(scheduler: *Scheduler, executor: *const Executor) bool {
 /// either (a task that never parks, or a thread blocked outside std.Io, such as a `main` that
 /// joins a thread). Without this, tasks woken or started by threads weft does not run waited
 /// for the contention to pass, seconds under a busy machine.
-fn recallForBacklog(watchdog: *Watchdog, look_ns: u64, now_ns: u64) void {
+fn recallForBacklog(watchdog: *Watchdog, hold_min_ns: u64, now_ns: u64) void {
     const scheduler = watchdog.scheduler;
     if (scheduler.retired.load(.monotonic) == 0) return;
     if (scheduler.inject_count.load(.monotonic) == 0) return;
     const active = scheduler.activeExecutors();
     for (scheduler.executors[0..active], watchdog.seen[0..active]) |*executor, *seen| {
-        if (!isHeld(executor, seen, look_ns, now_ns)) continue;
+        if (!isHeld(executor, seen, hold_min_ns, now_ns)) continue;
         scheduler.recallRetired(now_ns + held_recall_ns);
         scheduler.notifyWork();
         return;
@@ -525,12 +601,12 @@ fn recallForBacklog(watchdog: *Watchdog, look_ns: u64, now_ns: u64) void {
 /// Puts the spare executor to work while every executor is held and tasks wait that they would
 /// run (in the global queue, or in their rings), and takes it off as soon as one is free again
 /// (Scheduler.zig, "The spare executor").
-fn reviewSpare(watchdog: *Watchdog, look_ns: u64, now_ns: u64) void {
+fn reviewSpare(watchdog: *Watchdog, hold_min_ns: u64, now_ns: u64) void {
     const scheduler = watchdog.scheduler;
     if (scheduler.spare == null) return;
     const count = scheduler.executors.len;
     for (scheduler.executors, watchdog.seen[0..count]) |*executor, *seen| {
-        if (!isHeld(executor, seen, look_ns, now_ns)) return scheduler.deactivateSpare();
+        if (!isHeld(executor, seen, hold_min_ns, now_ns)) return scheduler.deactivateSpare();
     }
     if (!scheduler.hasStealableWork(null)) return;
     scheduler.activateSpare();

@@ -273,3 +273,70 @@ fn expectJoinedUsersInTime(rt: *Runtime) !void {
         return error.TestUnexpectedResult;
     }
 }
+
+/// A task that, once started, wakes `woken` and then computes without parking until `woken`
+/// ran (or `give_up_ns` passed): it holds its executor for as long as the wake goes unserved.
+const HolderUntilServed = struct {
+    go: Io.Event = .unset,
+    woken: *Woken,
+    set_ns: std.atomic.Value(u64) = .init(0),
+    executor: std.atomic.Value(u32) = .init(std.math.maxInt(u32)),
+
+    const give_up_ns = 5 * std.time.ns_per_s;
+
+    fn hold(holder: *HolderUntilServed, io: Io) Io.Cancelable!void {
+        try holder.go.wait(io);
+        holder.executor.store(Executor.ofThread().?.index, .release);
+        holder.set_ns.store(os.monotonicNs(), .release);
+        holder.woken.event.set(io); // into this executor's LIFO slot
+        const start_ns = os.monotonicNs();
+        while (holder.woken.ran_ns.load(.acquire) == 0) {
+            if (os.monotonicNs() -| start_ns > give_up_ns) return;
+            std.atomic.spinLoopHint();
+        }
+    }
+
+    /// Executor 0's holder: lets `holder` go (into executor 0's LIFO slot, so that only the
+    /// spare can run it while this holds), and holds until it started elsewhere.
+    fn release(holder: *HolderUntilServed, io: Io) void {
+        holder.go.set(io);
+        const start_ns = os.monotonicNs();
+        while (holder.executor.load(.acquire) == std.math.maxInt(u32)) {
+            if (os.monotonicNs() -| start_ns > give_up_ns) return;
+            std.atomic.spinLoopHint();
+        }
+    }
+};
+
+test "progress: one executor: a task woken by a task that holds the spare runs meanwhile" {
+    try skipWithoutHandOver();
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1, .cpu_contention = .ignore });
+    defer rt.deinit();
+    const io = rt.io();
+    var woken: Woken = .{};
+    var holder: HolderUntilServed = .{ .woken = &woken };
+    var waiter = try io.concurrent(Woken.wait, .{ &woken, io });
+    defer waiter.cancel(io) catch {};
+    try parked.waitParked(io, &waiter, .cancelable);
+    var holding = try io.concurrent(HolderUntilServed.hold, .{ &holder, io });
+    defer holding.cancel(io) catch {};
+    try parked.waitParked(io, &holding, .cancelable);
+    // Executor 0 is held until the holder started on the spare; then it is free, and the task
+    // the holder woke waits in the spare's LIFO slot, which only the watchdog can hand on.
+    var releasing = try io.concurrent(HolderUntilServed.release, .{ &holder, io });
+    releasing.await(io);
+    try holding.await(io);
+    try waiter.await(io);
+    const spare_index: u32 = @intCast(rt.state.scheduler.executors.len);
+    try testing.expectEqual(spare_index, holder.executor.load(.acquire));
+    const ran_ns = woken.ran_ns.load(.acquire);
+    const after_ns = ran_ns -| holder.set_ns.load(.acquire);
+    if (ran_ns == 0 or after_ns > run_within_ns) {
+        std.debug.print("the woken task ran {d} ms after its wake on the spare, whose holder " ++
+            "held until it ran (at most {d} s)\n", .{
+            after_ns / ms,
+            HolderUntilServed.give_up_ns / std.time.ns_per_s,
+        });
+        return error.TestUnexpectedResult;
+    }
+}
