@@ -49,7 +49,9 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const config = @import("../config.zig");
-const Lock = @import("../os/Mutex.zig");
+const atomic = @import("../os/atomic.zig");
+// Through the shim, so that the interleaving checker schedules them (see the scenario).
+const Lock = atomic.Mutex;
 const os = @import("../os/linux.zig");
 const Lane = @import("Lane.zig");
 const named = @import("named.zig");
@@ -57,7 +59,7 @@ const named = @import("named.zig");
 gpa: std.mem.Allocator,
 options: Options,
 /// Set once, under `start_lock`, by the first call (release; read with acquire).
-lane: std.atomic.Value(?*Lane) = .init(null),
+lane: atomic.Value(?*Lane) = .init(null),
 start_lock: Lock = .{},
 /// `shutdown` ran: a lane not started by then never starts.
 closed: bool = false,

@@ -85,10 +85,15 @@ const Lane = @This();
 pub const Sharded = @import("Sharded.zig");
 
 const std = @import("std");
+const builtin = @import("builtin");
 const assert = std.debug.assert;
 const Io = std.Io;
 const config = @import("../config.zig");
-const Lock = @import("../os/Mutex.zig");
+// The lock, the atomics and the workers' futex through the shim (os/Mutex.zig, std's atomics
+// and the futex syscalls outside tests), so that the interleaving checker runs the real worker
+// loop (see the scenarios at the bottom).
+const atomic = @import("../os/atomic.zig");
+const Lock = atomic.Mutex;
 const os = @import("../os/linux.zig");
 const os_thread = @import("../os/thread.zig");
 const cpu_demand = @import("../contention/cpu_demand.zig");
@@ -114,26 +119,26 @@ shutdown_io: ?Io = null,
 counts: Stats = .{},
 /// `Stats.jobs_run`, counted by the worker before it completes the job (atomic, outside the
 /// lock), so a caller that got its result also finds its job counted.
-jobs_run: std.atomic.Value(u64) = .init(0),
+jobs_run: atomic.Value(u64) = .init(0),
 /// `queue.len`, readable without the lock by polling workers (a hint).
-queued_hint: std.atomic.Value(u32) = .init(0),
+queued_hint: atomic.Value(u32) = .init(0),
 /// `running + queue.len`, readable without the lock (a hint for `hasFreeWorker`).
-busy_hint: std.atomic.Value(u32) = .init(0),
+busy_hint: atomic.Value(u32) = .init(0),
 /// The shards of the `Lane.Sharded` this lane belongs to (itself included), set once by
 /// `Sharded.init` after every shard started: an idle worker takes queued jobs from them
 /// (see `stealJob`). Null for a lane of its own.
-siblings: std.atomic.Value(?*const []*Lane) = .init(null),
+siblings: atomic.Value(?*const []*Lane) = .init(null),
 /// This lane's place in `siblings` (written before `siblings` is published, then constant).
 shard_index: u32 = 0,
 /// Workers on the idle list, readable without the lock (a hint: a sibling shard with a job
 /// that must wait looks for a parked worker to take it, see `wakeSibling`).
-parked_hint: std.atomic.Value(u32) = .init(0),
+parked_hint: atomic.Value(u32) = .init(0),
 /// Workers polling the queue before they park (`pollQueue`). Raised without the lock, lowered
 /// under it before the poller's last look at the queue: so a submitter that sees it raised,
 /// under the lock, knows its job will be found by that poller, and wakes nobody.
-polling: std.atomic.Value(u32) = .init(0),
+polling: atomic.Value(u32) = .init(0),
 /// Workers started and not yet exited; `shutdown` waits on it (futex word).
-workers_live: std.atomic.Value(u32) = .init(0),
+workers_live: atomic.Value(u32) = .init(0),
 workers: []Worker,
 /// Whether the worker threads were joined.
 joined: bool = false,
@@ -340,7 +345,7 @@ pub const Job = struct {
     prev: ?*Job = null,
     next: ?*Job = null,
     /// The futex word the caller parks on.
-    completion: std.atomic.Value(u32) = .init(pending),
+    completion: atomic.Value(u32) = .init(pending),
     /// When the call began (`stamp`), for the queue wait of a metered lane; else 0.
     submitted_ns: u64 = 0,
 
@@ -391,7 +396,7 @@ const Worker = struct {
     lane: *Lane,
     thread: ?std.Thread = null,
     /// Futex word: `parked` while on the idle list, `woken` once taken off it.
-    signal: std.atomic.Value(u32) = .init(woken),
+    signal: atomic.Value(u32) = .init(woken),
     next_idle: ?*Worker = null,
 
     const parked: u32 = 0;
@@ -890,7 +895,7 @@ fn takeIdle(lane: *Lane) ?*Worker {
 }
 
 fn wakeWorker(worker: *Worker) void {
-    os.futexWake(&worker.signal, 1);
+    atomic.futexWake(&worker.signal, 1);
 }
 
 /// A snapshot of the lane's counters.
@@ -1166,7 +1171,7 @@ fn park(lane: *Lane, worker: *Worker) void {
     lane.lock.unlock();
     // Acquire: pairs with the release store of `takeIdle`.
     while (worker.signal.load(.acquire) == Worker.parked) {
-        os.futexWait(&worker.signal, Worker.parked, null);
+        atomic.futexWait(&worker.signal, Worker.parked);
     }
     lane.lock.lock();
 }
@@ -1272,7 +1277,15 @@ fn awaitWorkers(lane: *Lane, io: Io, deadline: ?Io.Clock.Timestamp) void {
 
 fn joinWorkers(lane: *Lane) void {
     assert(!lane.joined);
-    for (lane.workers) |*worker| worker.thread.?.join();
+    for (lane.workers) |*worker| {
+        // A worker of the interleaving checker's scenarios (below) is a logical thread of the
+        // test's own OS thread: there is no thread to join.
+        const thread = worker.thread orelse {
+            assert(builtin.is_test);
+            continue;
+        };
+        thread.join();
+    }
     lane.joined = true;
     assert(lane.workers_live.load(.acquire) == 0);
 }
@@ -1318,8 +1331,10 @@ test "Lane: a job queued while a worker polls wakes no parked worker; without a 
     try std.testing.expect(lane.admitWake(.{ .accepted = false }) == .none);
 }
 
+const Checker = @import("../testing/InterleavingChecker.zig");
+
 test "interleave: Lane callers and a worker, 1000 seeds: each job runs once, cancels seen once" {
-    try @import("../testing/InterleavingChecker.zig").checkSeeds(LaneScenario);
+    try Checker.checkSeeds(LaneScenario);
 }
 
 /// Three callers run two jobs each on a lane built by hand (no threads) with one worker slot,
@@ -1339,8 +1354,6 @@ const LaneScenario = struct {
     ran: [callers]u32 = @splat(0),
     succeeded: [callers]u32 = @splat(0),
 
-    const Checker = @import("../testing/InterleavingChecker.zig");
-    const atomic = @import("../os/atomic.zig");
     const callers = 3;
     const jobs = 2;
     pub const rearming_threads = [_]usize{ 0, 1, 2 };
@@ -1407,10 +1420,9 @@ const LaneScenario = struct {
         scenario.call(io, 2);
     }
 
-    /// `workerMain` without polling, parking or stealing: the lane's lock is an OS mutex
-    /// that the checker does not schedule, so no step may come while it is held (nothing in
-    /// the critical sections below, or in the callers', takes one), and the worker spins on
-    /// `callers_left` (a step each time) instead of parking.
+    /// `workerMain` without polling, parking or stealing (`WorkerScenario` runs those): the
+    /// worker spins on `callers_left` (a step each time) instead of parking, so that the runs
+    /// here go to the callers' side of the hand-off.
     fn worker(scenario: *LaneScenario, io: Io) void {
         _ = io;
         const lane = &scenario.lane;
