@@ -1456,3 +1456,141 @@ const LaneScenario = struct {
         try std.testing.expectEqual(@as(u32, 0), lane.running);
     }
 };
+
+test "interleave: Lane workers poll, park and are woken, 1000 seeds: no job left queued" {
+    WorkerScenario.workers_woken_total = 0;
+    try Checker.checkSeeds(WorkerScenario);
+    // The wake path is reached: some job found its worker parked (not all polling).
+    try std.testing.expect(WorkerScenario.workers_woken_total > 0);
+}
+
+/// Three callers run two jobs each on a lane of two workers built by hand, whose workers are
+/// logical threads of the interleaving checker running `workerMain` itself: they take jobs,
+/// tell callers, wake a parked peer for a job left behind, poll the queue (raising `polling`)
+/// or not (per seed), park on the idle list, are woken by a submitter or a peer, and exit at
+/// `shutdown`, which the last caller calls once its jobs ran. The queue holds one job, so
+/// callers also wait in the admission line and are moved to the queue by a worker. Callers
+/// poll their job's completion or not (per seed); their waits are canceled, time out and wake
+/// spuriously at random. A job left queued with no worker awake to take it (a submitter that
+/// counted on a poller that then parked, a worker taken off the idle list and not woken)
+/// leaves its caller waiting forever: the checker reports a lost wake-up or a deadlock.
+///
+/// A poll is `idle_spin_ns` of 1 ns (or `caller_spin_ns`): its first look at the real clock,
+/// after 64 (16) polls, finds it past, so the poll is that many checker steps, whatever the
+/// clock says, and a seed still replays exactly.
+const WorkerScenario = struct {
+    lane: Lane,
+    workers: [workers_count]Worker = undefined,
+    prng: std.Random.DefaultPrng,
+    callers_left: atomic.Value(u32) = .init(callers),
+    /// Per caller: jobs run, and calls that returned the job's result.
+    ran: [callers]u32 = @splat(0),
+    succeeded: [callers]u32 = @splat(0),
+    report: ?Report = null,
+
+    const callers = 3;
+    const jobs = 2;
+    const workers_count = 2;
+    pub const rearming_threads = [_]usize{ 0, 1, 2 };
+    /// `Stats.workers_woken` summed over the seeds of a test.
+    var workers_woken_total: u64 = 0;
+
+    pub fn init(seed: u64) WorkerScenario {
+        var prng: std.Random.DefaultPrng = .init(seed ^ 0x3a7e);
+        const random = prng.random();
+        return .{
+            .lane = .{
+                .gpa = std.testing.allocator, // unused: nothing to allocate without threads
+                .options = .{
+                    .threads = workers_count,
+                    .queue_limit = 1,
+                    .admission = .wait,
+                    .waiters_max = callers,
+                    .idle_spin_ns = random.uintLessThan(u64, 2),
+                    .caller_spin_ns = random.uintLessThan(u64, 2),
+                },
+                .workers = &.{},
+            },
+            .prng = prng,
+        };
+    }
+
+    /// Wires the lane to its workers, now that the scenario no longer moves.
+    pub fn bodies(scenario: *WorkerScenario) [callers + workers_count]Checker.Body {
+        const lane = &scenario.lane;
+        for (&scenario.workers) |*worker| worker.* = .{ .lane = lane };
+        lane.workers = &scenario.workers;
+        lane.workers_live.store(workers_count, .monotonic);
+        return .{
+            Checker.bodyOf(caller0, scenario),
+            Checker.bodyOf(caller1, scenario),
+            Checker.bodyOf(caller2, scenario),
+            Checker.bodyOf(worker0, scenario),
+            Checker.bodyOf(worker1, scenario),
+        };
+    }
+
+    fn work(scenario: *WorkerScenario, caller: usize) void {
+        scenario.ran[caller] += 1;
+    }
+
+    fn call(scenario: *WorkerScenario, io: Io, index: usize) void {
+        while (scenario.succeeded[index] < jobs) {
+            const deadline = Checker.maybeDeadline(io, scenario.prng.random());
+            const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+            scenario.lane.runTimeout(io, timeout, work, .{ scenario, index }) catch |err|
+                switch (err) {
+                    error.Canceled, error.DeadlineExceeded => {
+                        Checker.noteError(io, err);
+                        continue; // the job never ran
+                    },
+                    // Admission waits, the line holds every caller, shutdown comes last.
+                    error.QueueFull, error.Overloaded, error.ShutdownInProgress => unreachable,
+                };
+            scenario.succeeded[index] += 1;
+            Checker.cancelationPoint(io);
+        }
+        // The last caller stops the lane: its workers exit, parked ones woken.
+        if (scenario.callers_left.fetchSub(1, .acq_rel) == 1) {
+            scenario.report = scenario.lane.shutdown(io, .{});
+        }
+    }
+
+    fn caller0(scenario: *WorkerScenario, io: Io) void {
+        scenario.call(io, 0);
+    }
+
+    fn caller1(scenario: *WorkerScenario, io: Io) void {
+        scenario.call(io, 1);
+    }
+
+    fn caller2(scenario: *WorkerScenario, io: Io) void {
+        scenario.call(io, 2);
+    }
+
+    fn worker0(scenario: *WorkerScenario, io: Io) void {
+        _ = io; // a worker has no `Io`: it parks through os/atomic.zig's futex
+        workerMain(&scenario.workers[0]);
+    }
+
+    fn worker1(scenario: *WorkerScenario, io: Io) void {
+        _ = io;
+        workerMain(&scenario.workers[1]);
+    }
+
+    pub fn check(scenario: *WorkerScenario) !void {
+        for (scenario.ran, scenario.succeeded) |ran, succeeded| {
+            try std.testing.expectEqual(@as(u32, jobs), succeeded);
+            try std.testing.expectEqual(succeeded, ran);
+        }
+        const report = scenario.report.?;
+        try std.testing.expectEqual(@as(u64, callers * jobs), report.jobs_run);
+        try std.testing.expectEqual(@as(u64, 0), report.jobs_left);
+        const lane = &scenario.lane;
+        try std.testing.expect(lane.joined);
+        try std.testing.expectEqual(@as(u32, 0), lane.workers_live.load(.monotonic));
+        try std.testing.expectEqual(@as(u32, 0), lane.polling.load(.monotonic));
+        try std.testing.expectEqual(@as(?*Worker, null), lane.idle);
+        workers_woken_total += lane.counts.workers_woken;
+    }
+};
