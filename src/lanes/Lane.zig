@@ -697,9 +697,13 @@ fn admitWake(lane: *Lane, admitted: Admitted) Wake {
         else => return .none,
     };
     if (was_empty) if (lane.takeIdleUnlessPolling()) |worker| return .{ .worker = worker };
-    // Every worker of ours is running a job: the job waits, unless an idle worker of a
-    // sibling shard takes it (`stealJob`); a parked one must be woken for that.
-    const waits = lane.idle == null and lane.running >= lane.options.threads;
+    // More jobs running or queued than workers, none of them parked: the job waits, unless an
+    // idle worker of a sibling shard takes it (`stealJob`); a parked one must be woken for
+    // that. Queued jobs count, not only running ones: a job queued behind one that our worker
+    // (woken, or polling) has not taken yet waits all the same once it does (an interleaving
+    // checker seed found the second of two such jobs stuck behind a first that blocked, the
+    // sibling's worker parked; `running >= threads` had woken nobody).
+    const waits = lane.idle == null and lane.running + lane.queue.len > lane.options.threads;
     return if (waits) .sibling else .none;
 }
 
@@ -1332,6 +1336,27 @@ test "Lane: a job queued while a worker polls wakes no parked worker; without a 
 }
 
 const Checker = @import("../testing/InterleavingChecker.zig");
+
+test "Lane: a job queued behind one its worker has not taken yet wakes a parked sibling" {
+    const Noop = struct {
+        fn start(job: *Job) void {
+            _ = job;
+        }
+    };
+    var lane: Lane = .{
+        .gpa = std.testing.allocator,
+        .options = .{ .threads = 1 },
+        .workers = &.{},
+    };
+    var first: Job = .{ .start = Noop.start, .io = std.testing.io };
+    var second: Job = .{ .start = Noop.start, .io = std.testing.io };
+    // The lane's one worker polls: it takes the first job, and nobody is woken for it.
+    lane.polling.store(1, .monotonic);
+    try std.testing.expect(lane.admitWake(lane.admit(&first, null)) == .none);
+    // Nothing runs yet, but the second job waits behind the first all the same.
+    try std.testing.expectEqual(@as(u32, 0), lane.running);
+    try std.testing.expect(lane.admitWake(lane.admit(&second, null)) == .sibling);
+}
 
 test "interleave: Lane callers and a worker, 1000 seeds: each job runs once, cancels seen once" {
     try Checker.checkSeeds(LaneScenario);
