@@ -1619,3 +1619,170 @@ const WorkerScenario = struct {
         workers_woken_total += lane.counts.workers_woken;
     }
 };
+
+test "interleave: Lane.Sharded workers steal, 1000 seeds: each job runs once, none left behind" {
+    StealScenario.stolen_total = 0;
+    StealScenario.siblings_woken_total = 0;
+    try Checker.checkSeeds(StealScenario);
+    // Both ways a job reaches a sibling's worker are taken: a steal, and a parked sibling
+    // woken for a job that waits.
+    try std.testing.expect(StealScenario.stolen_total > 0);
+    try std.testing.expect(StealScenario.siblings_woken_total > 0);
+}
+
+/// A `Lane.Sharded` of two shards of one worker each, built by hand, whose workers are logical
+/// threads running `workerMain`: with nothing of its own to do, a worker steals the oldest job
+/// that waits in the other shard (`stealJob`), and a parked one is woken for such a job
+/// (`wakeSibling`) or stays up when it sees one as it parks. Four callers call by key, with
+/// cancels and timeouts: two call key 0 once each, one a job that blocks its worker until the
+/// other's job ran, so that the second job runs only if the other shard's worker takes it; two
+/// call random keys twice each. The last caller shuts the shards down. Each job runs exactly
+/// once, and a job left waiting behind the blocked worker while the other worker is parked is
+/// a deadlock.
+const StealScenario = struct {
+    shards: [shards_count]Lane,
+    shard_list: [shards_count]*Lane = undefined,
+    sharded: Sharded = undefined,
+    workers: [shards_count]Worker = undefined,
+    prng: std.Random.DefaultPrng,
+    /// Set by the releasing job; the blocking job waits for it (a futex word).
+    released: atomic.Value(u32) = .init(0),
+    callers_left: atomic.Value(u32) = .init(callers),
+    /// Per caller: jobs run, and calls that returned the job's result.
+    ran: [callers]u32 = @splat(0),
+    succeeded: [callers]u32 = @splat(0),
+    report: ?Report = null,
+
+    const shards_count = 2;
+    const callers = 4;
+    const blocker = 0;
+    const releaser = 1;
+    /// Calls per caller: the blocker and the releaser call once.
+    const jobs = [callers]u32{ 1, 1, 2, 2 };
+    pub const rearming_threads = [_]usize{ 0, 1, 2, 3 };
+    /// `Stats.jobs_stolen` and `Stats.workers_woken`, summed over the seeds of a test.
+    var stolen_total: u64 = 0;
+    var siblings_woken_total: u64 = 0;
+
+    pub fn init(seed: u64) StealScenario {
+        var prng: std.Random.DefaultPrng = .init(seed ^ 0x57ea);
+        const random = prng.random();
+        const options: Options = .{
+            .threads = 1,
+            // Room for every caller's job: no call spills to the other shard.
+            .queue_limit = callers,
+            .admission = .wait,
+            .idle_spin_ns = random.uintLessThan(u64, 2),
+            .caller_spin_ns = random.uintLessThan(u64, 2),
+        };
+        var scenario: StealScenario = .{ .shards = undefined, .prng = prng };
+        for (&scenario.shards) |*shard| {
+            shard.* = .{ .gpa = std.testing.allocator, .options = options, .workers = &.{} };
+        }
+        return scenario;
+    }
+
+    /// Wires the shards to their workers and to each other, now that the scenario no longer
+    /// moves (as `Sharded.init` does once every shard started).
+    pub fn bodies(scenario: *StealScenario) [callers + shards_count]Checker.Body {
+        for (&scenario.shards, &scenario.workers, 0..) |*shard, *worker, index| {
+            worker.* = .{ .lane = shard };
+            shard.workers = worker[0..1];
+            shard.workers_live.store(1, .monotonic);
+            shard.shard_index = @intCast(index);
+            scenario.shard_list[index] = shard;
+        }
+        scenario.sharded = .{ .gpa = std.testing.allocator, .shards = &scenario.shard_list };
+        for (&scenario.shards) |*shard| shard.siblings.store(&scenario.sharded.shards, .release);
+        return .{
+            Checker.bodyOf(caller0, scenario),
+            Checker.bodyOf(caller1, scenario),
+            Checker.bodyOf(caller2, scenario),
+            Checker.bodyOf(caller3, scenario),
+            Checker.bodyOf(worker0, scenario),
+            Checker.bodyOf(worker1, scenario),
+        };
+    }
+
+    fn work(scenario: *StealScenario, caller: usize) void {
+        scenario.ran[caller] += 1;
+        switch (caller) {
+            blocker => while (scenario.released.load(.acquire) == 0) {
+                atomic.futexWait(&scenario.released, 0);
+            },
+            releaser => {
+                scenario.released.store(1, .release);
+                atomic.futexWake(&scenario.released, 1);
+            },
+            else => {},
+        }
+    }
+
+    fn call(scenario: *StealScenario, io: Io, index: usize) void {
+        while (scenario.succeeded[index] < jobs[index]) {
+            const random = scenario.prng.random();
+            const key: u64 = if (index == blocker or index == releaser) 0 else random.int(u1);
+            const deadline = Checker.maybeDeadline(io, random);
+            const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+            scenario.sharded.runKeyed(io, key, timeout, work, .{ scenario, index }) catch |err|
+                switch (err) {
+                    error.Canceled, error.DeadlineExceeded => {
+                        Checker.noteError(io, err);
+                        continue; // the job never ran
+                    },
+                    // Every shard has room for every caller, shutdown comes last.
+                    error.QueueFull, error.Overloaded, error.ShutdownInProgress => unreachable,
+                };
+            scenario.succeeded[index] += 1;
+            Checker.cancelationPoint(io);
+        }
+        if (scenario.callers_left.fetchSub(1, .acq_rel) == 1) {
+            scenario.report = scenario.sharded.shutdown(io, .{});
+        }
+    }
+
+    fn caller0(scenario: *StealScenario, io: Io) void {
+        scenario.call(io, 0);
+    }
+
+    fn caller1(scenario: *StealScenario, io: Io) void {
+        scenario.call(io, 1);
+    }
+
+    fn caller2(scenario: *StealScenario, io: Io) void {
+        scenario.call(io, 2);
+    }
+
+    fn caller3(scenario: *StealScenario, io: Io) void {
+        scenario.call(io, 3);
+    }
+
+    fn worker0(scenario: *StealScenario, io: Io) void {
+        _ = io; // a worker has no `Io`: it parks through os/atomic.zig's futex
+        workerMain(&scenario.workers[0]);
+    }
+
+    fn worker1(scenario: *StealScenario, io: Io) void {
+        _ = io;
+        workerMain(&scenario.workers[1]);
+    }
+
+    pub fn check(scenario: *StealScenario) !void {
+        var jobs_total: u64 = 0;
+        for (scenario.ran, scenario.succeeded, jobs) |ran, succeeded, wanted| {
+            try std.testing.expectEqual(wanted, succeeded);
+            try std.testing.expectEqual(succeeded, ran);
+            jobs_total += wanted;
+        }
+        const report = scenario.report.?;
+        try std.testing.expectEqual(jobs_total, report.jobs_run);
+        try std.testing.expectEqual(@as(u64, 0), report.jobs_left);
+        const counts = scenario.sharded.stats();
+        stolen_total += counts.jobs_stolen;
+        siblings_woken_total += counts.workers_woken;
+        for (&scenario.shards) |*shard| {
+            try std.testing.expect(shard.joined);
+            try std.testing.expectEqual(@as(?*Worker, null), shard.idle);
+        }
+    }
+};
