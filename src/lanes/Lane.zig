@@ -1633,12 +1633,14 @@ test "interleave: Lane.Sharded workers steal, 1000 seeds: each job runs once, no
 /// A `Lane.Sharded` of two shards of one worker each, built by hand, whose workers are logical
 /// threads running `workerMain`: with nothing of its own to do, a worker steals the oldest job
 /// that waits in the other shard (`stealJob`), and a parked one is woken for such a job
-/// (`wakeSibling`) or stays up when it sees one as it parks. Four callers call by key, with
-/// cancels and timeouts: two call key 0 once each, one a job that blocks its worker until the
-/// other's job ran, so that the second job runs only if the other shard's worker takes it; two
-/// call random keys twice each. The last caller shuts the shards down. Each job runs exactly
-/// once, and a job left waiting behind the blocked worker while the other worker is parked is
-/// a deadlock.
+/// (`wakeSibling`) or stays up when it sees one as it parks. Four callers, with cancels and
+/// timeouts: two call key 0 once each, one a job that blocks its worker until the other's job
+/// ran, so that the second job runs only if the other shard's worker takes it; one calls random
+/// keys twice; one submits two jobs at once to shard 0 (`submit`, then `wait` for each), twice,
+/// the second of which must not start while the first is still queued (a steal takes the
+/// oldest job: FIFO across a steal). The last caller shuts the shards down. Each job runs
+/// exactly once, and a job left waiting behind the blocked worker while the other worker is
+/// parked is a deadlock.
 const StealScenario = struct {
     shards: [shards_count]Lane,
     shard_list: [shards_count]*Lane = undefined,
@@ -1651,14 +1653,18 @@ const StealScenario = struct {
     /// Per caller: jobs run, and calls that returned the job's result.
     ran: [callers]u32 = @splat(0),
     succeeded: [callers]u32 = @splat(0),
+    /// A pair's second job started while its first was still queued.
+    overtaken: bool = false,
     report: ?Report = null,
 
     const shards_count = 2;
     const callers = 4;
     const blocker = 0;
     const releaser = 1;
-    /// Calls per caller: the blocker and the releaser call once.
-    const jobs = [callers]u32{ 1, 1, 2, 2 };
+    const pairs = 3;
+    /// Jobs per caller: the blocker and the releaser call once, the pairs caller submits two
+    /// pairs.
+    const jobs = [callers]u32{ 1, 1, 2, 4 };
     pub const rearming_threads = [_]usize{ 0, 1, 2, 3 };
     /// `Stats.jobs_stolen` and `Stats.workers_woken`, summed over the seeds of a test.
     var stolen_total: u64 = 0;
@@ -1669,8 +1675,8 @@ const StealScenario = struct {
         const random = prng.random();
         const options: Options = .{
             .threads = 1,
-            // Room for every caller's job: no call spills to the other shard.
-            .queue_limit = callers,
+            // Room for every job at once: no call spills to the other shard.
+            .queue_limit = callers + 1,
             .admission = .wait,
             .idle_spin_ns = random.uintLessThan(u64, 2),
             .caller_spin_ns = random.uintLessThan(u64, 2),
@@ -1718,8 +1724,39 @@ const StealScenario = struct {
         }
     }
 
+    /// A pair's second job: its first, submitted before it by the same caller, must have left
+    /// the queue (FIFO), which is read under shard 0's lock, where `state` is written.
+    fn workSecond(scenario: *StealScenario, first: *const Job) void {
+        scenario.ran[pairs] += 1;
+        const shard = &scenario.shards[0];
+        shard.lock.lock();
+        defer shard.lock.unlock();
+        if (first.state == .queued) scenario.overtaken = true;
+    }
+
+    /// Submits two jobs to shard 0, one after the other, and waits for both.
+    fn callPair(scenario: *StealScenario, io: Io) void {
+        const shard = &scenario.shards[0];
+        var first: Call(work) = .init(io, .{ scenario, pairs });
+        var second: Call(workSecond) = .init(io, .{ scenario, &first.job });
+        // The queue has room for every job: both are accepted (no admission line to leave).
+        shard.submit(&first.job, .wait) catch unreachable;
+        shard.submit(&second.job, .wait) catch unreachable;
+        const deadline = Checker.maybeDeadline(io, scenario.prng.random());
+        // Accepted, so each wait returns the job's end, having re-armed a cancel request that
+        // came meanwhile; the second wait then delivers it again, and re-arms it again.
+        shard.wait(io, &first.job, deadline) catch unreachable;
+        shard.wait(io, &second.job, deadline) catch unreachable;
+        scenario.succeeded[pairs] += 2;
+        Checker.cancelationPoint(io);
+    }
+
     fn call(scenario: *StealScenario, io: Io, index: usize) void {
         while (scenario.succeeded[index] < jobs[index]) {
+            if (index == pairs) {
+                scenario.callPair(io);
+                continue;
+            }
             const random = scenario.prng.random();
             const key: u64 = if (index == blocker or index == releaser) 0 else random.int(u1);
             const deadline = Checker.maybeDeadline(io, random);
@@ -1774,6 +1811,7 @@ const StealScenario = struct {
             try std.testing.expectEqual(succeeded, ran);
             jobs_total += wanted;
         }
+        try std.testing.expect(!scenario.overtaken);
         const report = scenario.report.?;
         try std.testing.expectEqual(jobs_total, report.jobs_run);
         try std.testing.expectEqual(@as(u64, 0), report.jobs_left);
