@@ -1337,6 +1337,28 @@ test "Lane: a job queued while a worker polls wakes no parked worker; without a 
 
 const Checker = @import("../testing/InterleavingChecker.zig");
 
+/// Test builds only: for the interleaving checker's scenarios, here and in other files
+/// (CpuLane.zig), a lane built by hand with no threads whose workers are logical threads of
+/// the checker, each running `workerMain` itself.
+pub const by_hand = if (builtin.is_test) struct {
+    pub const LaneWorker = Worker;
+
+    /// Makes `workers` the workers of `lane` (built by hand, not moving from now on), as if
+    /// `init` had started them; each must then be run by `workerMain` until `shutdown`.
+    pub fn wire(lane: *Lane, workers: []Worker) void {
+        assert(lane.workers.len == 0);
+        assert(workers.len == lane.options.threads);
+        for (workers) |*worker| worker.* = .{ .lane = lane };
+        lane.workers = workers;
+        lane.workers_live.store(@intCast(workers.len), .monotonic);
+    }
+
+    /// `workerMain`: a worker has no `Io`; it parks through os/atomic.zig's futex.
+    pub fn run(worker: *Worker) void {
+        workerMain(worker);
+    }
+} else struct {};
+
 test "Lane: a job queued behind one its worker has not taken yet wakes a parked sibling" {
     const Noop = struct {
         fn start(job: *Job) void {
@@ -1542,10 +1564,7 @@ const WorkerScenario = struct {
 
     /// Wires the lane to its workers, now that the scenario no longer moves.
     pub fn bodies(scenario: *WorkerScenario) [callers + workers_count]Checker.Body {
-        const lane = &scenario.lane;
-        for (&scenario.workers) |*worker| worker.* = .{ .lane = lane };
-        lane.workers = &scenario.workers;
-        lane.workers_live.store(workers_count, .monotonic);
+        by_hand.wire(&scenario.lane, &scenario.workers);
         return .{
             Checker.bodyOf(caller0, scenario),
             Checker.bodyOf(caller1, scenario),
@@ -1594,13 +1613,13 @@ const WorkerScenario = struct {
     }
 
     fn worker0(scenario: *WorkerScenario, io: Io) void {
-        _ = io; // a worker has no `Io`: it parks through os/atomic.zig's futex
-        workerMain(&scenario.workers[0]);
+        _ = io; // a worker has no `Io`
+        by_hand.run(&scenario.workers[0]);
     }
 
     fn worker1(scenario: *WorkerScenario, io: Io) void {
         _ = io;
-        workerMain(&scenario.workers[1]);
+        by_hand.run(&scenario.workers[1]);
     }
 
     pub fn check(scenario: *WorkerScenario) !void {
@@ -1692,9 +1711,7 @@ const StealScenario = struct {
     /// moves (as `Sharded.init` does once every shard started).
     pub fn bodies(scenario: *StealScenario) [callers + shards_count]Checker.Body {
         for (&scenario.shards, &scenario.workers, 0..) |*shard, *worker, index| {
-            worker.* = .{ .lane = shard };
-            shard.workers = worker[0..1];
-            shard.workers_live.store(1, .monotonic);
+            by_hand.wire(shard, worker[0..1]);
             shard.shard_index = @intCast(index);
             scenario.shard_list[index] = shard;
         }
@@ -1795,13 +1812,13 @@ const StealScenario = struct {
     }
 
     fn worker0(scenario: *StealScenario, io: Io) void {
-        _ = io; // a worker has no `Io`: it parks through os/atomic.zig's futex
-        workerMain(&scenario.workers[0]);
+        _ = io; // a worker has no `Io`
+        by_hand.run(&scenario.workers[0]);
     }
 
     fn worker1(scenario: *StealScenario, io: Io) void {
         _ = io;
-        workerMain(&scenario.workers[1]);
+        by_hand.run(&scenario.workers[1]);
     }
 
     pub fn check(scenario: *StealScenario) !void {
