@@ -49,7 +49,9 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const config = @import("../config.zig");
-const Lock = @import("../os/Mutex.zig");
+const atomic = @import("../os/atomic.zig");
+// Through the shim, so that the interleaving checker schedules them (see the scenario).
+const Lock = atomic.Mutex;
 const os = @import("../os/linux.zig");
 const Lane = @import("Lane.zig");
 const named = @import("named.zig");
@@ -57,7 +59,7 @@ const named = @import("named.zig");
 gpa: std.mem.Allocator,
 options: Options,
 /// Set once, under `start_lock`, by the first call (release; read with acquire).
-lane: std.atomic.Value(?*Lane) = .init(null),
+lane: atomic.Value(?*Lane) = .init(null),
 start_lock: Lock = .{},
 /// `shutdown` ran: a lane not started by then never starts.
 closed: bool = false,
@@ -337,3 +339,145 @@ test "CpuLane: cpusAvailable is within the affinity mask" {
     try std.testing.expect(available >= 1);
     try std.testing.expect(available <= try std.Thread.getCpuCount());
 }
+
+const Checker = @import("../testing/InterleavingChecker.zig");
+
+test "interleave: CpuLane callers and parking workers, 1000 seeds: each job once, cancels once" {
+    CpuScenario.workers_woken_total = 0;
+    try Checker.checkSeeds(CpuScenario);
+    // With no poller, every job that finds the queue empty wakes a parked worker.
+    try std.testing.expect(CpuScenario.workers_woken_total > 0);
+}
+
+/// Four callers run two jobs each through a `CpuLane` whose lane, of two workers, is built by
+/// hand from the CPU lane's own presets (`laneOptions`: admission `.wait`, no polling on
+/// either side) with a queue of one, and published as `started` would: the workers are logical
+/// threads of the interleaving checker running the lane's worker loop, which park at once when
+/// the queue is empty and are woken by each job that finds it so. Callers wait in the
+/// admission line and for their jobs, with cancels, timeouts and spurious wakes at random; the
+/// last one shuts the CPU lane down. A caller canceled after its job was accepted waits for
+/// it, returns its result and re-arms the request (the checker fails a request dropped or
+/// delivered twice); a job whose worker was never woken leaves its caller waiting forever.
+const CpuScenario = struct {
+    cpu: CpuLane,
+    lane: Lane = undefined,
+    workers: [workers_count]Lane.by_hand.LaneWorker = undefined,
+    prng: std.Random.DefaultPrng,
+    callers_left: atomic.Value(u32) = .init(callers),
+    /// Per caller: jobs run, and calls that returned the job's result.
+    ran: [callers]u32 = @splat(0),
+    succeeded: [callers]u32 = @splat(0),
+    report: ?Lane.Report = null,
+
+    const callers = 4;
+    const jobs = 2;
+    const workers_count = 2;
+    pub const rearming_threads = [_]usize{ 0, 1, 2, 3 };
+    /// `Stats.workers_woken` summed over the seeds of a test.
+    var workers_woken_total: u64 = 0;
+
+    pub fn init(seed: u64) CpuScenario {
+        return .{
+            .cpu = .{
+                .gpa = std.testing.allocator,
+                .options = .{
+                    .threads = workers_count,
+                    .queue_limit = 1,
+                    .waiters_max = callers,
+                    // The checker's logical threads are the test's own OS thread: keep its
+                    // priority and time slice.
+                    .nice = 0,
+                    .slice_ns = null,
+                },
+            },
+            .prng = .init(seed ^ 0xc9a1),
+        };
+    }
+
+    /// Builds the lane and publishes it, now that the scenario no longer moves.
+    pub fn bodies(scenario: *CpuScenario) [callers + workers_count]Checker.Body {
+        const cpu = &scenario.cpu;
+        // Unused: nothing to allocate without threads.
+        scenario.lane = .{ .gpa = cpu.gpa, .options = cpu.laneOptions(), .workers = &.{} };
+        assert(scenario.lane.options.idle_spin_ns == 0 and scenario.lane.options.nice == 0);
+        Lane.by_hand.wire(&scenario.lane, &scenario.workers);
+        cpu.lane.store(&scenario.lane, .release);
+        return .{
+            Checker.bodyOf(caller0, scenario),
+            Checker.bodyOf(caller1, scenario),
+            Checker.bodyOf(caller2, scenario),
+            Checker.bodyOf(caller3, scenario),
+            Checker.bodyOf(worker0, scenario),
+            Checker.bodyOf(worker1, scenario),
+        };
+    }
+
+    fn work(scenario: *CpuScenario, caller: usize) void {
+        scenario.ran[caller] += 1;
+    }
+
+    fn call(scenario: *CpuScenario, io: Io, index: usize) void {
+        while (scenario.succeeded[index] < jobs) {
+            const deadline = Checker.maybeDeadline(io, scenario.prng.random());
+            const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+            scenario.cpu.runTimeout(io, timeout, work, .{ scenario, index }) catch |err|
+                switch (err) {
+                    error.Canceled, error.DeadlineExceeded => {
+                        Checker.noteError(io, err);
+                        continue; // the job never ran
+                    },
+                    // The line holds every caller, the lane is started, shutdown comes last.
+                    error.QueueFull,
+                    error.Overloaded,
+                    error.ConcurrencyUnavailable,
+                    error.ShutdownInProgress,
+                    => unreachable,
+                };
+            scenario.succeeded[index] += 1;
+            Checker.cancelationPoint(io);
+        }
+        if (scenario.callers_left.fetchSub(1, .acq_rel) == 1) {
+            scenario.report = scenario.cpu.shutdown(io, .{});
+        }
+    }
+
+    fn caller0(scenario: *CpuScenario, io: Io) void {
+        scenario.call(io, 0);
+    }
+
+    fn caller1(scenario: *CpuScenario, io: Io) void {
+        scenario.call(io, 1);
+    }
+
+    fn caller2(scenario: *CpuScenario, io: Io) void {
+        scenario.call(io, 2);
+    }
+
+    fn caller3(scenario: *CpuScenario, io: Io) void {
+        scenario.call(io, 3);
+    }
+
+    fn worker0(scenario: *CpuScenario, io: Io) void {
+        _ = io; // a worker has no `Io`
+        Lane.by_hand.run(&scenario.workers[0]);
+    }
+
+    fn worker1(scenario: *CpuScenario, io: Io) void {
+        _ = io;
+        Lane.by_hand.run(&scenario.workers[1]);
+    }
+
+    pub fn check(scenario: *CpuScenario) !void {
+        for (scenario.ran, scenario.succeeded) |ran, succeeded| {
+            try std.testing.expectEqual(@as(u32, jobs), succeeded);
+            try std.testing.expectEqual(succeeded, ran);
+        }
+        const report = scenario.report.?;
+        try std.testing.expectEqual(@as(u64, callers * jobs), report.jobs_run);
+        try std.testing.expectEqual(@as(u64, 0), report.jobs_left);
+        try std.testing.expect(scenario.cpu.closed);
+        const counts = scenario.cpu.stats();
+        try std.testing.expectEqual(@as(u64, callers * jobs), counts.jobs_run);
+        workers_woken_total += counts.workers_woken;
+    }
+};

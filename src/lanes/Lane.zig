@@ -85,10 +85,15 @@ const Lane = @This();
 pub const Sharded = @import("Sharded.zig");
 
 const std = @import("std");
+const builtin = @import("builtin");
 const assert = std.debug.assert;
 const Io = std.Io;
 const config = @import("../config.zig");
-const Lock = @import("../os/Mutex.zig");
+// The lock, the atomics and the workers' futex through the shim (os/Mutex.zig, std's atomics
+// and the futex syscalls outside tests), so that the interleaving checker runs the real worker
+// loop (see the scenarios at the bottom).
+const atomic = @import("../os/atomic.zig");
+const Lock = atomic.Mutex;
 const os = @import("../os/linux.zig");
 const os_thread = @import("../os/thread.zig");
 const cpu_demand = @import("../contention/cpu_demand.zig");
@@ -114,26 +119,26 @@ shutdown_io: ?Io = null,
 counts: Stats = .{},
 /// `Stats.jobs_run`, counted by the worker before it completes the job (atomic, outside the
 /// lock), so a caller that got its result also finds its job counted.
-jobs_run: std.atomic.Value(u64) = .init(0),
+jobs_run: atomic.Value(u64) = .init(0),
 /// `queue.len`, readable without the lock by polling workers (a hint).
-queued_hint: std.atomic.Value(u32) = .init(0),
+queued_hint: atomic.Value(u32) = .init(0),
 /// `running + queue.len`, readable without the lock (a hint for `hasFreeWorker`).
-busy_hint: std.atomic.Value(u32) = .init(0),
+busy_hint: atomic.Value(u32) = .init(0),
 /// The shards of the `Lane.Sharded` this lane belongs to (itself included), set once by
 /// `Sharded.init` after every shard started: an idle worker takes queued jobs from them
 /// (see `stealJob`). Null for a lane of its own.
-siblings: std.atomic.Value(?*const []*Lane) = .init(null),
+siblings: atomic.Value(?*const []*Lane) = .init(null),
 /// This lane's place in `siblings` (written before `siblings` is published, then constant).
 shard_index: u32 = 0,
 /// Workers on the idle list, readable without the lock (a hint: a sibling shard with a job
 /// that must wait looks for a parked worker to take it, see `wakeSibling`).
-parked_hint: std.atomic.Value(u32) = .init(0),
+parked_hint: atomic.Value(u32) = .init(0),
 /// Workers polling the queue before they park (`pollQueue`). Raised without the lock, lowered
 /// under it before the poller's last look at the queue: so a submitter that sees it raised,
 /// under the lock, knows its job will be found by that poller, and wakes nobody.
-polling: std.atomic.Value(u32) = .init(0),
+polling: atomic.Value(u32) = .init(0),
 /// Workers started and not yet exited; `shutdown` waits on it (futex word).
-workers_live: std.atomic.Value(u32) = .init(0),
+workers_live: atomic.Value(u32) = .init(0),
 workers: []Worker,
 /// Whether the worker threads were joined.
 joined: bool = false,
@@ -340,7 +345,7 @@ pub const Job = struct {
     prev: ?*Job = null,
     next: ?*Job = null,
     /// The futex word the caller parks on.
-    completion: std.atomic.Value(u32) = .init(pending),
+    completion: atomic.Value(u32) = .init(pending),
     /// When the call began (`stamp`), for the queue wait of a metered lane; else 0.
     submitted_ns: u64 = 0,
 
@@ -391,7 +396,7 @@ const Worker = struct {
     lane: *Lane,
     thread: ?std.Thread = null,
     /// Futex word: `parked` while on the idle list, `woken` once taken off it.
-    signal: std.atomic.Value(u32) = .init(woken),
+    signal: atomic.Value(u32) = .init(woken),
     next_idle: ?*Worker = null,
 
     const parked: u32 = 0;
@@ -692,9 +697,13 @@ fn admitWake(lane: *Lane, admitted: Admitted) Wake {
         else => return .none,
     };
     if (was_empty) if (lane.takeIdleUnlessPolling()) |worker| return .{ .worker = worker };
-    // Every worker of ours is running a job: the job waits, unless an idle worker of a
-    // sibling shard takes it (`stealJob`); a parked one must be woken for that.
-    const waits = lane.idle == null and lane.running >= lane.options.threads;
+    // More jobs running or queued than workers, none of them parked: the job waits, unless an
+    // idle worker of a sibling shard takes it (`stealJob`); a parked one must be woken for
+    // that. Queued jobs count, not only running ones: a job queued behind one that our worker
+    // (woken, or polling) has not taken yet waits all the same once it does (an interleaving
+    // checker seed found the second of two such jobs stuck behind a first that blocked, the
+    // sibling's worker parked; `running >= threads` had woken nobody).
+    const waits = lane.idle == null and lane.running + lane.queue.len > lane.options.threads;
     return if (waits) .sibling else .none;
 }
 
@@ -890,7 +899,7 @@ fn takeIdle(lane: *Lane) ?*Worker {
 }
 
 fn wakeWorker(worker: *Worker) void {
-    os.futexWake(&worker.signal, 1);
+    atomic.futexWake(&worker.signal, 1);
 }
 
 /// A snapshot of the lane's counters.
@@ -1166,7 +1175,7 @@ fn park(lane: *Lane, worker: *Worker) void {
     lane.lock.unlock();
     // Acquire: pairs with the release store of `takeIdle`.
     while (worker.signal.load(.acquire) == Worker.parked) {
-        os.futexWait(&worker.signal, Worker.parked, null);
+        atomic.futexWait(&worker.signal, Worker.parked);
     }
     lane.lock.lock();
 }
@@ -1272,7 +1281,15 @@ fn awaitWorkers(lane: *Lane, io: Io, deadline: ?Io.Clock.Timestamp) void {
 
 fn joinWorkers(lane: *Lane) void {
     assert(!lane.joined);
-    for (lane.workers) |*worker| worker.thread.?.join();
+    for (lane.workers) |*worker| {
+        // A worker of the interleaving checker's scenarios (below) is a logical thread of the
+        // test's own OS thread: there is no thread to join.
+        const thread = worker.thread orelse {
+            assert(builtin.is_test);
+            continue;
+        };
+        thread.join();
+    }
     lane.joined = true;
     assert(lane.workers_live.load(.acquire) == 0);
 }
@@ -1318,8 +1335,53 @@ test "Lane: a job queued while a worker polls wakes no parked worker; without a 
     try std.testing.expect(lane.admitWake(.{ .accepted = false }) == .none);
 }
 
+const Checker = @import("../testing/InterleavingChecker.zig");
+
+/// Test builds only: for the interleaving checker's scenarios, here and in other files
+/// (CpuLane.zig), a lane built by hand with no threads whose workers are logical threads of
+/// the checker, each running `workerMain` itself.
+pub const by_hand = if (builtin.is_test) struct {
+    pub const LaneWorker = Worker;
+
+    /// Makes `workers` the workers of `lane` (built by hand, not moving from now on), as if
+    /// `init` had started them; each must then be run by `workerMain` until `shutdown`.
+    pub fn wire(lane: *Lane, workers: []Worker) void {
+        assert(lane.workers.len == 0);
+        assert(workers.len == lane.options.threads);
+        for (workers) |*worker| worker.* = .{ .lane = lane };
+        lane.workers = workers;
+        lane.workers_live.store(@intCast(workers.len), .monotonic);
+    }
+
+    /// `workerMain`: a worker has no `Io`; it parks through os/atomic.zig's futex.
+    pub fn run(worker: *Worker) void {
+        workerMain(worker);
+    }
+} else struct {};
+
+test "Lane: a job queued behind one its worker has not taken yet wakes a parked sibling" {
+    const Noop = struct {
+        fn start(job: *Job) void {
+            _ = job;
+        }
+    };
+    var lane: Lane = .{
+        .gpa = std.testing.allocator,
+        .options = .{ .threads = 1 },
+        .workers = &.{},
+    };
+    var first: Job = .{ .start = Noop.start, .io = std.testing.io };
+    var second: Job = .{ .start = Noop.start, .io = std.testing.io };
+    // The lane's one worker polls: it takes the first job, and nobody is woken for it.
+    lane.polling.store(1, .monotonic);
+    try std.testing.expect(lane.admitWake(lane.admit(&first, null)) == .none);
+    // Nothing runs yet, but the second job waits behind the first all the same.
+    try std.testing.expectEqual(@as(u32, 0), lane.running);
+    try std.testing.expect(lane.admitWake(lane.admit(&second, null)) == .sibling);
+}
+
 test "interleave: Lane callers and a worker, 1000 seeds: each job runs once, cancels seen once" {
-    try @import("../testing/InterleavingChecker.zig").checkSeeds(LaneScenario);
+    try Checker.checkSeeds(LaneScenario);
 }
 
 /// Three callers run two jobs each on a lane built by hand (no threads) with one worker slot,
@@ -1339,8 +1401,6 @@ const LaneScenario = struct {
     ran: [callers]u32 = @splat(0),
     succeeded: [callers]u32 = @splat(0),
 
-    const Checker = @import("../testing/InterleavingChecker.zig");
-    const atomic = @import("../os/atomic.zig");
     const callers = 3;
     const jobs = 2;
     pub const rearming_threads = [_]usize{ 0, 1, 2 };
@@ -1407,10 +1467,9 @@ const LaneScenario = struct {
         scenario.call(io, 2);
     }
 
-    /// `workerMain` without polling, parking or stealing: the lane's lock is an OS mutex
-    /// that the checker does not schedule, so no step may come while it is held (nothing in
-    /// the critical sections below, or in the callers', takes one), and the worker spins on
-    /// `callers_left` (a step each time) instead of parking.
+    /// `workerMain` without polling, parking or stealing (`WorkerScenario` runs those): the
+    /// worker spins on `callers_left` (a step each time) instead of parking, so that the runs
+    /// here go to the callers' side of the hand-off.
     fn worker(scenario: *LaneScenario, io: Io) void {
         _ = io;
         const lane = &scenario.lane;
@@ -1442,5 +1501,343 @@ const LaneScenario = struct {
         const lane = &scenario.lane;
         try std.testing.expectEqual(@as(u32, 0), lane.queue.len + lane.admission.len);
         try std.testing.expectEqual(@as(u32, 0), lane.running);
+    }
+};
+
+test "interleave: Lane workers poll, park and are woken, 1000 seeds: no job left queued" {
+    WorkerScenario.workers_woken_total = 0;
+    try Checker.checkSeeds(WorkerScenario);
+    // The wake path is reached: some job found its worker parked (not all polling).
+    try std.testing.expect(WorkerScenario.workers_woken_total > 0);
+}
+
+/// Three callers run two jobs each on a lane of two workers built by hand, whose workers are
+/// logical threads of the interleaving checker running `workerMain` itself: they take jobs,
+/// tell callers, wake a parked peer for a job left behind, poll the queue (raising `polling`)
+/// or not (per seed), park on the idle list, are woken by a submitter or a peer, and exit at
+/// `shutdown`, which the last caller calls once its jobs ran. The queue holds one job, so
+/// callers also wait in the admission line and are moved to the queue by a worker. Callers
+/// poll their job's completion or not (per seed); their waits are canceled, time out and wake
+/// spuriously at random. A job left queued with no worker awake to take it (a submitter that
+/// counted on a poller that then parked, a worker taken off the idle list and not woken)
+/// leaves its caller waiting forever: the checker reports a lost wake-up or a deadlock.
+///
+/// A poll is `idle_spin_ns` of 1 ns (or `caller_spin_ns`): its first look at the real clock,
+/// after 64 (16) polls, finds it past, so the poll is that many checker steps, whatever the
+/// clock says, and a seed still replays exactly.
+const WorkerScenario = struct {
+    lane: Lane,
+    workers: [workers_count]Worker = undefined,
+    prng: std.Random.DefaultPrng,
+    callers_left: atomic.Value(u32) = .init(callers),
+    /// Per caller: jobs run, and calls that returned the job's result.
+    ran: [callers]u32 = @splat(0),
+    succeeded: [callers]u32 = @splat(0),
+    report: ?Report = null,
+
+    const callers = 3;
+    const jobs = 2;
+    const workers_count = 2;
+    pub const rearming_threads = [_]usize{ 0, 1, 2 };
+    /// `Stats.workers_woken` summed over the seeds of a test.
+    var workers_woken_total: u64 = 0;
+
+    pub fn init(seed: u64) WorkerScenario {
+        var prng: std.Random.DefaultPrng = .init(seed ^ 0x3a7e);
+        const random = prng.random();
+        return .{
+            .lane = .{
+                .gpa = std.testing.allocator, // unused: nothing to allocate without threads
+                .options = .{
+                    .threads = workers_count,
+                    .queue_limit = 1,
+                    .admission = .wait,
+                    .waiters_max = callers,
+                    .idle_spin_ns = random.uintLessThan(u64, 2),
+                    .caller_spin_ns = random.uintLessThan(u64, 2),
+                },
+                .workers = &.{},
+            },
+            .prng = prng,
+        };
+    }
+
+    /// Wires the lane to its workers, now that the scenario no longer moves.
+    pub fn bodies(scenario: *WorkerScenario) [callers + workers_count]Checker.Body {
+        by_hand.wire(&scenario.lane, &scenario.workers);
+        return .{
+            Checker.bodyOf(caller0, scenario),
+            Checker.bodyOf(caller1, scenario),
+            Checker.bodyOf(caller2, scenario),
+            Checker.bodyOf(worker0, scenario),
+            Checker.bodyOf(worker1, scenario),
+        };
+    }
+
+    fn work(scenario: *WorkerScenario, caller: usize) void {
+        scenario.ran[caller] += 1;
+    }
+
+    fn call(scenario: *WorkerScenario, io: Io, index: usize) void {
+        while (scenario.succeeded[index] < jobs) {
+            const deadline = Checker.maybeDeadline(io, scenario.prng.random());
+            const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+            scenario.lane.runTimeout(io, timeout, work, .{ scenario, index }) catch |err|
+                switch (err) {
+                    error.Canceled, error.DeadlineExceeded => {
+                        Checker.noteError(io, err);
+                        continue; // the job never ran
+                    },
+                    // Admission waits, the line holds every caller, shutdown comes last.
+                    error.QueueFull, error.Overloaded, error.ShutdownInProgress => unreachable,
+                };
+            scenario.succeeded[index] += 1;
+            Checker.cancelationPoint(io);
+        }
+        // The last caller stops the lane: its workers exit, parked ones woken.
+        if (scenario.callers_left.fetchSub(1, .acq_rel) == 1) {
+            scenario.report = scenario.lane.shutdown(io, .{});
+        }
+    }
+
+    fn caller0(scenario: *WorkerScenario, io: Io) void {
+        scenario.call(io, 0);
+    }
+
+    fn caller1(scenario: *WorkerScenario, io: Io) void {
+        scenario.call(io, 1);
+    }
+
+    fn caller2(scenario: *WorkerScenario, io: Io) void {
+        scenario.call(io, 2);
+    }
+
+    fn worker0(scenario: *WorkerScenario, io: Io) void {
+        _ = io; // a worker has no `Io`
+        by_hand.run(&scenario.workers[0]);
+    }
+
+    fn worker1(scenario: *WorkerScenario, io: Io) void {
+        _ = io;
+        by_hand.run(&scenario.workers[1]);
+    }
+
+    pub fn check(scenario: *WorkerScenario) !void {
+        for (scenario.ran, scenario.succeeded) |ran, succeeded| {
+            try std.testing.expectEqual(@as(u32, jobs), succeeded);
+            try std.testing.expectEqual(succeeded, ran);
+        }
+        const report = scenario.report.?;
+        try std.testing.expectEqual(@as(u64, callers * jobs), report.jobs_run);
+        try std.testing.expectEqual(@as(u64, 0), report.jobs_left);
+        const lane = &scenario.lane;
+        try std.testing.expect(lane.joined);
+        try std.testing.expectEqual(@as(u32, 0), lane.workers_live.load(.monotonic));
+        try std.testing.expectEqual(@as(u32, 0), lane.polling.load(.monotonic));
+        try std.testing.expectEqual(@as(?*Worker, null), lane.idle);
+        workers_woken_total += lane.counts.workers_woken;
+    }
+};
+
+test "interleave: Lane.Sharded workers steal, 1000 seeds: each job runs once, none left behind" {
+    StealScenario.stolen_total = 0;
+    StealScenario.siblings_woken_total = 0;
+    try Checker.checkSeeds(StealScenario);
+    // Both ways a job reaches a sibling's worker are taken: a steal, and a parked sibling
+    // woken for a job that waits.
+    try std.testing.expect(StealScenario.stolen_total > 0);
+    try std.testing.expect(StealScenario.siblings_woken_total > 0);
+}
+
+/// A `Lane.Sharded` of two shards of one worker each, built by hand, whose workers are logical
+/// threads running `workerMain`: with nothing of its own to do, a worker steals the oldest job
+/// that waits in the other shard (`stealJob`), and a parked one is woken for such a job
+/// (`wakeSibling`) or stays up when it sees one as it parks. Four callers, with cancels and
+/// timeouts: two call key 0 once each, one a job that blocks its worker until the other's job
+/// ran, so that the second job runs only if the other shard's worker takes it; one calls random
+/// keys twice; one submits two jobs at once to shard 0 (`submit`, then `wait` for each), twice,
+/// the second of which must not start while the first is still queued (a steal takes the
+/// oldest job: FIFO across a steal). The last caller shuts the shards down. Each job runs
+/// exactly once, and a job left waiting behind the blocked worker while the other worker is
+/// parked is a deadlock.
+const StealScenario = struct {
+    shards: [shards_count]Lane,
+    shard_list: [shards_count]*Lane = undefined,
+    sharded: Sharded = undefined,
+    workers: [shards_count]Worker = undefined,
+    prng: std.Random.DefaultPrng,
+    /// Set by the releasing job; the blocking job waits for it (a futex word).
+    released: atomic.Value(u32) = .init(0),
+    callers_left: atomic.Value(u32) = .init(callers),
+    /// Per caller: jobs run, and calls that returned the job's result.
+    ran: [callers]u32 = @splat(0),
+    succeeded: [callers]u32 = @splat(0),
+    /// A pair's second job started while its first was still queued.
+    overtaken: bool = false,
+    report: ?Report = null,
+
+    const shards_count = 2;
+    const callers = 4;
+    const blocker = 0;
+    const releaser = 1;
+    const pairs = 3;
+    /// Jobs per caller: the blocker and the releaser call once, the pairs caller submits two
+    /// pairs.
+    const jobs = [callers]u32{ 1, 1, 2, 4 };
+    pub const rearming_threads = [_]usize{ 0, 1, 2, 3 };
+    /// `Stats.jobs_stolen` and `Stats.workers_woken`, summed over the seeds of a test.
+    var stolen_total: u64 = 0;
+    var siblings_woken_total: u64 = 0;
+
+    pub fn init(seed: u64) StealScenario {
+        var prng: std.Random.DefaultPrng = .init(seed ^ 0x57ea);
+        const random = prng.random();
+        const options: Options = .{
+            .threads = 1,
+            // Room for every job at once: no call spills to the other shard.
+            .queue_limit = callers + 1,
+            .admission = .wait,
+            .idle_spin_ns = random.uintLessThan(u64, 2),
+            .caller_spin_ns = random.uintLessThan(u64, 2),
+        };
+        var scenario: StealScenario = .{ .shards = undefined, .prng = prng };
+        for (&scenario.shards) |*shard| {
+            shard.* = .{ .gpa = std.testing.allocator, .options = options, .workers = &.{} };
+        }
+        return scenario;
+    }
+
+    /// Wires the shards to their workers and to each other, now that the scenario no longer
+    /// moves (as `Sharded.init` does once every shard started).
+    pub fn bodies(scenario: *StealScenario) [callers + shards_count]Checker.Body {
+        for (&scenario.shards, &scenario.workers, 0..) |*shard, *worker, index| {
+            by_hand.wire(shard, worker[0..1]);
+            shard.shard_index = @intCast(index);
+            scenario.shard_list[index] = shard;
+        }
+        scenario.sharded = .{ .gpa = std.testing.allocator, .shards = &scenario.shard_list };
+        for (&scenario.shards) |*shard| shard.siblings.store(&scenario.sharded.shards, .release);
+        return .{
+            Checker.bodyOf(caller0, scenario),
+            Checker.bodyOf(caller1, scenario),
+            Checker.bodyOf(caller2, scenario),
+            Checker.bodyOf(caller3, scenario),
+            Checker.bodyOf(worker0, scenario),
+            Checker.bodyOf(worker1, scenario),
+        };
+    }
+
+    fn work(scenario: *StealScenario, caller: usize) void {
+        scenario.ran[caller] += 1;
+        switch (caller) {
+            blocker => while (scenario.released.load(.acquire) == 0) {
+                atomic.futexWait(&scenario.released, 0);
+            },
+            releaser => {
+                scenario.released.store(1, .release);
+                atomic.futexWake(&scenario.released, 1);
+            },
+            else => {},
+        }
+    }
+
+    /// A pair's second job: its first, submitted before it by the same caller, must have left
+    /// the queue (FIFO), which is read under shard 0's lock, where `state` is written.
+    fn workSecond(scenario: *StealScenario, first: *const Job) void {
+        scenario.ran[pairs] += 1;
+        const shard = &scenario.shards[0];
+        shard.lock.lock();
+        defer shard.lock.unlock();
+        if (first.state == .queued) scenario.overtaken = true;
+    }
+
+    /// Submits two jobs to shard 0, one after the other, and waits for both.
+    fn callPair(scenario: *StealScenario, io: Io) void {
+        const shard = &scenario.shards[0];
+        var first: Call(work) = .init(io, .{ scenario, pairs });
+        var second: Call(workSecond) = .init(io, .{ scenario, &first.job });
+        // The queue has room for every job: both are accepted (no admission line to leave).
+        shard.submit(&first.job, .wait) catch unreachable;
+        shard.submit(&second.job, .wait) catch unreachable;
+        const deadline = Checker.maybeDeadline(io, scenario.prng.random());
+        // Accepted, so each wait returns the job's end, having re-armed a cancel request that
+        // came meanwhile; the second wait then delivers it again, and re-arms it again.
+        shard.wait(io, &first.job, deadline) catch unreachable;
+        shard.wait(io, &second.job, deadline) catch unreachable;
+        scenario.succeeded[pairs] += 2;
+        Checker.cancelationPoint(io);
+    }
+
+    fn call(scenario: *StealScenario, io: Io, index: usize) void {
+        while (scenario.succeeded[index] < jobs[index]) {
+            if (index == pairs) {
+                scenario.callPair(io);
+                continue;
+            }
+            const random = scenario.prng.random();
+            const key: u64 = if (index == blocker or index == releaser) 0 else random.int(u1);
+            const deadline = Checker.maybeDeadline(io, random);
+            const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
+            scenario.sharded.runKeyed(io, key, timeout, work, .{ scenario, index }) catch |err|
+                switch (err) {
+                    error.Canceled, error.DeadlineExceeded => {
+                        Checker.noteError(io, err);
+                        continue; // the job never ran
+                    },
+                    // Every shard has room for every caller, shutdown comes last.
+                    error.QueueFull, error.Overloaded, error.ShutdownInProgress => unreachable,
+                };
+            scenario.succeeded[index] += 1;
+            Checker.cancelationPoint(io);
+        }
+        if (scenario.callers_left.fetchSub(1, .acq_rel) == 1) {
+            scenario.report = scenario.sharded.shutdown(io, .{});
+        }
+    }
+
+    fn caller0(scenario: *StealScenario, io: Io) void {
+        scenario.call(io, 0);
+    }
+
+    fn caller1(scenario: *StealScenario, io: Io) void {
+        scenario.call(io, 1);
+    }
+
+    fn caller2(scenario: *StealScenario, io: Io) void {
+        scenario.call(io, 2);
+    }
+
+    fn caller3(scenario: *StealScenario, io: Io) void {
+        scenario.call(io, 3);
+    }
+
+    fn worker0(scenario: *StealScenario, io: Io) void {
+        _ = io; // a worker has no `Io`
+        by_hand.run(&scenario.workers[0]);
+    }
+
+    fn worker1(scenario: *StealScenario, io: Io) void {
+        _ = io;
+        by_hand.run(&scenario.workers[1]);
+    }
+
+    pub fn check(scenario: *StealScenario) !void {
+        var jobs_total: u64 = 0;
+        for (scenario.ran, scenario.succeeded, jobs) |ran, succeeded, wanted| {
+            try std.testing.expectEqual(wanted, succeeded);
+            try std.testing.expectEqual(succeeded, ran);
+            jobs_total += wanted;
+        }
+        try std.testing.expect(!scenario.overtaken);
+        const report = scenario.report.?;
+        try std.testing.expectEqual(jobs_total, report.jobs_run);
+        try std.testing.expectEqual(@as(u64, 0), report.jobs_left);
+        const counts = scenario.sharded.stats();
+        stolen_total += counts.jobs_stolen;
+        siblings_woken_total += counts.workers_woken;
+        for (&scenario.shards) |*shard| {
+            try std.testing.expect(shard.joined);
+            try std.testing.expectEqual(@as(?*Worker, null), shard.idle);
+        }
     }
 };

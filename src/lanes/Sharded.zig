@@ -25,15 +25,16 @@ const Sharded = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
+const atomic = @import("../os/atomic.zig");
 const Lane = @import("Lane.zig");
 const named = @import("named.zig");
 
 gpa: std.mem.Allocator,
 shards: []*Lane,
 /// The round-robin cursor of `run`.
-next: std.atomic.Value(u32) = .init(0),
+next: atomic.Value(u32) = .init(0),
 /// The shard that took the latest `run` (a hint, written without ordering).
-last: std.atomic.Value(u32) = .init(0),
+last: atomic.Value(u32) = .init(0),
 /// `Options.name`; empty when unnamed.
 name: named.Name = .{},
 /// Its place in the process's list of named lanes (`named.zig`); null when not listed.

@@ -16,11 +16,15 @@
 //! The checker's model is sequentially consistent: it finds lost wake-ups, double hand-offs
 //! and wrong state transitions in any interleaving of atomic steps, not bugs that only weak
 //! memory orderings expose (loom models some of those; this checker does not). Futex waits
-//! and wakes are not shimmed: the checker hands the code under test an `Io` of its own whose
-//! futex, cancelation and clock entries it controls.
+//! and wakes of code given an `Io` are not shimmed: the checker hands the code under test an
+//! `Io` of its own whose futex, cancelation and clock entries it controls. Code on threads of
+//! its own, with no `Io` (a lane's workers), waits and wakes through `futexWait` and
+//! `futexWake` here, which under a checker go to that same `Io`.
 const std = @import("std");
 const builtin = @import("builtin");
 const SpinLock = @import("SpinLock.zig");
+const OsMutex = @import("Mutex.zig");
+const linux = @import("linux.zig");
 
 /// Whether the shim is in place (test builds only).
 // Not under TSan: its runtime aborted (CHECK thr->slot) once the scheduler went through the
@@ -33,7 +37,12 @@ pub const Value = if (checked) CheckedValue else std.atomic.Value;
 /// and never needs a kernel wake. `os/Mutex.zig`, which sleeps in the kernel, must swap its
 /// state on unlock to learn whether a sleeper waits: one more locked instruction per
 /// operation, a sixth of a channel ping-pong round on this machine (docs/BENCHMARKS.md).
-pub const Lock = if (checked) CheckedLock else SpinLock;
+pub const Lock = if (checked) CheckedLock(SpinLock) else SpinLock;
+/// os/Mutex.zig (which sleeps in the kernel), for the locks of code whose critical sections
+/// are not always a few list operations (a lane's books); under a checker, scheduled by it as
+/// `Lock` is: a logical thread that slept in the kernel would stall the checker's one OS
+/// thread.
+pub const Mutex = if (checked) CheckedLock(OsMutex) else OsMutex;
 
 /// What a logical thread of the interleaving checker provides (test builds only).
 pub const Checker = struct {
@@ -44,6 +53,8 @@ pub const Checker = struct {
     block: *const fn (context: *anyopaque, address: usize) void,
     /// Makes every logical thread parked on `address` runnable again.
     unblock: *const fn (context: *anyopaque, address: usize) void,
+    /// The checker's `Io`, for `futexWait` and `futexWake`.
+    io: std.Io,
 };
 
 /// The checker of the logical thread running on this OS thread; null outside a checked run.
@@ -56,6 +67,20 @@ pub threadlocal var checker: if (checked) ?*const Checker else void =
 pub inline fn step() void {
     if (!checked) return;
     if (checker) |c| c.step(c.context);
+}
+
+/// Blocks the calling OS thread while `word` holds `expected` (os.futexWait, no timeout), for
+/// code with no `Io` (a lane's workers); returns on a wake or at random alike: callers recheck.
+/// Under a checker, the checker's uncancelable futex wait.
+pub fn futexWait(word: *const Value(u32), expected: u32) void {
+    if (checked) if (checker) |c| return c.io.futexWaitUncancelable(u32, &word.raw, expected);
+    linux.futexWaitWord(&word.raw, expected, null);
+}
+
+/// Wakes up to `waiters_max` waiters of `futexWait` on `word`.
+pub fn futexWake(word: *const Value(u32), waiters_max: u32) void {
+    if (checked) if (checker) |c| return c.io.futexWake(u32, &word.raw, waiters_max);
+    linux.futexWakeWord(&word.raw, waiters_max);
 }
 
 /// std.atomic.Value with a checker step before each operation.
@@ -134,34 +159,38 @@ fn CheckedValue(comptime T: type) type {
     };
 }
 
-/// os/SpinLock.zig, or under a checker a lock the checker schedules: taking it is a step, and a
-/// logical thread that finds it held parks in the checker (never spins or sleeps in the kernel,
-/// which would stall the one logical thread allowed to run).
-const CheckedLock = struct {
-    mutex: SpinLock = .{},
+/// `Inner` (os/SpinLock.zig, os/Mutex.zig), or under a checker a lock the checker schedules:
+/// taking it is a step, and a logical thread that finds it held parks in the checker (never
+/// spins or sleeps in the kernel, which would stall the one logical thread allowed to run).
+fn CheckedLock(comptime Inner: type) type {
+    return struct {
+        mutex: Inner = .{},
 
-    pub fn tryLock(self: *CheckedLock) bool {
-        const c = checker orelse return self.mutex.tryLock();
-        c.step(c.context);
-        return self.mutex.tryLock();
-    }
+        const Self = @This();
 
-    pub fn lock(self: *CheckedLock) void {
-        const c = checker orelse return self.mutex.lock();
-        while (true) {
+        pub fn tryLock(self: *Self) bool {
+            const c = checker orelse return self.mutex.tryLock();
             c.step(c.context);
-            if (self.mutex.tryLock()) return;
-            c.block(c.context, @intFromPtr(self));
+            return self.mutex.tryLock();
         }
-    }
 
-    pub fn unlock(self: *CheckedLock) void {
-        const c = checker orelse return self.mutex.unlock();
-        c.step(c.context);
-        self.mutex.unlock();
-        c.unblock(c.context, @intFromPtr(self));
-    }
-};
+        pub fn lock(self: *Self) void {
+            const c = checker orelse return self.mutex.lock();
+            while (true) {
+                c.step(c.context);
+                if (self.mutex.tryLock()) return;
+                c.block(c.context, @intFromPtr(self));
+            }
+        }
+
+        pub fn unlock(self: *Self) void {
+            const c = checker orelse return self.mutex.unlock();
+            c.step(c.context);
+            self.mutex.unlock();
+            c.unblock(c.context, @intFromPtr(self));
+        }
+    };
+}
 
 test "atomic: the checked look-alikes behave like std's without a checker" {
     var value: Value(u32) = .init(1);
@@ -176,4 +205,13 @@ test "atomic: the checked look-alikes behave like std's without a checker" {
     lock.unlock();
     lock.lock();
     lock.unlock();
+    var mutex: Mutex = .{};
+    try std.testing.expect(mutex.tryLock());
+    try std.testing.expect(!mutex.tryLock());
+    mutex.unlock();
+    mutex.lock();
+    mutex.unlock();
+    // Not parked (the word differs): returns at once.
+    futexWait(&value, 0);
+    futexWake(&value, 1);
 }

@@ -346,10 +346,15 @@ pub fn eventFdDrain(fd: fd_t) bool {
 /// Blocks the calling OS thread while `ptr.* == expected`, up to `timeout_ns` (null: forever).
 /// Returns on a wake, a timeout, a signal or a value mismatch alike: callers recheck.
 pub fn futexWait(ptr: *const std.atomic.Value(u32), expected: u32, timeout_ns: ?u64) void {
+    futexWaitWord(&ptr.raw, expected, timeout_ns);
+}
+
+/// `futexWait` on the bare word (os/atomic.zig's look-alike of `Value` in tests has one too).
+pub fn futexWaitWord(word: *const u32, expected: u32, timeout_ns: ?u64) void {
     var ts: linux.timespec = undefined;
     if (timeout_ns) |ns| ts = timespecFromNs(ns);
     const rc = linux.futex_4arg(
-        &ptr.raw,
+        word,
         .{ .cmd = .WAIT, .private = true },
         expected,
         if (timeout_ns != null) &ts else null,
@@ -363,9 +368,14 @@ pub fn futexWait(ptr: *const std.atomic.Value(u32), expected: u32, timeout_ns: ?
 }
 
 pub fn futexWake(ptr: *const std.atomic.Value(u32), waiters_max: u32) void {
+    futexWakeWord(&ptr.raw, waiters_max);
+}
+
+/// `futexWake` on the bare word (see `futexWaitWord`).
+pub fn futexWakeWord(word: *const u32, waiters_max: u32) void {
     // The kernel reads the count as a signed int: maxInt(u32) would be -1 and wake only one.
     const count: u32 = @min(waiters_max, std.math.maxInt(i32));
-    const rc = linux.futex_3arg(&ptr.raw, .{ .cmd = .WAKE, .private = true }, count);
+    const rc = linux.futex_3arg(word, .{ .cmd = .WAKE, .private = true }, count);
     switch (errno(rc)) {
         .SUCCESS => {},
         .FAULT, .INVAL => unreachable,

@@ -237,6 +237,7 @@ pub fn run(checker: *Checker, seed: u64, options: Options, bodies: []const Body)
         .step = stepHook,
         .block = blockHook,
         .unblock = unblockHook,
+        .io = checker.io(),
     };
     for (bodies, 0..) |body, index| {
         const thread = &checker.threads[index];
