@@ -152,6 +152,7 @@ test {
     _ = @import("server/BufferPool.zig");
     _ = @import("server/http/Body.zig");
     _ = @import("server/http/head.zig");
+    _ = @import("sim/Disk.zig");
     _ = @import("std_io/iovecs.zig");
     _ = @import("sync/Barrier.zig");
     _ = @import("sync/Notify.zig");
