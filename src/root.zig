@@ -57,11 +57,13 @@ test "weft: the public API is exactly the documented list" {
         });
         // Not the machinery the VTable calls (`Task`, `park`, `futexWait`, ...).
         expectPublic(Sim, &.{
-            "Options",     "InitError",      "RunError",     "Failure",   "init",
-            "deinit",      "io",             "traceHash",    "elapsedNs", "stepCount",
-            "RunResult",   "run",            "CheckOptions", "Checked",   "checkSeeds",
-            "writeReport", "NetworkOptions", "HostEntry",    "Link",      "setLink",
-            "FileFaults",  "setHost",        "partition",    "heal",
+            "Options",           "InitError",      "RunError",     "Failure",   "init",
+            "deinit",            "io",             "traceHash",    "elapsedNs", "stepCount",
+            "RunResult",         "run",            "CheckOptions", "Checked",   "checkSeeds",
+            "writeReport",       "NetworkOptions", "HostEntry",    "Link",      "setLink",
+            "FileFaults",        "setHost",        "partition",    "heal",      "Files",
+            "Crash",             "Disk",           "crash",        "disk",      "diskOperations",
+            "CrashCheckOptions", "checkCrashes",
         });
         // Not `State` (the VTable's userdata, with createTask, destroyTask and start).
         expectPublic(Runtime, &.{
@@ -193,6 +195,7 @@ test {
     _ = @import("testing/select_test.zig");
     _ = @import("testing/server_stop_test.zig");
     _ = @import("testing/server_test.zig");
+    _ = @import("testing/sim_disk_test.zig");
     _ = @import("testing/sim_net_test.zig");
     _ = @import("testing/sim_sync_test.zig");
     _ = @import("testing/sim_test.zig");

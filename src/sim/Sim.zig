@@ -56,6 +56,10 @@ pub const NetworkOptions = Network.Options;
 pub const HostEntry = Network.HostEntry;
 pub const Link = Network.Link;
 pub const FileFaults = @import("files.zig").Options;
+pub const Files = State.Files;
+pub const Crash = State.Crash;
+/// The simulated disk (`Options.files = .simulated`): see Disk.zig.
+pub const Disk = @import("Disk.zig");
 
 pub fn init(gpa: Allocator, options: Options) InitError!Sim {
     return .{ .state = try .init(gpa, options) };
@@ -118,6 +122,32 @@ pub fn setLink(task_io: Io, a: Io.net.IpAddress, b: Io.net.IpAddress, link: Link
     try State.fromIo(task_io).network.setLink(.of(a), .of(b), link);
 }
 
+/// Crashes the run, as a power loss would: every task ends where it stands (no `defer` runs),
+/// the simulated disk keeps only what was made durable (Disk.zig, "Durability"), every socket
+/// closes, and `run` returns `error.Crashed`. The next `run` on this Sim starts on what
+/// survived, as a restarted process would; virtual time goes on. From a task, with
+/// `Options.files = .simulated` (with real files there is nothing to lose: it panics).
+pub fn crash(task_io: Io) noreturn {
+    const state = State.fromIo(task_io);
+    if (state.disk == null) {
+        @panic("weft.Sim.crash: this Sim's files are real (Options.files = .real); a crash " ++
+            "tests what a simulated disk keeps");
+    }
+    state.crash();
+}
+
+/// The simulated disk, to seed before a run and inspect after one (null with real files).
+/// Not during a run: its tasks own it then.
+pub fn disk(sim: *Sim) ?*Disk {
+    if (sim.state.current != null) @panic("weft.Sim.disk: called from inside a run");
+    return if (sim.state.disk) |*d| d else null;
+}
+
+/// Operations on the simulated disk so far, over every run.
+pub fn diskOperations(sim: *const Sim) u64 {
+    return sim.state.disk_operations;
+}
+
 /// Mends every cut; what waited to cross goes on. From a task.
 pub fn heal(task_io: Io) void {
     State.fromIo(task_io).network.heal();
@@ -140,7 +170,7 @@ pub const CheckOptions = struct {
     report: ?*Io.Writer = null,
 };
 
-/// What `checkSeeds` found.
+/// What `checkSeeds` and `checkCrashes` found.
 pub const Checked = struct {
     outcome: enum {
         /// Every seed ran twice without an error, with equal trace hashes.
@@ -156,6 +186,9 @@ pub const Checked = struct {
     err: ?anyerror = null,
     /// Seeds run, the last one included.
     seeds_run: u64,
+    /// `checkCrashes`: the disk operation `seed`'s write phase crashed before (null: it made
+    /// fewer and ended without a crash).
+    crash_operation: ?u64 = null,
 };
 
 /// Runs `function(io, args...)` on a fresh State for every seed of `options`, twice each, and
@@ -223,4 +256,137 @@ fn checkOnce(
         writer.flush() catch {};
     };
     return .{ .hash = sim.traceHash(), .err = outcome };
+}
+
+pub const CrashCheckOptions = struct {
+    /// Seeds `seed_first` up to (not including) `seed_first + seeds`: one crash point each.
+    seed_first: u64 = 0,
+    seeds: u64 = 100,
+    /// Every run's options; `seed` is set per run, `files` to `.simulated`, and `crash` to
+    /// `.{ .seeded = operations_max }`.
+    sim: Options = .{ .seed = 0 },
+    /// Crash points are drawn from 1 up to this: about the operations the write phase makes
+    /// (`diskOperations` after a run without a crash tells).
+    operations_max: u64 = 100,
+    /// Where the first failing seed's report goes, if anywhere: the recovery's failure, the
+    /// crash point, and what the disk held after the crash.
+    report: ?*Io.Writer = null,
+};
+
+/// Tests what a program finds after a crash at any moment. For each seed: on a fresh Sim with
+/// simulated files, runs `write_phase(io, &context)` until a crash before a disk operation
+/// drawn from the seed (or to its end, if it makes fewer), then `recover_phase(io, &context)`
+/// on what survived, as a restarted process would. `context` is copied for each seed (so the
+/// write phase can note what it was told is done, for the recovery to check). Each seed runs
+/// twice; returns the first whose recovery fails, whose write phase fails other than by the
+/// crash, or whose two runs diverge. With `WEFT_SEED=n` in the environment it runs seed n
+/// alone, to replay it.
+pub fn checkCrashes(
+    gpa: Allocator,
+    options: CrashCheckOptions,
+    context: anytype,
+    comptime write_phase: anytype,
+    comptime recover_phase: anytype,
+) InitError!Checked {
+    var sim_options = options.sim;
+    sim_options.files = .simulated;
+    sim_options.crash = .{ .seeded = options.operations_max };
+    try State.validate(sim_options);
+    var first_seed = options.seed_first;
+    var seed_count = options.seeds;
+    if (try State.environmentSeed()) |only| {
+        first_seed = only;
+        seed_count = 1;
+    }
+    var pool: stack_pool.Pool = .init(gpa, sim_options.stack_size_bytes, .page, null);
+    defer pool.deinit();
+    var seed = first_seed;
+    // Bounded by `seed_count`.
+    while (seed - first_seed < seed_count) : (seed += 1) {
+        var runs: [2]CrashRun = undefined;
+        for (&runs, 0..) |*crash_run, attempt| crash_run.* = try crashOnce(
+            gpa,
+            if (attempt == 0) options.report else null,
+            sim_options,
+            seed,
+            &pool,
+            context,
+            write_phase,
+            recover_phase,
+        );
+        const first = runs[0];
+        const second = runs[1];
+        const seeds_run = seed - first_seed + 1;
+        if (first.hash != second.hash or !sameError(first.err, second.err)) {
+            return .{
+                .outcome = .diverged,
+                .seed = seed,
+                .err = first.err orelse second.err,
+                .seeds_run = seeds_run,
+                .crash_operation = first.crash_operation,
+            };
+        }
+        if (first.err) |err| return .{
+            .outcome = .failed,
+            .seed = seed,
+            .err = err,
+            .seeds_run = seeds_run,
+            .crash_operation = first.crash_operation,
+        };
+    }
+    return .{ .outcome = .passed, .seeds_run = seed_count };
+}
+
+const CrashRun = struct { hash: u64, err: ?anyerror, crash_operation: ?u64 };
+
+fn crashOnce(
+    gpa: Allocator,
+    report: ?*Io.Writer,
+    sim_options: Options,
+    seed: u64,
+    pool: *stack_pool.Pool,
+    context: anytype,
+    comptime write_phase: anytype,
+    comptime recover_phase: anytype,
+) InitError!CrashRun {
+    var seeded = sim_options;
+    seeded.seed = seed;
+    var sim: Sim = .{ .state = try .initWithPool(gpa, seeded, pool) };
+    defer sim.deinit();
+    const crash_point = sim.state.crash_at;
+    var run_context = context;
+    var crashed = false;
+    var outcome: ?anyerror = null;
+    if (sim.run(write_phase, .{&run_context})) |_| {} else |err| {
+        if (err == error.Crashed) crashed = true else outcome = err;
+    }
+    // The crash point is the write phase's: the recovery runs to its end.
+    sim.state.crash_at = null;
+    // What survived, for the report (before the recovery changes it).
+    var survived: Io.Writer.Allocating = .init(gpa);
+    defer survived.deinit();
+    if (report != null) sim.state.disk.?.writeDurable(&survived.writer) catch {};
+    if (outcome == null) {
+        if (sim.run(recover_phase, .{&run_context})) |_| {} else |err| outcome = err;
+    }
+    const crash_operation = if (crashed) crash_point else null;
+    if (outcome != null) if (report) |writer| {
+        // A run that failed as a run (a deadlock, a limit) has a report of its own.
+        if (sim.state.failure) |failure| if (failure.reason != error.Crashed) {
+            sim.writeReport(writer) catch {};
+        };
+        if (crash_operation) |operation| {
+            writer.print("weft.Sim: the write phase crashed before disk operation {d}; " ++
+                "what survived:\n", .{operation}) catch {};
+        } else {
+            writer.writeAll("weft.Sim: the write phase ended before its crash point; " ++
+                "what it made durable:\n") catch {};
+        }
+        writer.writeAll(survived.written()) catch {};
+        writer.print("weft.Sim: seed {d} failed: {t} (WEFT_SEED={d} replays it)\n", .{
+            seed, outcome.?, seed,
+        }) catch {};
+        writer.flush() catch {};
+    };
+    return .{ .hash = sim.traceHash(), .err = outcome, .crash_operation = crash_operation };
 }

@@ -14,6 +14,7 @@ const stack_mod = @import("../fiber/stack.zig");
 const os = @import("../os/linux.zig");
 const Network = @import("Network.zig");
 const files = @import("files.zig");
+const Disk = @import("Disk.zig");
 const config = @import("../config.zig");
 const frames = @import("../fiber/frames.zig");
 const task_dump = @import("../task_dump.zig");
@@ -45,6 +46,8 @@ schedule_prng: std.Random.DefaultPrng,
 user_prng: std.Random.DefaultPrng,
 /// File faults' dice (`fileFault`): a stream of their own, so faults shift no other choice.
 fault_prng: std.Random.DefaultPrng,
+/// Torn writes' dice (`Options.tear_writes`), a stream of their own too.
+tear_prng: std.Random.DefaultPrng,
 /// Virtual CLOCK_MONOTONIC, in ns since the run's start.
 now_ns: u64 = 0,
 steps: u64 = 0,
@@ -54,6 +57,15 @@ timer_sequence_next: u64 = 0,
 /// Set by a failed run: its tasks are stranded, so no further run may start.
 abandoned: bool = false,
 failure: ?Failure = null,
+/// The simulated disk, with `Options.files = .simulated`; it outlives runs and crashes.
+disk: ?Disk = null,
+/// File operations on the disk so far, over every run (`diskOperation`).
+disk_operations: u64 = 0,
+/// The disk operation (counted as `disk_operations`) before which the run crashes
+/// (`Options.crash`); null once it did, or without one.
+crash_at: ?u64 = null,
+/// Set by `crash`: the scheduler ends the run with `error.Crashed`.
+crashing: bool = false,
 
 pub const Options = struct {
     /// Names the run: the schedule, the user's random bytes and every injected choice derive
@@ -76,6 +88,26 @@ pub const Options = struct {
     network: Network.Options = .{},
     /// Errors and short transfers injected into file operations (files.zig).
     file_faults: files.Options = .{},
+    /// Where files and directories live: the real file system (called synchronously through
+    /// std.Io.Threaded), or a simulated disk whose durability a crash tests (Disk.zig).
+    files: Files = .real,
+    /// A crash at a disk operation (`.simulated` files only).
+    crash: Crash = .none,
+    /// At a crash, the bytes written to a file since its last sync survive in part, torn at
+    /// sector boundaries as a power loss leaves them (Disk.zig, `tearFile`); else none do.
+    tear_writes: bool = false,
+};
+
+pub const Files = enum { real, simulated };
+
+pub const Crash = union(enum) {
+    none,
+    /// Before the Sim's k-th operation on the disk (counted from 1 over its runs), once: that
+    /// operation does not happen, and the runs after the crash recover. Runs that make fewer
+    /// end normally.
+    at_operation: u64,
+    /// Before an operation drawn from the seed, uniformly in 1 up to this.
+    seeded: u64,
 };
 
 pub const InitError = error{
@@ -99,6 +131,14 @@ pub fn validate(options: Options) error{InvalidOptions}!void {
     };
     for (percents) |percent| if (percent > 100) return error.InvalidOptions;
     if (!options.network.link.valid()) return error.InvalidOptions;
+    if (options.tear_writes and options.files != .simulated) return error.InvalidOptions;
+    switch (options.crash) {
+        .none => {},
+        .at_operation, .seeded => |operation| {
+            if (options.files != .simulated) return error.InvalidOptions;
+            if (operation == 0) return error.InvalidOptions;
+        },
+    }
 }
 
 pub const RunError = error{
@@ -110,6 +150,9 @@ pub const RunError = error{
     TimeLimit,
     /// An earlier run of this State failed and stranded its tasks; make a new State.
     Abandoned,
+    /// The run crashed (`Sim.crash`, or `Options.crash`): every task ended, the disk kept
+    /// what was durable. The next run starts on what survived.
+    Crashed,
     /// No memory, or no stack, for the run's first task.
     OutOfMemory,
 };
@@ -140,6 +183,14 @@ pub fn initWithPool(
     threaded.allocator = gpa;
     // Two streams: the user's random bytes never shift the schedule, and back.
     var seeds = std.Random.DefaultPrng.init(effective.seed);
+    var disk: ?Disk = if (effective.files == .simulated) try Disk.init(gpa) else null;
+    errdefer if (disk) |*d| d.deinit();
+    // Drawn in this order whatever the options, so that each stream is the seed's alone.
+    const schedule_seed = seeds.random().int(u64);
+    const user_seed = seeds.random().int(u64);
+    const fault_seed = seeds.random().int(u64);
+    const tear_seed = seeds.random().int(u64);
+    const crash_draw = seeds.random().int(u64);
     return .{
         .gpa = gpa,
         .options = effective,
@@ -147,9 +198,16 @@ pub fn initWithPool(
         .own_pool = .init(gpa, options.stack_size_bytes, .page, null),
         .shared_pool = shared_pool,
         .network = .init(gpa, options.network),
-        .schedule_prng = .init(seeds.random().int(u64)),
-        .user_prng = .init(seeds.random().int(u64)),
-        .fault_prng = .init(seeds.random().int(u64)),
+        .schedule_prng = .init(schedule_seed),
+        .user_prng = .init(user_seed),
+        .fault_prng = .init(fault_seed),
+        .tear_prng = .init(tear_seed),
+        .disk = disk,
+        .crash_at = switch (effective.crash) {
+            .none => null,
+            .at_operation => |operation| operation,
+            .seeded => |operations_max| 1 + crash_draw % operations_max,
+        },
     };
 }
 
@@ -164,6 +222,7 @@ pub fn deinit(sim: *State) void {
     sim.timers.deinit(sim.gpa);
     sim.futexes.deinit(sim.gpa);
     sim.network.deinit();
+    if (sim.disk) |*disk| disk.deinit();
     sim.own_pool.deinit();
     sim.threaded.deinit();
     sim.* = undefined;
@@ -236,6 +295,12 @@ pub fn run(sim: *State, comptime function: anytype, args: anytype) RunResult(fun
     active = sim;
     defer active = null;
     sim.schedule() catch |err| {
+        if (err == error.Crashed) {
+            sim.failure = .{ .reason = err, .steps = sim.steps, .virtual_ns = sim.now_ns };
+            sim.root = null;
+            sim.endAfterCrash();
+            return err;
+        }
         sim.abandoned = true;
         sim.failure = .{ .reason = err, .steps = sim.steps, .virtual_ns = sim.now_ns };
         sim.root = null;
@@ -264,6 +329,7 @@ pub fn writeReport(sim: *const State, writer: *Io.Writer) Io.Writer.Error!void {
             try writer.writeAll("is ready\n");
         } else switch (task.wait) {
             .none => try writer.writeAll("waits"),
+            .crash => try writer.writeAll("crashed the run"),
             .futex => |address| try writer.print("waits on the futex at 0x{x}", .{address}),
             .sleep => try writer.writeAll("sleeps"),
             .await => |id| try writer.print("awaits task {d}", .{id}),
@@ -293,6 +359,8 @@ const report_frames_max = 16;
 /// What a blocked task waits for, for the deadlock report.
 pub const Wait = union(enum) {
     none,
+    /// It called `Sim.crash` (or reached the crash point): the run ends.
+    crash,
     futex: usize,
     sleep,
     /// A task's id.
@@ -520,7 +588,7 @@ fn finishTask(sim: *State, task: *Task) void {
 // ---------------------------------------------------------------------------------------------
 // The schedule.
 
-const Event = enum(u64) { spawn, step, timer, delivery };
+const Event = enum(u64) { spawn, step, timer, delivery, disk, crash };
 
 pub fn traceEvent(sim: *State, event: Event, a: u64, b: u64) void {
     const words = [_]u64{ @intFromEnum(event), a, b };
@@ -532,6 +600,7 @@ fn schedule(sim: *State) RunError!void {
     const root = sim.root.?;
     // Bounded by `steps_max`, and by virtual time for the timer jumps.
     while (root.state != .done) {
+        if (sim.crashing) return error.Crashed;
         if (sim.ready.items.len == 0) {
             if (!sim.fireNextTimers()) return error.Deadlock;
             if (sim.now_ns > sim.options.virtual_ns_max) return error.TimeLimit;
@@ -554,6 +623,57 @@ fn schedule(sim: *State) RunError!void {
             if (task.kind == .group_member) sim.destroyTask(task);
         }
     }
+}
+
+/// One file operation on the disk, about to be made by the running task: it moves virtual
+/// time by a tick and enters the trace, and at the crash point (`Options.crash`) the run
+/// crashes instead.
+pub fn diskOperation(sim: *State) void {
+    assert(sim.disk != null);
+    sim.disk_operations += 1;
+    sim.traceEvent(.disk, sim.disk_operations, sim.now_ns);
+    sim.now_ns +|= sim.options.tick_ns;
+    sim.disk.?.now_ns = @intCast(sim.clockAt(.real, sim.now_ns));
+    if (sim.crash_at) |at| if (sim.disk_operations == at) {
+        sim.crash_at = null; // once: the runs after it recover
+        sim.crash();
+    };
+}
+
+/// Crashes the run from its running task: every task ends where it stands (no `defer` runs,
+/// as in a killed process), the disk keeps only what was durable, and `run` returns
+/// `error.Crashed`.
+pub fn crash(sim: *State) noreturn {
+    const task = sim.currentTask();
+    assert(task.state == .running);
+    sim.crashing = true;
+    sim.traceEvent(.crash, task.id, sim.now_ns);
+    task.wait = .crash;
+    task.state = .blocked;
+    sim.switchToScheduler(task);
+    unreachable; // a crashed run's tasks are freed, never resumed
+}
+
+/// After a crash: frees every task, timer, futex list and group, closes every socket (the
+/// network starts anew, its options kept), and brings the disk back to its durable state.
+fn endAfterCrash(sim: *State) void {
+    assert(sim.crashing);
+    assert(sim.current == null);
+    while (sim.live.items.len > 0) sim.destroyTask(sim.live.items[sim.live.items.len - 1]);
+    for (sim.groups.items) |group| sim.gpa.destroy(group);
+    sim.groups.clearRetainingCapacity();
+    sim.ready.clearRetainingCapacity();
+    sim.timers.queue.clearRetainingCapacity();
+    sim.futexes.clearRetainingCapacity();
+    sim.network.deinit();
+    sim.network = .init(sim.gpa, sim.options.network);
+    const tear = if (sim.options.tear_writes) sim.tear_prng.random() else null;
+    if (sim.disk) |*disk| _ = disk.crash(tear) catch {
+        // No memory to rebuild the volatile state from the durable one: nothing can run
+        // on this disk any more.
+        sim.abandoned = true;
+    };
+    sim.crashing = false;
 }
 
 /// Blocks the running task until a waker, its deadline or (if `cancelable`) a cancel request.

@@ -12,6 +12,7 @@ const Io = std.Io;
 const File = Io.File;
 const Threaded = Io.Threaded;
 const State = @import("State.zig");
+const disk_entries = @import("disk_entries.zig");
 
 pub const Options = struct {
     /// Reads and writes fail with `error.InputOutput` (EIO).
@@ -40,11 +41,16 @@ fn fileReadPositional(
     offset: u64,
 ) File.ReadPositionalError!usize {
     const sim = State.fromUserdata(userdata);
+    const disk = disk_entries.diskOf(sim, file.handle);
+    if (disk != null) sim.diskOperation();
     if (sim.fileFault(.io_error)) return error.InputOutput;
-    if (shortened(sim, data)) |first| {
-        return base.fileReadPositional(userdata, file, &.{first}, offset);
-    }
-    return base.fileReadPositional(userdata, file, data, offset);
+    var one: [1][]u8 = undefined;
+    const chosen: []const []u8 = if (shortened(sim, data)) |first| blk: {
+        one[0] = first;
+        break :blk &one;
+    } else data;
+    if (disk) |d| return disk_entries.readPositional(d, file, chosen, offset);
+    return base.fileReadPositional(userdata, file, chosen, offset);
 }
 
 fn fileWritePositional(
@@ -56,18 +62,26 @@ fn fileWritePositional(
     offset: u64,
 ) File.WritePositionalError!usize {
     const sim = State.fromUserdata(userdata);
+    const disk = disk_entries.diskOf(sim, file.handle);
+    if (disk != null) sim.diskOperation();
     if (sim.fileFault(.io_error)) return error.InputOutput;
     if (sim.fileFault(.no_space)) return error.NoSpaceLeft;
     if (header.len > 1 and sim.fileFault(.short)) {
         const length = 1 + sim.faultRandom().uintLessThan(usize, header.len - 1);
+        const cut = header[0..length];
+        if (disk) |d| return disk_entries.writePositional(d, file, cut, &.{""}, 0, offset);
         return base.fileWritePositional(userdata, file, header[0..length], &.{""}, 0, offset);
     }
+    if (disk) |d| return disk_entries.writePositional(d, file, header, data, splat, offset);
     return base.fileWritePositional(userdata, file, header, data, splat, offset);
 }
 
 fn fileSync(userdata: ?*anyopaque, file: File) File.SyncError!void {
     const sim = State.fromUserdata(userdata);
+    const disk = disk_entries.diskOf(sim, file.handle);
+    if (disk != null) sim.diskOperation();
     if (sim.fileFault(.sync_error)) return error.InputOutput;
+    if (disk) |d| return disk_entries.sync(d, file);
     return base.fileSync(userdata, file);
 }
 

@@ -13,12 +13,14 @@ const State = @import("State.zig");
 const Network = @import("Network.zig");
 const batch = @import("batch.zig");
 const files = @import("files.zig");
+const disk_entries = @import("disk_entries.zig");
 
 const base = Threaded.io(@constCast(&Threaded.init_single_threaded)).vtable.*;
 
 pub const table: Io.VTable = table: {
     var entries = base;
     for (simulated) |entry| @field(entries, entry[0]) = entry[1];
+    for (disk_entries.entries) |entry| @field(entries, entry[0]) = entry[1];
     for (files.entries) |entry| @field(entries, entry[0]) = entry[1];
     for (unsimulated) |entry| @field(entries, entry[0]) = entry[1];
     break :table entries;
@@ -504,16 +506,20 @@ fn operate(userdata: ?*anyopaque, operation: Io.Operation) Io.Cancelable!Io.Oper
         .file_read_streaming => |read| {
             const sim = State.fromUserdata(userdata);
             if (files.faultStreaming(sim, operation)) |result| return result;
+            var chosen = read;
+            var one: [1][]u8 = undefined;
             if (files.shortened(sim, read.data)) |first| {
-                var short = read;
-                short.data = &.{first};
-                return base.operate(userdata, .{ .file_read_streaming = short });
+                one[0] = first;
+                chosen.data = &one;
             }
-            return base.operate(userdata, operation);
+            const shortened: Io.Operation = .{ .file_read_streaming = chosen };
+            if (disk_entries.operate(sim, shortened)) |result| return result;
+            return base.operate(userdata, shortened);
         },
         .file_write_streaming => {
             const sim = State.fromUserdata(userdata);
             if (files.faultStreaming(sim, operation)) |result| return result;
+            if (disk_entries.operate(sim, operation)) |result| return result;
             return base.operate(userdata, operation);
         },
         else => return base.operate(userdata, operation),

@@ -1,0 +1,395 @@
+//! weft.Sim's simulated disk through std.Io: the same file and directory calls give the same
+//! results on the real file system and on the disk (errors errno for errno), the durability
+//! rules hold across `Sim.crash` and seeded crash points, and a crash replays with its seed.
+const std = @import("std");
+const Io = std.Io;
+const Dir = Io.Dir;
+const File = Io.File;
+const testing = std.testing;
+const Sim = @import("../sim/Sim.zig");
+
+/// Writes `label: ok` or `label: ErrorName` to `log`.
+fn note(log: *Io.Writer, label: []const u8, result: anytype) void {
+    if (result) |_| {
+        log.print("{s}: ok\n", .{label}) catch {};
+    } else |err| {
+        log.print("{s}: {t}\n", .{ label, err }) catch {};
+    }
+}
+
+fn noteBytes(log: *Io.Writer, label: []const u8, io: Io, dir: Dir, path: []const u8) void {
+    var buffer: [64]u8 = undefined;
+    if (dir.readFile(io, path, &buffer)) |bytes| {
+        log.print("{s}: \"{f}\"\n", .{ label, std.zig.fmtString(bytes) }) catch {};
+    } else |err| {
+        log.print("{s}: {t}\n", .{ label, err }) catch {};
+    }
+}
+
+fn noteStat(log: *Io.Writer, label: []const u8, io: Io, dir: Dir, path: []const u8) void {
+    if (dir.statFile(io, path, .{})) |stat| {
+        // Inodes, times and a directory's size differ between file systems: not compared.
+        const size = if (stat.kind == .directory) 0 else stat.size;
+        log.print("{s}: {t} size {d} links {d} mode {o}\n", .{
+            label, stat.kind, size, stat.nlink, @intFromEnum(stat.permissions) & 0o777,
+        }) catch {};
+    } else |err| {
+        log.print("{s}: {t}\n", .{ label, err }) catch {};
+    }
+}
+
+/// The calls compared: every entry the disk answers, each error path std's own file tests
+/// take, in a fresh directory `dir`.
+fn exercise(io: Io, dir: Dir, log: *Io.Writer) !void {
+    note(log, "create a", dir.writeFile(io, .{ .sub_path = "a", .data = "hello" }));
+    note(log, "create a exclusive", dir.createFile(io, "a", .{ .exclusive = true }));
+    noteBytes(log, "read a", io, dir, "a");
+    {
+        const file = try dir.openFile(io, "a", .{ .mode = .read_write });
+        defer file.close(io);
+        note(log, "write past the end", file.writePositionalAll(io, "X", 10));
+        note(log, "length", file.length(io));
+        log.print("length is {d}\n", .{try file.length(io)}) catch {};
+        var buffer: [16]u8 = undefined;
+        const count = try file.readPositionalAll(io, &buffer, 0);
+        log.print("sparse: \"{f}\"\n", .{std.zig.fmtString(buffer[0..count])}) catch {};
+        note(log, "set length 3", file.setLength(io, 3));
+    }
+    noteBytes(log, "read a after set length", io, dir, "a");
+    {
+        const file = try dir.openFile(io, "a", .{});
+        defer file.close(io);
+        note(log, "write read-only", file.writePositionalAll(io, "no", 0));
+    }
+    note(log, "open missing", dir.openFile(io, "missing", .{}));
+    note(log, "open a/x", dir.openFile(io, "a/x", .{}));
+    note(log, "open a/", dir.openFile(io, "a/", .{}));
+    note(log, "create dir d", dir.createDir(io, "d", .default_dir));
+    note(log, "create dir d again", dir.createDir(io, "d", .default_dir));
+    note(log, "create dir a", dir.createDir(io, "a", .default_dir));
+    note(log, "create dir missing/x", dir.createDir(io, "missing/x", .default_dir));
+    note(log, "open d for writing", dir.openFile(io, "d", .{ .mode = .write_only }));
+    note(log, "open dir a", dir.openDir(io, "a", .{}));
+    note(log, "open dir missing", dir.openDir(io, "missing", .{}));
+    note(log, "delete file d", dir.deleteFile(io, "d"));
+    note(log, "delete dir a", dir.deleteDir(io, "a"));
+    note(log, "delete missing", dir.deleteFile(io, "missing"));
+    note(log, "create d/inner", dir.writeFile(io, .{ .sub_path = "d/inner", .data = "in" }));
+    note(log, "delete dir d (not empty)", dir.deleteDir(io, "d"));
+    note(log, "rename a over d", dir.rename("a", dir, "d", io));
+    note(log, "rename d over a", dir.rename("d", dir, "a", io));
+    note(log, "rename missing", dir.rename("missing", dir, "x", io));
+    note(log, "rename a to b", dir.rename("a", dir, "b", io));
+    note(log, "open a after rename", dir.openFile(io, "a", .{}));
+    noteBytes(log, "read b", io, dir, "b");
+    note(log, "rename preserve d/inner to b", dir.renamePreserve("d/inner", dir, "b", io));
+    note(log, "symlink link -> b", dir.symLink(io, "b", "link", .{}));
+    note(log, "symlink again", dir.symLink(io, "b", "link", .{}));
+    var target: [64]u8 = undefined;
+    if (dir.readLink(io, "link", &target)) |length| {
+        log.print("read link: {s}\n", .{target[0..length]}) catch {};
+    } else |err| note(log, "read link", @as(anyerror!void, err));
+    note(log, "read link of b", dir.readLink(io, "b", &target));
+    noteBytes(log, "read through link", io, dir, "link");
+    noteStat(log, "stat link", io, dir, "link");
+    note(log, "hard link c -> b", dir.hardLink("b", dir, "c", io, .{}));
+    note(log, "hard link d", dir.hardLink("d", dir, "e", io, .{}));
+    noteStat(log, "stat c", io, dir, "c");
+    noteStat(log, "stat d", io, dir, "d");
+    noteStat(log, "stat missing", io, dir, "missing");
+    noteStat(log, "stat b/", io, dir, "b/");
+    note(log, "access missing", dir.access(io, "missing", .{}));
+    note(log, "access b", dir.access(io, "b", .{}));
+    note(log, "create path p/q/r", dir.createDirPathStatus(io, "p/q/r", .default_dir));
+    if (dir.createDirPathStatus(io, "p/q/r", .default_dir)) |status| {
+        log.print("create path again: {t}\n", .{status}) catch {};
+    } else |err| note(log, "create path again", @as(anyerror!void, err));
+    note(log, "create path through b", dir.createDirPath(io, "b/x"));
+    note(log, "delete dir p", dir.deleteDir(io, "p"));
+    note(log, "name too long", dir.openFile(io, "n" ** 256, .{}));
+    {
+        var atomic = try dir.createFileAtomic(io, "b", .{ .replace = true });
+        defer atomic.deinit(io);
+        try atomic.file.writeStreamingAll(io, "atomic");
+        note(log, "atomic replace", atomic.replace(io));
+    }
+    noteBytes(log, "read b after atomic replace", io, dir, "b");
+    {
+        var listing = try dir.openDir(io, "d", .{ .iterate = true });
+        defer listing.close(io);
+        try listing.symLink(io, "../b", "up", .{});
+        try listing.createDir(io, "sub", .default_dir);
+        var it = listing.iterate();
+        while (try it.next(io)) |entry| {
+            log.print("entry {s}: {t}\n", .{ entry.name, entry.kind }) catch {};
+        }
+        noteBytes(log, "read d/up", io, listing, "up");
+    }
+    var real: [4096]u8 = undefined;
+    if (dir.realPathFile(io, "d/sub/../inner", &real)) |length| {
+        log.print("real path ends with {s}\n", .{real[length -| 8..length]}) catch {};
+    } else |err| note(log, "real path", @as(anyerror!void, err));
+}
+
+fn exerciseIn(io: Io, dir: Dir, log: *Io.Writer) !void {
+    try exercise(io, dir, log);
+}
+
+/// Runs `exercise` in the simulated root.
+fn exerciseSimulated(io: Io, log: *Io.Writer) !void {
+    try exercise(io, .cwd(), log);
+}
+
+test "sim disk: std's file and directory calls give the real file system's results" {
+    // The disk lists a directory in the order its entries were made, a real one in its own
+    // order: the listing's lines are compared sorted.
+    var real_log_buffer: [8192]u8 = undefined;
+    var real_log: Io.Writer = .fixed(&real_log_buffer);
+    {
+        var tmp = testing.tmpDir(.{});
+        defer tmp.cleanup();
+        var sim: Sim = try .init(testing.allocator, .{ .seed = 1 });
+        defer sim.deinit();
+        try sim.run(exerciseIn, .{ tmp.dir, &real_log });
+    }
+    var disk_log_buffer: [8192]u8 = undefined;
+    var disk_log: Io.Writer = .fixed(&disk_log_buffer);
+    {
+        var sim: Sim = try .init(testing.allocator, .{ .seed = 1, .files = .simulated });
+        defer sim.deinit();
+        try sim.run(exerciseSimulated, .{&disk_log});
+    }
+    const real_sorted = try sortedEntryLines(testing.allocator, real_log.buffered());
+    defer testing.allocator.free(real_sorted);
+    const disk_sorted = try sortedEntryLines(testing.allocator, disk_log.buffered());
+    defer testing.allocator.free(disk_sorted);
+    try testing.expectEqualStrings(real_sorted, disk_sorted);
+}
+
+/// `log` with the run of `entry ...` lines sorted (directory listing order is the file
+/// system's own).
+fn sortedEntryLines(gpa: std.mem.Allocator, log: []const u8) ![]u8 {
+    var lines: std.ArrayList([]const u8) = .empty;
+    defer lines.deinit(gpa);
+    var it = std.mem.splitScalar(u8, log, '\n');
+    while (it.next()) |line| try lines.append(gpa, line);
+    var start: usize = 0;
+    while (start < lines.items.len) {
+        if (!std.mem.startsWith(u8, lines.items[start], "entry ")) {
+            start += 1;
+            continue;
+        }
+        var end = start;
+        while (end < lines.items.len and std.mem.startsWith(u8, lines.items[end], "entry ")) {
+            end += 1;
+        }
+        std.mem.sort([]const u8, lines.items[start..end], {}, lessThan);
+        start = end;
+    }
+    return std.mem.join(gpa, "\n", lines.items);
+}
+
+fn lessThan(_: void, a: []const u8, b: []const u8) bool {
+    return std.mem.lessThan(u8, a, b);
+}
+
+fn saveSynced(io: Io) !void {
+    const root: Dir = .cwd();
+    try root.writeFile(io, .{ .sub_path = "kept", .data = "durable" });
+    {
+        const file = try root.openFile(io, "kept", .{});
+        defer file.close(io);
+        try file.sync(io);
+    }
+    try syncDir(io, root, ".");
+    try root.writeFile(io, .{ .sub_path = "lost", .data = "never synced" });
+    {
+        // Synced bytes under a name that is not: gone too.
+        const file = try root.createFile(io, "unnamed", .{});
+        defer file.close(io);
+        try file.writeStreamingAll(io, "synced");
+        try file.sync(io);
+    }
+    // Written after the sync: the old bytes survive, the old length with them.
+    const file = try root.openFile(io, "kept", .{ .mode = .write_only });
+    try file.writePositionalAll(io, "DURABLE AND LONGER", 0);
+    Sim.crash(io); // the handle is left open: a crash closes it
+}
+
+fn syncDir(io: Io, dir: Dir, path: []const u8) !void {
+    const opened = try dir.openDir(io, path, .{});
+    defer opened.close(io);
+    const file: File = .{ .handle = opened.handle, .flags = .{ .nonblocking = false } };
+    try file.sync(io);
+}
+
+fn expectSurvivors(io: Io) !void {
+    const root: Dir = .cwd();
+    var buffer: [32]u8 = undefined;
+    try testing.expectEqualStrings("durable", try root.readFile(io, "kept", &buffer));
+    try testing.expectError(error.FileNotFound, root.openFile(io, "lost", .{}));
+    try testing.expectError(error.FileNotFound, root.openFile(io, "unnamed", .{}));
+    // Virtual time went on, and tasks run as before the crash.
+    try io.sleep(.fromMilliseconds(5), .awake);
+}
+
+test "sim disk: Sim.crash ends the run; the next one finds only what was synced" {
+    var sim: Sim = try .init(testing.allocator, .{ .seed = 3, .files = .simulated });
+    defer sim.deinit();
+    try testing.expectError(error.Crashed, sim.run(saveSynced, .{}));
+    const crashed_ns = sim.elapsedNs();
+    try sim.run(expectSurvivors, .{});
+    try testing.expect(sim.elapsedNs() > crashed_ns);
+    try testing.expectEqual(@as(usize, 0), sim.disk().?.handlesOpen());
+}
+
+/// A store of one value, saved by writing a temporary file, syncing it and renaming it over
+/// the old one; `sync_directory` is the step such code forgets.
+const Store = struct {
+    fn save(io: Io, value: u32, sync_directory: bool) !void {
+        const root: Dir = .cwd();
+        var text: [16]u8 = undefined;
+        const bytes = std.fmt.bufPrint(&text, "{d}", .{value}) catch unreachable;
+        {
+            const file = try root.createFile(io, "store.tmp", .{});
+            defer file.close(io);
+            try file.writeStreamingAll(io, bytes);
+            try file.sync(io);
+        }
+        try root.rename("store.tmp", root, "store", io);
+        if (sync_directory) try syncDir(io, root, ".");
+    }
+
+    /// Saves 1, 2, 3 and reports each save as done (a client would be told).
+    fn writer(io: Io, sync_directory: bool, acknowledged: *u32) !void {
+        for (1..4) |value| {
+            try save(io, @intCast(value), sync_directory);
+            acknowledged.* = @intCast(value);
+        }
+    }
+
+    /// After the crash: the store holds at least the last value acknowledged.
+    fn recover(io: Io, acknowledged: *const u32) !void {
+        var buffer: [16]u8 = undefined;
+        const bytes = Dir.cwd().readFile(io, "store", &buffer) catch |err| switch (err) {
+            error.FileNotFound => if (acknowledged.* == 0) return else return error.StoreLost,
+            else => |e| return e,
+        };
+        const value = std.fmt.parseInt(u32, bytes, 10) catch return error.StoreTorn;
+        if (value < acknowledged.*) return error.StoreStale;
+    }
+};
+
+/// Every crash point of the writer, one run each: the first that breaks the store, or null.
+fn firstBrokenCrashPoint(sync_directory: bool) !?u64 {
+    var operation: u64 = 1;
+    // Bounded: the writer makes a few dozen operations; a run past them ends without a crash.
+    while (operation < 200) : (operation += 1) {
+        var sim: Sim = try .init(testing.allocator, .{
+            .seed = 5,
+            .files = .simulated,
+            .crash = .{ .at_operation = operation },
+        });
+        defer sim.deinit();
+        var acknowledged: u32 = 0;
+        if (sim.run(Store.writer, .{ sync_directory, &acknowledged })) |_| {
+            return null; // finished before this operation: every point was tried
+        } else |err| switch (err) {
+            error.Crashed => {},
+            else => |e| return e,
+        }
+        sim.run(Store.recover, .{&acknowledged}) catch |err| switch (err) {
+            error.StoreLost, error.StoreStale => return operation,
+            else => |e| return e,
+        };
+    }
+    return error.TestUnexpectedResult;
+}
+
+test "sim disk: seeded crash points find a save that forgot to sync its directory" {
+    const broken = try firstBrokenCrashPoint(false);
+    try testing.expect(broken != null);
+    try testing.expectEqual(@as(?u64, null), try firstBrokenCrashPoint(true));
+}
+
+fn crashReplay(io: Io) !void {
+    const root: Dir = .cwd();
+    for (0..8) |index| {
+        var name: [8]u8 = undefined;
+        const path = std.fmt.bufPrint(&name, "f{d}", .{index}) catch unreachable;
+        const file = try root.createFile(io, path, .{});
+        defer file.close(io);
+        try file.writeStreamingAll(io, path);
+        if (index % 2 == 0) try file.sync(io);
+        if (index % 3 == 0) try syncDir(io, root, ".");
+    }
+}
+
+test "sim disk: the same seed and crash point give the same survivors and trace" {
+    var hashes: [2]u64 = undefined;
+    var survivors: [2]usize = undefined;
+    for (&hashes, &survivors) |*hash, *count| {
+        var sim: Sim = try .init(testing.allocator, .{
+            .seed = 9,
+            .files = .simulated,
+            .crash = .{ .seeded = 40 },
+        });
+        defer sim.deinit();
+        try testing.expectError(error.Crashed, sim.run(crashReplay, .{}));
+        hash.* = sim.traceHash();
+        count.* = sim.disk().?.nodes.items.len;
+    }
+    try testing.expectEqual(hashes[0], hashes[1]);
+    try testing.expectEqual(survivors[0], survivors[1]);
+}
+
+test "sim disk: a crash point without simulated files is refused" {
+    try testing.expectError(error.InvalidOptions, Sim.init(testing.allocator, .{
+        .seed = 1,
+        .crash = .{ .at_operation = 3 },
+    }));
+    try testing.expectError(error.InvalidOptions, Sim.init(testing.allocator, .{
+        .seed = 1,
+        .files = .simulated,
+        .crash = .{ .at_operation = 0 },
+    }));
+}
+
+/// `Store` as `checkCrashes` phases: the context says whether the save syncs the directory and
+/// carries the last value acknowledged to the recovery.
+const StoreCheck = struct {
+    sync_directory: bool,
+    acknowledged: u32 = 0,
+
+    fn write(io: Io, check: *StoreCheck) !void {
+        try Store.writer(io, check.sync_directory, &check.acknowledged);
+    }
+
+    fn recover(io: Io, check: *StoreCheck) !void {
+        try Store.recover(io, &check.acknowledged);
+    }
+};
+
+test "sim disk: checkCrashes names a seed whose crash loses the store, and passes it fixed" {
+    var report_buffer: [4096]u8 = undefined;
+    var report: Io.Writer = .fixed(&report_buffer);
+    const broken = try Sim.checkCrashes(testing.allocator, .{
+        .seeds = 200,
+        .operations_max = 30,
+        .report = &report,
+    }, StoreCheck{ .sync_directory = false }, StoreCheck.write, StoreCheck.recover);
+    try testing.expectEqual(.failed, broken.outcome);
+    const err = broken.err.?;
+    try testing.expect(err == error.StoreLost or err == error.StoreStale);
+    try testing.expect(broken.crash_operation != null);
+    // The report names the crash point and what survived: the old store, or nothing.
+    try testing.expect(std.mem.indexOf(u8, report.buffered(), "crashed before disk operation") !=
+        null);
+    try testing.expect(std.mem.indexOf(u8, report.buffered(), "WEFT_SEED=") != null);
+    const fixed = try Sim.checkCrashes(testing.allocator, .{
+        .seeds = 200,
+        .operations_max = 30,
+    }, StoreCheck{ .sync_directory = true }, StoreCheck.write, StoreCheck.recover);
+    try testing.expectEqual(.passed, fixed.outcome);
+    try testing.expectEqual(@as(u64, 200), fixed.seeds_run);
+}
