@@ -3,12 +3,13 @@
 //!
 //! Logical threads are fibers on the test's own OS thread, run one at a time. The code under
 //! test reaches the checker in two ways:
-//! - every atomic operation and every lock operation of weft.sync and the scheduler goes
-//!   through the shim (`os/atomic.zig`), whose test-build look-alikes call `step` first: at
-//!   each step the checker picks, from its seeded PRNG, which logical thread runs next
-//!   (possibly the same);
+//! - every atomic operation and every lock operation of weft.sync, the lanes and the scheduler
+//!   goes through the shim (`os/atomic.zig`), whose test-build look-alikes call `step` first:
+//!   at each step the checker picks, from its seeded PRNG, which logical thread runs next
+//!   (possibly the same); a lane worker's futex, which has no `Io`, goes through the shim too;
 //! - the code is handed the checker's own `Io`, whose futex, cancelation and clock entries
-//!   the checker implements: a futex wait parks the logical thread until a matching wake, or
+//!   the checker implements (and `await`, through the scenario, for futures it made itself:
+//!   `AwaitFuture`): a futex wait parks the logical thread until a matching wake, or
 //!   returns early at random (a spurious wake, a cancel request, a timeout on a virtual clock
 //!   that jumps to the deadline); a cancel request may also land on any thread at any step,
 //!   and every request is accounted for (below).
