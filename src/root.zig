@@ -63,7 +63,7 @@ test "weft: the public API is exactly the documented list" {
             "writeReport",       "NetworkOptions", "HostEntry",    "Link",      "setLink",
             "FileFaults",        "setHost",        "partition",    "heal",      "Files",
             "Crash",             "Disk",           "crash",        "disk",      "diskOperations",
-            "CrashCheckOptions", "checkCrashes",
+            "CrashCheckOptions", "checkCrashes",   "DiskFaults",
         });
         // Not `State` (the VTable's userdata, with createTask, destroyTask and start).
         expectPublic(Runtime, &.{

@@ -49,6 +49,11 @@ inode_next: u64 = root_inode + 1,
 now_ns: i64 = 0,
 /// Crashes so far.
 crashes: u32 = 0,
+faults: Faults = .{},
+/// The faults' dice: a stream of the Sim's seed.
+fault_prng: std.Random.DefaultPrng = .init(0),
+/// Bytes the files hold now (what the program sees), against `Faults.capacity_bytes`.
+bytes_used: u64 = 0,
 
 /// The first handle number: far above the process's own descriptors.
 pub const handle_base: i32 = 0x4000_0000;
@@ -98,7 +103,28 @@ pub const Error = error{
     FileTooBig,
     /// EMFILE: `handles_max` handles are open.
     ProcessFdQuotaExceeded,
+    /// ENOSPC: past `Faults.capacity_bytes`.
+    NoSpaceLeft,
     OutOfMemory,
+};
+
+/// Faults beyond errors (errors themselves are `Sim.FileFaults`, decided before the disk is
+/// called): what a disk does wrong without saying so.
+pub const Faults = struct {
+    /// Each sector a file's sync makes durable has one bit flipped with this chance; the sync
+    /// succeeds and the program reads its own bytes until a crash, after which it reads the
+    /// flipped ones: found only by a checksum.
+    corrupt_sector_percent: u7 = 0,
+    /// A write is lost with this chance: it reports every byte written and changes nothing
+    /// (a write the disk misdirected).
+    lost_write_percent: u7 = 0,
+    /// The bytes the files may hold in all; a write or `setLength` past it fails with
+    /// `NoSpaceLeft`. Null: as much as memory allows.
+    capacity_bytes: ?u64 = null,
+
+    pub fn valid(faults: Faults) bool {
+        return faults.corrupt_sector_percent <= 100 and faults.lost_write_percent <= 100;
+    }
 };
 
 pub const Kind = enum { file, directory, sym_link };
@@ -257,6 +283,7 @@ fn createNode(disk: *Disk, kind: Kind, mode: u32) Error!*Node {
 }
 
 fn freeNode(disk: *Disk, node: *Node) void {
+    if (node.kind == .file) disk.bytes_used -= node.data.items.len;
     for (node.entries.keys()) |name| disk.gpa.free(name);
     node.entries.deinit(disk.gpa);
     for (node.durable_entries.keys()) |name| disk.gpa.free(name);
@@ -371,7 +398,7 @@ pub fn open(disk: *Disk, directory: *Node, path: []const u8, options: OpenOption
             .file => if (options.directory_only) return error.NotDir,
         }
         if (options.truncate and options.write and node.kind == .file) {
-            node.data.clearRetainingCapacity();
+            disk.resizeData(node, 0) catch unreachable; // shrinking allocates nothing
             node.mtime_ns = disk.now_ns;
         }
     }
@@ -574,14 +601,30 @@ pub fn write(disk: *Disk, number: i32, bytes: []const u8, offset: u64) Error!usi
     const end = std.math.add(u64, start, bytes.len) catch return error.FileTooBig;
     if (end > std.math.maxInt(i64)) return error.FileTooBig;
     const end_bytes = std.math.cast(usize, end) orelse return error.FileTooBig;
-    if (end_bytes > data.items.len) {
-        const old_len = data.items.len;
-        try data.resize(disk.gpa, end_bytes);
-        @memset(data.items[old_len..end_bytes], 0);
-    }
+    if (disk.fault(disk.faults.lost_write_percent)) return bytes.len; // misdirected
+    if (end_bytes > data.items.len) try disk.resizeData(node, end_bytes);
     @memcpy(data.items[@intCast(start)..end_bytes], bytes);
     node.mtime_ns = disk.now_ns;
     return bytes.len;
+}
+
+/// Sets the length of `node`'s bytes, zeros past the old end, within `Faults.capacity_bytes`.
+fn resizeData(disk: *Disk, node: *Node, length: usize) Error!void {
+    assert(node.kind == .file);
+    const old_len = node.data.items.len;
+    if (length > old_len) {
+        const used = disk.bytes_used + (length - old_len);
+        if (disk.faults.capacity_bytes) |capacity| if (used > capacity) return error.NoSpaceLeft;
+    }
+    try node.data.resize(disk.gpa, length);
+    if (length > old_len) @memset(node.data.items[old_len..], 0);
+    disk.bytes_used = disk.bytes_used + length - old_len;
+}
+
+/// Whether a fault of `percent` chance happens now.
+fn fault(disk: *Disk, percent: u7) bool {
+    if (percent == 0) return false;
+    return disk.fault_prng.random().uintLessThan(u8, 100) < percent;
 }
 
 pub fn setLength(disk: *Disk, number: i32, length: u64) Error!void {
@@ -590,9 +633,7 @@ pub fn setLength(disk: *Disk, number: i32, length: u64) Error!void {
     const node = handle.node;
     if (length > std.math.maxInt(i64)) return error.FileTooBig;
     const length_bytes = std.math.cast(usize, length) orelse return error.FileTooBig;
-    const old_len = node.data.items.len;
-    try node.data.resize(disk.gpa, length_bytes);
-    if (length_bytes > old_len) @memset(node.data.items[old_len..], 0);
+    try disk.resizeData(node, length_bytes);
     node.mtime_ns = disk.now_ns;
 }
 
@@ -603,8 +644,23 @@ pub fn sync(disk: *Disk, number: i32) Error!void {
         .file, .sym_link => {
             node.durable_data.clearRetainingCapacity();
             try node.durable_data.appendSlice(disk.gpa, node.data.items);
+            if (node.kind == .file) disk.corruptSectors(node.durable_data.items);
         },
         .directory => try disk.syncEntries(node),
+    }
+}
+
+/// `Faults.corrupt_sector_percent`: flips one bit in some sectors of bytes made durable.
+fn corruptSectors(disk: *Disk, bytes: []u8) void {
+    if (disk.faults.corrupt_sector_percent == 0) return;
+    var start: usize = 0;
+    // Bounded by the bytes' length.
+    while (start < bytes.len) : (start += sector_bytes) {
+        if (!disk.fault(disk.faults.corrupt_sector_percent)) continue;
+        const sector = bytes[start..@min(bytes.len, start + sector_bytes)];
+        const random = disk.fault_prng.random();
+        const at = random.uintLessThan(usize, sector.len);
+        sector[at] ^= @as(u8, 1) << random.int(u3);
     }
 }
 
@@ -758,6 +814,10 @@ pub fn crash(disk: *Disk, tear: ?std.Random) error{OutOfMemory}!u32 {
         try node.data.appendSlice(disk.gpa, node.durable_data.items);
         for (node.entries.keys()) |name| disk.gpa.free(name);
         node.entries.clearRetainingCapacity();
+    }
+    disk.bytes_used = 0;
+    for (disk.nodes.items) |node| {
+        if (node.kind == .file) disk.bytes_used += node.data.items.len;
     }
     // Walk the durable tree from the root: what it reaches survives, with its durable
     // entries as its entries. Bounded by the number of nodes (each directory is entered once:

@@ -96,6 +96,12 @@ pub const Options = struct {
     /// At a crash, the bytes written to a file since its last sync survive in part, torn at
     /// sector boundaries as a power loss leaves them (Disk.zig, `tearFile`); else none do.
     tear_writes: bool = false,
+    /// What the simulated disk does wrong without an error: flipped bits, lost writes, a
+    /// capacity (Disk.zig, `Faults`). Errors are `file_faults`.
+    disk_faults: Disk.Faults = .{},
+    /// How long each disk operation takes on virtual time: the task that makes it sleeps
+    /// (uncancelably) for this long first, and other tasks run meanwhile, as on a real disk.
+    disk_latency_ns: u64 = 0,
 };
 
 pub const Files = enum { real, simulated };
@@ -131,7 +137,10 @@ pub fn validate(options: Options) error{InvalidOptions}!void {
     };
     for (percents) |percent| if (percent > 100) return error.InvalidOptions;
     if (!options.network.link.valid()) return error.InvalidOptions;
-    if (options.tear_writes and options.files != .simulated) return error.InvalidOptions;
+    const disk_options_set = options.tear_writes or options.disk_latency_ns > 0 or
+        !std.meta.eql(options.disk_faults, Disk.Faults{});
+    if (disk_options_set and options.files != .simulated) return error.InvalidOptions;
+    if (!options.disk_faults.valid()) return error.InvalidOptions;
     switch (options.crash) {
         .none => {},
         .at_operation, .seeded => |operation| {
@@ -191,6 +200,10 @@ pub fn initWithPool(
     const fault_seed = seeds.random().int(u64);
     const tear_seed = seeds.random().int(u64);
     const crash_draw = seeds.random().int(u64);
+    if (disk) |*d| {
+        d.faults = effective.disk_faults;
+        d.fault_prng = .init(seeds.random().int(u64));
+    }
     return .{
         .gpa = gpa,
         .options = effective,
@@ -633,11 +646,15 @@ pub fn diskOperation(sim: *State) void {
     sim.disk_operations += 1;
     sim.traceEvent(.disk, sim.disk_operations, sim.now_ns);
     sim.now_ns +|= sim.options.tick_ns;
-    sim.disk.?.now_ns = @intCast(sim.clockAt(.real, sim.now_ns));
     if (sim.crash_at) |at| if (sim.disk_operations == at) {
         sim.crash_at = null; // once: the runs after it recover
         sim.crash();
     };
+    if (sim.options.disk_latency_ns > 0) {
+        const wake = sim.park(.sleep, false, sim.now_ns +| sim.options.disk_latency_ns);
+        assert(wake == .timeout); // nothing else wakes an uncancelable sleeper
+    }
+    sim.disk.?.now_ns = @intCast(sim.clockAt(.real, sim.now_ns));
 }
 
 /// Crashes the run from its running task: every task ends where it stands (no `defer` runs,

@@ -848,7 +848,10 @@ fn fileSetLength(userdata: ?*anyopaque, file: File, length: u64) File.SetLengthE
     const disk = operationOn(userdata, file.handle) orelse
         return base.fileSetLength(userdata, file, length);
     disk.setLength(file.handle, length) catch |err| switch (err) {
-        error.NotOpenForWriting => return error.AccessDenied, // EBADF... Threaded: EINVAL
+        error.NotOpenForWriting => return error.AccessDenied,
+        // Past `Faults.capacity_bytes`: std's set has no NoSpaceLeft (ftruncate makes a sparse
+        // file), and the disk holds a file's bytes whole.
+        error.NoSpaceLeft => return error.FileTooBig,
         else => |e| return narrow(File.SetLengthError, e),
     };
 }

@@ -393,3 +393,142 @@ test "sim disk: checkCrashes names a seed whose crash loses the store, and passe
     try testing.expectEqual(.passed, fixed.outcome);
     try testing.expectEqual(@as(u64, 200), fixed.seeds_run);
 }
+
+fn writeSyncedThenCrash(io: Io, bytes: []const u8) !void {
+    const root: Dir = .cwd();
+    {
+        const file = try root.createFile(io, "data", .{});
+        defer file.close(io);
+        try file.writePositionalAll(io, bytes, 0);
+        try file.sync(io);
+    }
+    try syncDir(io, root, ".");
+    // Until the crash the program reads what it wrote: the flips are in the durable copy.
+    var buffer: [4 * Sim.Disk.sector_bytes]u8 = undefined;
+    try testing.expectEqualSlices(u8, bytes, try root.readFile(io, "data", &buffer));
+    Sim.crash(io);
+}
+
+fn countFlippedBits(io: Io, bytes: []const u8, flipped: *[4]u32) !void {
+    var buffer: [4 * Sim.Disk.sector_bytes]u8 = undefined;
+    const read = try Dir.cwd().readFile(io, "data", &buffer);
+    try testing.expectEqual(bytes.len, read.len);
+    for (read, bytes, 0..) |got, wrote, at| {
+        flipped[at / Sim.Disk.sector_bytes] += @popCount(got ^ wrote);
+    }
+}
+
+test "sim disk: corrupted sectors flip one bit each in what survives; a checksum finds them" {
+    var bytes: [4 * Sim.Disk.sector_bytes]u8 = undefined;
+    for (&bytes, 0..) |*byte, at| byte.* = @truncate(at *% 31);
+    for ([_]u7{ 0, 100 }) |percent| {
+        var sim: Sim = try .init(testing.allocator, .{
+            .seed = 2,
+            .files = .simulated,
+            .disk_faults = .{ .corrupt_sector_percent = percent },
+        });
+        defer sim.deinit();
+        try testing.expectError(error.Crashed, sim.run(writeSyncedThenCrash, .{&bytes}));
+        var flipped: [4]u32 = @splat(0);
+        try sim.run(countFlippedBits, .{ &bytes, &flipped });
+        const expected: u32 = if (percent == 100) 1 else 0;
+        for (flipped) |count| try testing.expectEqual(expected, count);
+    }
+}
+
+fn writeLost(io: Io) !void {
+    const root: Dir = .cwd();
+    const file = try root.createFile(io, "lost", .{ .read = true });
+    defer file.close(io);
+    try file.writePositionalAll(io, "reported as written", 0); // no error
+    try testing.expectEqual(@as(u64, 0), try file.length(io));
+}
+
+test "sim disk: a lost write reports success and changes nothing" {
+    var sim: Sim = try .init(testing.allocator, .{
+        .seed = 4,
+        .files = .simulated,
+        .disk_faults = .{ .lost_write_percent = 100 },
+    });
+    defer sim.deinit();
+    try sim.run(writeLost, .{});
+}
+
+fn fillDisk(io: Io) !void {
+    const root: Dir = .cwd();
+    try root.writeFile(io, .{ .sub_path = "a", .data = &(@as([600]u8, @splat('a'))) });
+    try testing.expectError(
+        error.NoSpaceLeft,
+        root.writeFile(io, .{ .sub_path = "b", .data = &(@as([600]u8, @splat('b'))) }),
+    );
+    // What a failed write took is given back with the file.
+    try root.deleteFile(io, "b");
+    try root.deleteFile(io, "a");
+    try root.writeFile(io, .{ .sub_path = "c", .data = &(@as([1000]u8, @splat('c'))) });
+    const file = try root.openFile(io, "c", .{ .mode = .read_write });
+    defer file.close(io);
+    // setLength has no NoSpaceLeft in std's set: past the capacity it is FileTooBig.
+    try testing.expectError(error.FileTooBig, file.setLength(io, 1001));
+}
+
+test "sim disk: a full disk refuses the write past its capacity with NoSpaceLeft" {
+    var sim: Sim = try .init(testing.allocator, .{
+        .seed = 4,
+        .files = .simulated,
+        .disk_faults = .{ .capacity_bytes = 1000 },
+    });
+    defer sim.deinit();
+    try sim.run(fillDisk, .{});
+}
+
+fn writeBesideTicker(io: Io, ticks: *u32, written_ns: *u64) !void {
+    const Ticker = struct {
+        fn run(inner: Io, count: *u32, done: *const bool) Io.Cancelable!void {
+            while (!done.*) {
+                try inner.sleep(.fromMicroseconds(100), .awake);
+                count.* += 1;
+            }
+        }
+    };
+    var done = false;
+    var ticker = try io.concurrent(Ticker.run, .{ io, ticks, &done });
+    defer ticker.cancel(io) catch {};
+    const start = Io.Clock.awake.now(io);
+    const file = try Dir.cwd().createFile(io, "slow", .{});
+    for (0..10) |index| try file.writePositionalAll(io, "x", index);
+    file.close(io);
+    written_ns.* = @intCast(start.durationTo(Io.Clock.awake.now(io)).nanoseconds);
+    done = true;
+    try ticker.await(io);
+}
+
+test "sim disk: an operation's latency lets other tasks run while it waits" {
+    var sim: Sim = try .init(testing.allocator, .{
+        .seed = 6,
+        .files = .simulated,
+        .disk_latency_ns = std.time.ns_per_ms,
+    });
+    defer sim.deinit();
+    var ticks: u32 = 0;
+    var written_ns: u64 = 0;
+    try sim.run(writeBesideTicker, .{ &ticks, &written_ns });
+    // Twelve operations (create, ten writes, close), a millisecond each.
+    try testing.expect(written_ns >= 12 * std.time.ns_per_ms);
+    try testing.expect(ticks >= 100); // the ticker ran meanwhile, every 100 us
+}
+
+test "sim disk: disk options without simulated files, and percentages past 100, are refused" {
+    try testing.expectError(error.InvalidOptions, Sim.init(testing.allocator, .{
+        .seed = 1,
+        .disk_faults = .{ .lost_write_percent = 1 },
+    }));
+    try testing.expectError(error.InvalidOptions, Sim.init(testing.allocator, .{
+        .seed = 1,
+        .tear_writes = true,
+    }));
+    try testing.expectError(error.InvalidOptions, Sim.init(testing.allocator, .{
+        .seed = 1,
+        .files = .simulated,
+        .disk_faults = .{ .corrupt_sector_percent = 101 },
+    }));
+}
