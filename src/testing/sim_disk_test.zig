@@ -7,6 +7,7 @@ const Dir = Io.Dir;
 const File = Io.File;
 const testing = std.testing;
 const Sim = @import("../sim/Sim.zig");
+const sim_test = @import("sim_test.zig");
 
 /// Writes `label: ok` or `label: ErrorName` to `log`.
 fn note(log: *Io.Writer, label: []const u8, result: anytype) void {
@@ -141,6 +142,7 @@ fn exerciseSimulated(io: Io, log: *Io.Writer) !void {
 }
 
 test "sim disk: std's file and directory calls give the real file system's results" {
+    try sim_test.skipInExecutorRuns();
     // The disk lists a directory in the order its entries were made, a real one in its own
     // order: the listing's lines are compared sorted.
     var real_log_buffer: [8192]u8 = undefined;
@@ -234,6 +236,7 @@ fn expectSurvivors(io: Io) !void {
 }
 
 test "sim disk: Sim.crash ends the run; the next one finds only what was synced" {
+    try sim_test.skipInExecutorRuns();
     var sim: Sim = try .init(testing.allocator, .{ .seed = 3, .files = .simulated });
     defer sim.deinit();
     try testing.expectError(error.Crashed, sim.run(saveSynced, .{}));
@@ -307,6 +310,7 @@ fn firstBrokenCrashPoint(sync_directory: bool) !?u64 {
 }
 
 test "sim disk: seeded crash points find a save that forgot to sync its directory" {
+    try sim_test.skipInExecutorRuns();
     const broken = try firstBrokenCrashPoint(false);
     try testing.expect(broken != null);
     try testing.expectEqual(@as(?u64, null), try firstBrokenCrashPoint(true));
@@ -326,6 +330,7 @@ fn crashReplay(io: Io) !void {
 }
 
 test "sim disk: the same seed and crash point give the same survivors and trace" {
+    try sim_test.skipInExecutorRuns();
     var hashes: [2]u64 = undefined;
     var survivors: [2]usize = undefined;
     for (&hashes, &survivors) |*hash, *count| {
@@ -344,6 +349,7 @@ test "sim disk: the same seed and crash point give the same survivors and trace"
 }
 
 test "sim disk: a crash point without simulated files is refused" {
+    try sim_test.skipInExecutorRuns();
     try testing.expectError(error.InvalidOptions, Sim.init(testing.allocator, .{
         .seed = 1,
         .crash = .{ .at_operation = 3 },
@@ -371,6 +377,7 @@ const StoreCheck = struct {
 };
 
 test "sim disk: checkCrashes names a seed whose crash loses the store, and passes it fixed" {
+    try sim_test.skipInExecutorRuns();
     var report_buffer: [4096]u8 = undefined;
     var report: Io.Writer = .fixed(&report_buffer);
     const broken = try Sim.checkCrashes(testing.allocator, .{
@@ -419,6 +426,7 @@ fn countFlippedBits(io: Io, bytes: []const u8, flipped: *[4]u32) !void {
 }
 
 test "sim disk: corrupted sectors flip one bit each in what survives; a checksum finds them" {
+    try sim_test.skipInExecutorRuns();
     var bytes: [4 * Sim.Disk.sector_bytes]u8 = undefined;
     for (&bytes, 0..) |*byte, at| byte.* = @truncate(at *% 31);
     for ([_]u7{ 0, 100 }) |percent| {
@@ -445,6 +453,7 @@ fn writeLost(io: Io) !void {
 }
 
 test "sim disk: a lost write reports success and changes nothing" {
+    try sim_test.skipInExecutorRuns();
     var sim: Sim = try .init(testing.allocator, .{
         .seed = 4,
         .files = .simulated,
@@ -472,6 +481,7 @@ fn fillDisk(io: Io) !void {
 }
 
 test "sim disk: a full disk refuses the write past its capacity with NoSpaceLeft" {
+    try sim_test.skipInExecutorRuns();
     var sim: Sim = try .init(testing.allocator, .{
         .seed = 4,
         .files = .simulated,
@@ -503,6 +513,7 @@ fn writeBesideTicker(io: Io, ticks: *u32, written_ns: *u64) !void {
 }
 
 test "sim disk: an operation's latency lets other tasks run while it waits" {
+    try sim_test.skipInExecutorRuns();
     var sim: Sim = try .init(testing.allocator, .{
         .seed = 6,
         .files = .simulated,
@@ -518,6 +529,7 @@ test "sim disk: an operation's latency lets other tasks run while it waits" {
 }
 
 test "sim disk: disk options without simulated files, and percentages past 100, are refused" {
+    try sim_test.skipInExecutorRuns();
     try testing.expectError(error.InvalidOptions, Sim.init(testing.allocator, .{
         .seed = 1,
         .disk_faults = .{ .lost_write_percent = 1 },
@@ -531,4 +543,57 @@ test "sim disk: disk options without simulated files, and percentages past 100, 
         .files = .simulated,
         .disk_faults = .{ .corrupt_sector_percent = 101 },
     }));
+}
+
+var kept_handle: File = undefined;
+
+fn openAndCrash(io: Io) !void {
+    kept_handle = try Dir.cwd().createFile(io, "f", .{});
+    Sim.crash(io);
+}
+
+fn useKeptHandle(io: Io) !void {
+    try kept_handle.writePositionalAll(io, "after the crash", 0);
+}
+
+fn useHandleAfterCrash() void {
+    var sim = Sim.init(std.heap.page_allocator, .{ .seed = 1, .files = .simulated }) catch
+        return;
+    _ = sim.run(openAndCrash, .{}) catch {};
+    _ = sim.run(useKeptHandle, .{}) catch {};
+}
+
+fn crashWithRealFiles() void {
+    var sim = Sim.init(std.heap.page_allocator, .{ .seed = 1 }) catch return;
+    const Scenario = struct {
+        fn run(io: Io) void {
+            Sim.crash(io);
+        }
+    };
+    sim.run(Scenario.run, .{}) catch {};
+}
+
+fn crashOutsideRun() void {
+    var sim = Sim.init(std.heap.page_allocator, .{ .seed = 1, .files = .simulated }) catch
+        return;
+    Sim.crash(sim.io());
+}
+
+fn closeCwd() void {
+    var sim = Sim.init(std.heap.page_allocator, .{ .seed = 1, .files = .simulated }) catch
+        return;
+    const Scenario = struct {
+        fn run(io: Io) void {
+            Dir.cwd().close(io);
+        }
+    };
+    sim.run(Scenario.run, .{}) catch {};
+}
+
+test "sim disk: misuse panics with its rule: a handle from before a crash, a crash outside run" {
+    try sim_test.skipInExecutorRuns();
+    try sim_test.expectChildPanics(useHandleAfterCrash, "opened before a crash");
+    try sim_test.expectChildPanics(crashWithRealFiles, "this Sim's files are real");
+    try sim_test.expectChildPanics(crashOutsideRun, "used outside Sim.run");
+    try sim_test.expectChildPanics(closeCwd, "cannot be closed or used as a file");
 }
