@@ -363,10 +363,15 @@ fn crashOnce(
     }
     // The crash point is the write phase's: the recovery runs to its end.
     sim.state.crash_at = null;
-    // What survived, for the report (before the recovery changes it).
+    // What the write phase did last and what survived, for the report (before the recovery
+    // changes them).
     var survived: Io.Writer.Allocating = .init(gpa);
     defer survived.deinit();
-    if (report != null) sim.state.disk.?.writeDurable(&survived.writer) catch {};
+    if (report != null) {
+        sim.state.writeRecentDiskOperations(&survived.writer) catch {};
+        survived.writer.writeAll("weft.Sim: what survived:\n") catch {};
+        sim.state.disk.?.writeDurable(&survived.writer) catch {};
+    }
     if (outcome == null) {
         if (sim.run(recover_phase, .{&run_context})) |_| {} else |err| outcome = err;
     }
@@ -377,11 +382,11 @@ fn crashOnce(
             sim.writeReport(writer) catch {};
         };
         if (crash_operation) |operation| {
-            writer.print("weft.Sim: the write phase crashed before disk operation {d}; " ++
-                "what survived:\n", .{operation}) catch {};
+            writer.print("weft.Sim: the write phase crashed before disk operation {d}; its " ++
+                "last ones (the crash came before the last):\n", .{operation}) catch {};
         } else {
-            writer.writeAll("weft.Sim: the write phase ended before its crash point; " ++
-                "what it made durable:\n") catch {};
+            writer.writeAll("weft.Sim: the write phase ended before its crash point; its " ++
+                "last disk operations:\n") catch {};
         }
         writer.writeAll(survived.written()) catch {};
         writer.print("weft.Sim: seed {d} failed: {t} (WEFT_SEED={d} replays it)\n", .{

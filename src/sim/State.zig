@@ -61,6 +61,9 @@ failure: ?Failure = null,
 disk: ?Disk = null,
 /// File operations on the disk so far, over every run (`diskOperation`).
 disk_operations: u64 = 0,
+/// The last `disk_recent_max` of them, by number (`disk_operations` names the newest): the
+/// VTable entry that made each, for a crash's report.
+disk_recent: [disk_recent_max][:0]const u8 = undefined,
 /// The disk operation (counted as `disk_operations`) before which the run crashes
 /// (`Options.crash`); null once it did, or without one.
 crash_at: ?u64 = null,
@@ -641,9 +644,10 @@ fn schedule(sim: *State) RunError!void {
 /// One file operation on the disk, about to be made by the running task: it moves virtual
 /// time by a tick and enters the trace, and at the crash point (`Options.crash`) the run
 /// crashes instead.
-pub fn diskOperation(sim: *State) void {
+pub fn diskOperation(sim: *State, name: [:0]const u8) void {
     assert(sim.disk != null);
     sim.disk_operations += 1;
+    sim.disk_recent[sim.disk_operations % disk_recent_max] = name;
     sim.traceEvent(.disk, sim.disk_operations, sim.now_ns);
     sim.now_ns +|= sim.options.tick_ns;
     if (sim.crash_at) |at| if (sim.disk_operations == at) {
@@ -655,6 +659,20 @@ pub fn diskOperation(sim: *State) void {
         assert(wake == .timeout); // nothing else wakes an uncancelable sleeper
     }
     sim.disk.?.now_ns = @intCast(sim.clockAt(.real, sim.now_ns));
+}
+
+pub const disk_recent_max = 8;
+
+/// Writes the last disk operations (up to `disk_recent_max`, oldest first), numbered: the
+/// crash's report says what the program was doing.
+pub fn writeRecentDiskOperations(sim: *const State, writer: *Io.Writer) Io.Writer.Error!void {
+    const newest = sim.disk_operations;
+    const count = @min(newest, disk_recent_max);
+    var number = newest - count + 1;
+    // Bounded by `disk_recent_max`.
+    while (number <= newest) : (number += 1) {
+        try writer.print("  {d}: {s}\n", .{ number, sim.disk_recent[number % disk_recent_max] });
+    }
 }
 
 /// Crashes the run from its running task: every task ends where it stands (no `defer` runs,

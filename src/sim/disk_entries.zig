@@ -84,10 +84,10 @@ pub fn diskOf(sim: *State, handle: std.posix.fd_t) ?*Disk {
 
 /// `diskOf` for the file and directory entries: also counts the call as a disk operation
 /// (the place of a seeded crash).
-fn operationOn(userdata: ?*anyopaque, handle: std.posix.fd_t) ?*Disk {
+fn operationOn(userdata: ?*anyopaque, handle: std.posix.fd_t, name: [:0]const u8) ?*Disk {
     const sim = State.fromUserdata(userdata);
     const disk = diskOf(sim, handle) orelse return null;
-    sim.diskOperation();
+    sim.diskOperation(name);
     return disk;
 }
 
@@ -141,7 +141,7 @@ fn dirCreateDir(
     sub_path: []const u8,
     permissions: Dir.Permissions,
 ) Dir.CreateDirError!void {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirCreateDir(userdata, dir, sub_path, permissions);
     const parent = dirNode(disk, dir) catch |err| return narrow(Dir.CreateDirError, err);
     disk.createDir(parent, sub_path, @intFromEnum(permissions)) catch |err|
@@ -154,7 +154,7 @@ fn dirCreateDirPath(
     sub_path: []const u8,
     permissions: Dir.Permissions,
 ) Dir.CreateDirPathError!Dir.CreatePathStatus {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirCreateDirPath(userdata, dir, sub_path, permissions);
     const E = Dir.CreateDirPathError;
     const parent = dirNode(disk, dir) catch |err| return narrow(E, err);
@@ -198,7 +198,7 @@ fn dirOpenDir(
     sub_path: []const u8,
     options: Dir.OpenOptions,
 ) Dir.OpenError!Dir {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirOpenDir(userdata, dir, sub_path, options);
     const parent = dirNode(disk, dir) catch |err| return narrow(Dir.OpenError, err);
     const handle = disk.open(parent, sub_path, .{
@@ -209,7 +209,8 @@ fn dirOpenDir(
 }
 
 fn dirStat(userdata: ?*anyopaque, dir: Dir) Dir.StatError!Dir.Stat {
-    const disk = operationOn(userdata, dir.handle) orelse return base.dirStat(userdata, dir);
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
+        return base.dirStat(userdata, dir);
     const node = dirNode(disk, dir) catch |err| return narrow(Dir.StatError, err);
     return disk.stat(node);
 }
@@ -220,7 +221,7 @@ fn dirStatFile(
     sub_path: []const u8,
     options: Dir.StatFileOptions,
 ) Dir.StatFileError!File.Stat {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirStatFile(userdata, dir, sub_path, options);
     const E = Dir.StatFileError;
     const parent = dirNode(disk, dir) catch |err| return narrow(E, err);
@@ -237,7 +238,7 @@ fn dirAccess(
     sub_path: []const u8,
     options: Dir.AccessOptions,
 ) Dir.AccessError!void {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirAccess(userdata, dir, sub_path, options);
     const parent = dirNode(disk, dir) catch |err| return narrow(Dir.AccessError, err);
     const resolved = disk.resolve(parent, sub_path, options.follow_symlinks) catch |err|
@@ -255,7 +256,7 @@ fn dirCreateFile(
     sub_path: []const u8,
     options: Dir.CreateFileOptions,
 ) File.OpenError!File {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirCreateFile(userdata, dir, sub_path, options);
     if (options.lock != .none) return error.FileLocksUnsupported;
     const parent = dirNode(disk, dir) catch |err| return narrow(File.OpenError, err);
@@ -276,7 +277,7 @@ fn dirOpenFile(
     sub_path: []const u8,
     options: Dir.OpenFileOptions,
 ) File.OpenError!File {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirOpenFile(userdata, dir, sub_path, options);
     if (options.lock != .none) return error.FileLocksUnsupported;
     const parent = dirNode(disk, dir) catch |err| return narrow(File.OpenError, err);
@@ -345,7 +346,7 @@ fn dirClose(userdata: ?*anyopaque, dirs: []const Dir) void {
             base.dirClose(userdata, (&dir)[0..1]);
             continue;
         };
-        sim.diskOperation();
+        sim.diskOperation(@src().fn_name);
         disk.close(dir.handle);
     }
 }
@@ -358,7 +359,7 @@ fn dirRead(
     reader: *Dir.Reader,
     buffer: []Dir.Entry,
 ) Dir.Reader.Error!usize {
-    const disk = operationOn(userdata, reader.dir.handle) orelse
+    const disk = operationOn(userdata, reader.dir.handle, @src().fn_name) orelse
         return base.dirRead(userdata, reader, buffer);
     const node = dirNode(disk, reader.dir) catch |err| return narrow(Dir.Reader.Error, err);
     if (reader.state == .reset) {
@@ -389,7 +390,7 @@ fn dirRead(
 }
 
 fn dirRealPath(userdata: ?*anyopaque, dir: Dir, out_buffer: []u8) Dir.RealPathError!usize {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirRealPath(userdata, dir, out_buffer);
     const node = dirNode(disk, dir) catch |err| return narrow(Dir.RealPathError, err);
     return pathOf(disk, node, out_buffer);
@@ -401,7 +402,7 @@ fn dirRealPathFile(
     path_name: []const u8,
     out_buffer: []u8,
 ) Dir.RealPathFileError!usize {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirRealPathFile(userdata, dir, path_name, out_buffer);
     const E = Dir.RealPathFileError;
     const parent = dirNode(disk, dir) catch |err| return narrow(E, err);
@@ -451,14 +452,14 @@ fn pathOf(disk: *Disk, node: *Disk.Node, out_buffer: []u8) PathError!usize {
 }
 
 fn dirDeleteFile(userdata: ?*anyopaque, dir: Dir, sub_path: []const u8) Dir.DeleteFileError!void {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirDeleteFile(userdata, dir, sub_path);
     const parent = dirNode(disk, dir) catch |err| return narrow(Dir.DeleteFileError, err);
     disk.deleteFile(parent, sub_path) catch |err| return narrow(Dir.DeleteFileError, err);
 }
 
 fn dirDeleteDir(userdata: ?*anyopaque, dir: Dir, sub_path: []const u8) Dir.DeleteDirError!void {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirDeleteDir(userdata, dir, sub_path);
     const parent = dirNode(disk, dir) catch |err| return narrow(Dir.DeleteDirError, err);
     disk.deleteDir(parent, sub_path) catch |err| return narrow(Dir.DeleteDirError, err);
@@ -470,13 +471,14 @@ fn bothOnDisk(
     userdata: ?*anyopaque,
     old_dir: Dir,
     new_dir: Dir,
+    name: [:0]const u8,
 ) error{CrossDevice}!?*Disk {
     const sim = State.fromUserdata(userdata);
     const old_disk = diskOf(sim, old_dir.handle);
     const new_disk = diskOf(sim, new_dir.handle);
     if ((old_disk == null) != (new_disk == null)) return error.CrossDevice;
     const disk = old_disk orelse return null;
-    sim.diskOperation();
+    sim.diskOperation(name);
     return disk;
 }
 
@@ -487,7 +489,7 @@ fn dirRename(
     new_dir: Dir,
     new_sub_path: []const u8,
 ) Dir.RenameError!void {
-    const disk = try bothOnDisk(userdata, old_dir, new_dir) orelse
+    const disk = try bothOnDisk(userdata, old_dir, new_dir, @src().fn_name) orelse
         return base.dirRename(userdata, old_dir, old_sub_path, new_dir, new_sub_path);
     const E = Dir.RenameError;
     const old_parent = dirNode(disk, old_dir) catch |err| return narrow(E, err);
@@ -504,7 +506,7 @@ fn dirRenamePreserve(
     new_dir: Dir,
     new_sub_path: []const u8,
 ) Dir.RenamePreserveError!void {
-    const disk = try bothOnDisk(userdata, old_dir, new_dir) orelse
+    const disk = try bothOnDisk(userdata, old_dir, new_dir, @src().fn_name) orelse
         return base.dirRenamePreserve(userdata, old_dir, old_sub_path, new_dir, new_sub_path);
     const E = Dir.RenamePreserveError;
     const old_parent = dirNode(disk, old_dir) catch |err| return narrow(E, err);
@@ -522,7 +524,7 @@ fn dirSymLink(
     sym_link_path: []const u8,
     flags: Dir.SymLinkFlags,
 ) Dir.SymLinkError!void {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirSymLink(userdata, dir, target_path, sym_link_path, flags);
     const parent = dirNode(disk, dir) catch |err| return narrow(Dir.SymLinkError, err);
     disk.symLink(parent, target_path, sym_link_path) catch |err|
@@ -535,7 +537,7 @@ fn dirReadLink(
     sub_path: []const u8,
     buffer: []u8,
 ) Dir.ReadLinkError!usize {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirReadLink(userdata, dir, sub_path, buffer);
     const parent = dirNode(disk, dir) catch |err| return narrow(Dir.ReadLinkError, err);
     return disk.readLink(parent, sub_path, buffer) catch |err| switch (err) {
@@ -550,7 +552,7 @@ fn dirSetOwner(
     uid: ?File.Uid,
     gid: ?File.Gid,
 ) Dir.SetOwnerError!void {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirSetOwner(userdata, dir, uid, gid);
     _ = dirNode(disk, dir) catch |err| return narrow(Dir.SetOwnerError, err);
 }
@@ -563,7 +565,7 @@ fn dirSetFileOwner(
     gid: ?File.Gid,
     options: Dir.SetFileOwnerOptions,
 ) Dir.SetFileOwnerError!void {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirSetFileOwner(userdata, dir, sub_path, uid, gid, options);
     const E = Dir.SetFileOwnerError;
     const parent = dirNode(disk, dir) catch |err| return narrow(E, err);
@@ -577,7 +579,7 @@ fn dirSetPermissions(
     dir: Dir,
     permissions: Dir.Permissions,
 ) Dir.SetPermissionsError!void {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirSetPermissions(userdata, dir, permissions);
     const node = dirNode(disk, dir) catch |err| return narrow(Dir.SetPermissionsError, err);
     setMode(disk, node, @intFromEnum(permissions));
@@ -595,7 +597,7 @@ fn dirSetFilePermissions(
     permissions: File.Permissions,
     options: Dir.SetFilePermissionsOptions,
 ) Dir.SetFilePermissionsError!void {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirSetFilePermissions(userdata, dir, sub_path, permissions, options);
     const E = Dir.SetFilePermissionsError;
     const parent = dirNode(disk, dir) catch |err| return narrow(E, err);
@@ -610,7 +612,7 @@ fn dirSetTimestamps(
     sub_path: []const u8,
     options: Dir.SetTimestampsOptions,
 ) Dir.SetTimestampsError!void {
-    const disk = operationOn(userdata, dir.handle) orelse
+    const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirSetTimestamps(userdata, dir, sub_path, options);
     const E = Dir.SetTimestampsError;
     const parent = dirNode(disk, dir) catch |err| return narrow(E, err);
@@ -637,7 +639,7 @@ fn dirHardLink(
     new_sub_path: []const u8,
     options: Dir.HardLinkOptions,
 ) Dir.HardLinkError!void {
-    const disk = try bothOnDisk(userdata, old_dir, new_dir) orelse
+    const disk = try bothOnDisk(userdata, old_dir, new_dir, @src().fn_name) orelse
         return base.dirHardLink(userdata, old_dir, old_sub_path, new_dir, new_sub_path, options);
     const E = Dir.HardLinkError;
     const old_parent = dirNode(disk, old_dir) catch |err| return narrow(E, err);
@@ -654,12 +656,14 @@ fn dirHardLink(
 // ---------------------------------------------------------------------------- files
 
 fn fileStat(userdata: ?*anyopaque, file: File) File.StatError!File.Stat {
-    const disk = operationOn(userdata, file.handle) orelse return base.fileStat(userdata, file);
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
+        return base.fileStat(userdata, file);
     return disk.stat(disk.handleOf(file.handle).node);
 }
 
 fn fileLength(userdata: ?*anyopaque, file: File) File.LengthError!u64 {
-    const disk = operationOn(userdata, file.handle) orelse return base.fileLength(userdata, file);
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
+        return base.fileLength(userdata, file);
     return disk.stat(disk.handleOf(file.handle).node).size;
 }
 
@@ -670,7 +674,7 @@ fn fileClose(userdata: ?*anyopaque, handles: []const File) void {
             base.fileClose(userdata, (&file)[0..1]);
             continue;
         };
-        sim.diskOperation();
+        sim.diskOperation(@src().fn_name);
         disk.close(file.handle);
     }
 }
@@ -731,12 +735,12 @@ pub fn operate(sim: *State, operation: Io.Operation) ?Io.Operation.Result {
     switch (operation) {
         .file_read_streaming => |streaming| {
             const disk = diskOf(sim, streaming.file.handle) orelse return null;
-            sim.diskOperation();
+            sim.diskOperation("operate(.file_read_streaming)");
             return .{ .file_read_streaming = readStreaming(disk, streaming) };
         },
         .file_write_streaming => |streaming| {
             const disk = diskOf(sim, streaming.file.handle) orelse return null;
-            sim.diskOperation();
+            sim.diskOperation("operate(.file_write_streaming)");
             return .{ .file_write_streaming = writeStreaming(disk, streaming) };
         },
         else => return null,
@@ -806,7 +810,7 @@ fn fileWriteFilePositional(
 }
 
 fn fileSeekBy(userdata: ?*anyopaque, file: File, relative_offset: i64) File.SeekError!void {
-    const disk = operationOn(userdata, file.handle) orelse
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileSeekBy(userdata, file, relative_offset);
     const handle = disk.handleOf(file.handle);
     const position = @as(i128, handle.position) + relative_offset;
@@ -815,14 +819,15 @@ fn fileSeekBy(userdata: ?*anyopaque, file: File, relative_offset: i64) File.Seek
 }
 
 fn fileSeekTo(userdata: ?*anyopaque, file: File, absolute_offset: u64) File.SeekError!void {
-    const disk = operationOn(userdata, file.handle) orelse
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileSeekTo(userdata, file, absolute_offset);
     if (absolute_offset > std.math.maxInt(i64)) return error.Unexpected; // EINVAL
     disk.handleOf(file.handle).position = absolute_offset;
 }
 
 fn fileIsTty(userdata: ?*anyopaque, file: File) Io.Cancelable!bool {
-    const disk = operationOn(userdata, file.handle) orelse return base.fileIsTty(userdata, file);
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
+        return base.fileIsTty(userdata, file);
     _ = disk.handleOf(file.handle);
     return false;
 }
@@ -831,21 +836,21 @@ fn fileEnableAnsiEscapeCodes(
     userdata: ?*anyopaque,
     file: File,
 ) File.EnableAnsiEscapeCodesError!void {
-    const disk = operationOn(userdata, file.handle) orelse
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileEnableAnsiEscapeCodes(userdata, file);
     _ = disk.handleOf(file.handle);
     return error.NotTerminalDevice;
 }
 
 fn fileSupportsAnsiEscapeCodes(userdata: ?*anyopaque, file: File) Io.Cancelable!bool {
-    const disk = operationOn(userdata, file.handle) orelse
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileSupportsAnsiEscapeCodes(userdata, file);
     _ = disk.handleOf(file.handle);
     return false;
 }
 
 fn fileSetLength(userdata: ?*anyopaque, file: File, length: u64) File.SetLengthError!void {
-    const disk = operationOn(userdata, file.handle) orelse
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileSetLength(userdata, file, length);
     disk.setLength(file.handle, length) catch |err| switch (err) {
         error.NotOpenForWriting => return error.AccessDenied,
@@ -862,7 +867,7 @@ fn fileSetOwner(
     uid: ?File.Uid,
     gid: ?File.Gid,
 ) File.SetOwnerError!void {
-    const disk = operationOn(userdata, file.handle) orelse
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileSetOwner(userdata, file, uid, gid);
     _ = disk.handleOf(file.handle);
 }
@@ -872,7 +877,7 @@ fn fileSetPermissions(
     file: File,
     permissions: File.Permissions,
 ) File.SetPermissionsError!void {
-    const disk = operationOn(userdata, file.handle) orelse
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileSetPermissions(userdata, file, permissions);
     setMode(disk, disk.handleOf(file.handle).node, @intFromEnum(permissions));
 }
@@ -882,20 +887,20 @@ fn fileSetTimestamps(
     file: File,
     options: File.SetTimestampsOptions,
 ) File.SetTimestampsError!void {
-    const disk = operationOn(userdata, file.handle) orelse
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileSetTimestamps(userdata, file, options);
     setModified(disk, disk.handleOf(file.handle).node, options.modify_timestamp);
 }
 
 fn fileLock(userdata: ?*anyopaque, file: File, lock: File.Lock) File.LockError!void {
-    const disk = operationOn(userdata, file.handle) orelse
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileLock(userdata, file, lock);
     _ = disk.handleOf(file.handle);
     return error.FileLocksUnsupported;
 }
 
 fn fileTryLock(userdata: ?*anyopaque, file: File, lock: File.Lock) File.LockError!bool {
-    const disk = operationOn(userdata, file.handle) orelse
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileTryLock(userdata, file, lock);
     _ = disk.handleOf(file.handle);
     return error.FileLocksUnsupported;
@@ -903,19 +908,20 @@ fn fileTryLock(userdata: ?*anyopaque, file: File, lock: File.Lock) File.LockErro
 
 /// Nothing to unlock: no lock is ever taken on the disk.
 fn fileUnlock(userdata: ?*anyopaque, file: File) void {
-    const disk = operationOn(userdata, file.handle) orelse return base.fileUnlock(userdata, file);
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
+        return base.fileUnlock(userdata, file);
     _ = disk.handleOf(file.handle);
 }
 
 fn fileDowngradeLock(userdata: ?*anyopaque, file: File) File.DowngradeLockError!void {
-    const disk = operationOn(userdata, file.handle) orelse
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileDowngradeLock(userdata, file);
     _ = disk.handleOf(file.handle);
     return error.Unexpected; // no lock is ever held: nothing to downgrade
 }
 
 fn fileRealPath(userdata: ?*anyopaque, file: File, out_buffer: []u8) File.RealPathError!usize {
-    const disk = operationOn(userdata, file.handle) orelse
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileRealPath(userdata, file, out_buffer);
     const node = disk.handleOf(file.handle).node;
     if (node.kind == .directory) return pathOf(disk, node, out_buffer);
@@ -951,7 +957,7 @@ fn fileHardLink(
     }
     const disk = file_disk orelse return error.CrossDevice;
     if (dir_disk == null) return error.CrossDevice;
-    sim.diskOperation();
+    sim.diskOperation(@src().fn_name);
     const E = File.HardLinkError;
     const node = disk.handleOf(file.handle).node;
     if (node.kind == .directory) return error.PermissionDenied;
@@ -966,7 +972,7 @@ fn fileMemoryMapCreate(
     file: File,
     options: File.MemoryMap.CreateOptions,
 ) File.MemoryMap.CreateError!File.MemoryMap {
-    const disk = operationOn(userdata, file.handle) orelse
+    const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileMemoryMapCreate(userdata, file, options);
     _ = disk.handleOf(file.handle);
     return fallback(File.MemoryMap.CreateError); // not modelled

@@ -42,7 +42,7 @@ fn fileReadPositional(
 ) File.ReadPositionalError!usize {
     const sim = State.fromUserdata(userdata);
     const disk = disk_entries.diskOf(sim, file.handle);
-    if (disk != null) sim.diskOperation();
+    if (disk != null) sim.diskOperation(@src().fn_name);
     if (sim.fileFault(.io_error)) return error.InputOutput;
     var one: [1][]u8 = undefined;
     const chosen: []const []u8 = if (shortened(sim, data)) |first| blk: {
@@ -63,7 +63,7 @@ fn fileWritePositional(
 ) File.WritePositionalError!usize {
     const sim = State.fromUserdata(userdata);
     const disk = disk_entries.diskOf(sim, file.handle);
-    if (disk != null) sim.diskOperation();
+    if (disk != null) sim.diskOperation(@src().fn_name);
     if (sim.fileFault(.io_error)) return error.InputOutput;
     if (sim.fileFault(.no_space)) return error.NoSpaceLeft;
     if (header.len > 1 and sim.fileFault(.short)) {
@@ -79,7 +79,7 @@ fn fileWritePositional(
 fn fileSync(userdata: ?*anyopaque, file: File) File.SyncError!void {
     const sim = State.fromUserdata(userdata);
     const disk = disk_entries.diskOf(sim, file.handle);
-    if (disk != null) sim.diskOperation();
+    if (disk != null) sim.diskOperation(@src().fn_name);
     if (sim.fileFault(.sync_error)) return error.InputOutput;
     if (disk) |d| return disk_entries.sync(d, file);
     return base.fileSync(userdata, file);
