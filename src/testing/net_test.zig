@@ -376,7 +376,7 @@ test "net: canceling one of two operations in flight on a socket leaves the othe
                 spacers_len += 1;
             }
         }
-        const rounds = 6;
+        const rounds = 16;
     }.body);
 }
 
