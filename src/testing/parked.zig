@@ -32,6 +32,31 @@ pub fn waitParked(io: Io, future: anytype, wait: Wait) Io.Cancelable!void {
     return waitTaskParked(io, task_io.taskOf(future.any_future.?), wait);
 }
 
+/// What `waitParkedOrFinished` found.
+pub const Outcome = enum { parked, finished };
+
+/// `waitParked` for an operation the kernel may complete before the test looks (a read that
+/// took the async path can be answered at once, and a loaded machine delays the look):
+/// `.finished` if the task ended instead of parking, so that the test takes that branch (a
+/// cancel then returns the result) rather than panic after 10 s.
+pub fn waitParkedOrFinished(io: Io, future: anytype, wait: Wait) Io.Cancelable!Outcome {
+    const task = task_io.taskOf(future.any_future.?);
+    const start_ns = os.monotonicNs();
+    while (!parked(task, wait)) {
+        if (task.awaiter.load(.acquire) == Task.awaiter_finished) return .finished;
+        if (os.monotonicNs() - start_ns > deadline_ns) {
+            std.debug.panic("task neither parked {t} nor finished within 10 s: wait state " ++
+                "{t}, on a CPU: {}", .{
+                wait,
+                task.wait_state.load(.acquire),
+                task.on_cpu.load(.acquire),
+            });
+        }
+        try io.sleep(.fromNanoseconds(poll_ns), .awake);
+    }
+    return .parked;
+}
+
 /// `waitParked` for a task known otherwise (the main task, from a foreign thread: there `io`
 /// sleeps the thread and is never canceled).
 pub fn waitTaskParked(io: Io, task: *const Task, wait: Wait) Io.Cancelable!void {
