@@ -57,13 +57,13 @@ test "weft: the public API is exactly the documented list" {
         });
         // Not the machinery the VTable calls (`Task`, `park`, `futexWait`, ...).
         expectPublic(Sim, &.{
-            "Options",           "InitError",      "RunError",     "Failure",   "init",
-            "deinit",            "io",             "traceHash",    "elapsedNs", "stepCount",
-            "RunResult",         "run",            "CheckOptions", "Checked",   "checkSeeds",
-            "writeReport",       "NetworkOptions", "HostEntry",    "Link",      "setLink",
-            "FileFaults",        "setHost",        "partition",    "heal",      "Files",
-            "Crash",             "Disk",           "crash",        "disk",      "diskOperations",
-            "CrashCheckOptions", "checkCrashes",   "DiskFaults",
+            "Options",           "InitError",      "RunError",     "Failure",    "init",
+            "deinit",            "io",             "traceHash",    "elapsedNs",  "stepCount",
+            "RunResult",         "run",            "CheckOptions", "Checked",    "checkSeeds",
+            "writeReport",       "NetworkOptions", "HostEntry",    "Link",       "setLink",
+            "FileFaults",        "setHost",        "partition",    "heal",       "Files",
+            "Crash",             "Disk",           "crash",        "disk",       "diskOperations",
+            "CrashCheckOptions", "checkCrashes",   "DiskFaults",   "Durability",
         });
         // Not `State` (the VTable's userdata, with createTask, destroyTask and start).
         expectPublic(Runtime, &.{

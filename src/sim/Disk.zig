@@ -155,6 +155,11 @@ pub const Node = struct {
     ctime_ns: i96 = 0,
     /// Where it sits in `Disk.nodes`.
     index: usize = 0,
+    /// flock(2)-style locks: handles holding it shared, and whether one holds it exclusive.
+    locks_shared: u32 = 0,
+    locked_exclusive: bool = false,
+    /// Changes at every unlock: a futex word for the tasks waiting to lock (disk_entries.zig).
+    lock_generation: u32 = 0,
 };
 
 /// An open file or directory.
@@ -165,6 +170,8 @@ pub const Handle = struct {
     append: bool,
     /// The streaming position.
     position: u64 = 0,
+    /// The lock this handle holds on its node (flock(2): one per open file description).
+    lock: Io.File.Lock = .none,
 };
 
 pub fn init(gpa: Allocator) error{OutOfMemory}!Disk {
@@ -445,6 +452,48 @@ pub fn handleOf(disk: *Disk, number: i32) *Handle {
         "opened before a crash: a crash closes every handle)", .{number});
 }
 
+/// Takes (or converts to) `lock` for the handle `number` if no other handle's lock conflicts,
+/// as flock(2) with LOCK_NB: a shared lock conflicts with another handle's exclusive one, an
+/// exclusive lock with any other handle's lock. `.none` unlocks. Returns whether it holds it.
+pub fn tryLock(disk: *Disk, number: i32, lock: Io.File.Lock) bool {
+    const handle = disk.handleOf(number);
+    const node = handle.node;
+    const others_shared = node.locks_shared - @intFromBool(handle.lock == .shared);
+    const others_exclusive = node.locked_exclusive and handle.lock != .exclusive;
+    const free = switch (lock) {
+        .none => true,
+        .shared => !others_exclusive,
+        .exclusive => !others_exclusive and others_shared == 0,
+    };
+    if (!free) return false;
+    disk.setLock(handle, lock);
+    return true;
+}
+
+/// Moves `handle`'s lock to `lock`, keeping its node's counts; an unlock (or a downgrade)
+/// changes `lock_generation`, for waiters to look again.
+fn setLock(disk: *Disk, handle: *Handle, lock: Io.File.Lock) void {
+    _ = disk;
+    const node = handle.node;
+    const released = handle.lock == .exclusive or (handle.lock == .shared and lock == .none);
+    switch (handle.lock) {
+        .none => {},
+        .shared => node.locks_shared -= 1,
+        .exclusive => node.locked_exclusive = false,
+    }
+    switch (lock) {
+        .none => {},
+        .shared => node.locks_shared += 1,
+        .exclusive => {
+            assert(!node.locked_exclusive);
+            assert(node.locks_shared == 0);
+            node.locked_exclusive = true;
+        },
+    }
+    handle.lock = lock;
+    if (released) node.lock_generation +%= 1;
+}
+
 /// Handles open now.
 pub fn handlesOpen(disk: *const Disk) usize {
     return disk.handles.items.len - disk.handles_free.items.len;
@@ -453,6 +502,7 @@ pub fn handlesOpen(disk: *const Disk) usize {
 pub fn close(disk: *Disk, number: i32) void {
     const handle = disk.handleOf(number);
     const node = handle.node;
+    disk.setLock(handle, .none); // flock(2): the lock goes with the last close
     const index: u32 = @intCast(number - handle_base);
     disk.handles.items[index] = null;
     disk.handles_free.appendAssumeCapacity(index); // reserved as the slot was made
@@ -535,6 +585,7 @@ pub fn symLink(disk: *Disk, directory: *Node, target: []const u8, path: []const 
     if (resolved.node != null) return error.PathAlreadyExists;
     const node = try disk.createNode(.sym_link, 0o777);
     errdefer disk.release(node);
+    node.mode = 0o777; // a link's permissions are always all, whatever the umask
     try node.data.appendSlice(disk.gpa, target);
     try disk.link(resolved.parent, resolved.name, node);
 }
@@ -760,6 +811,87 @@ fn writeDurableUnder(
     }
 }
 
+// ------------------------------------------------------------------------------ fixtures
+
+pub const CopyInError = Error || Io.Dir.OpenError || Io.Dir.Iterator.Error ||
+    Io.Dir.ReadFileAllocError || Io.Dir.ReadLinkError;
+
+/// Copies the real directory tree `source` into the disk, under `destination` (a directory of
+/// the disk, made if missing), and makes everything on the disk durable: a run's fixture, as
+/// if written and synced long before. `io` reads the real files: a real file system's `Io`
+/// (std.testing.io, a `weft.Runtime`'s), not the Sim's. Not during a run.
+pub fn copyIn(disk: *Disk, io: Io, source: Io.Dir, destination: []const u8) CopyInError!void {
+    var at = disk.root;
+    var components = std.mem.tokenizeScalar(u8, destination, '/');
+    // Bounded by the path's components.
+    while (components.next()) |name| {
+        const resolved = try disk.resolve(at, name, true);
+        if (resolved.node) |node| {
+            if (node.kind != .directory) return error.NotDir;
+            at = node;
+        } else {
+            at = try disk.makeDirectory(at, name, 0o755);
+        }
+    }
+    try disk.copyTree(io, source, at, 0);
+    try disk.syncAll();
+}
+
+fn makeDirectory(disk: *Disk, parent: *Node, name: []const u8, mode: u32) Error!*Node {
+    const node = try disk.createNode(.directory, mode);
+    errdefer disk.release(node);
+    try disk.link(parent, name, node);
+    return node;
+}
+
+fn copyTree(
+    disk: *Disk,
+    io: Io,
+    source: Io.Dir,
+    into: *Node,
+    depth: u32,
+) CopyInError!void {
+    if (depth > path_bytes_max / 2) return error.NameTooLong; // deeper than a path can name
+    var iterator = source.iterate();
+    while (try iterator.next(io)) |entry| {
+        if (entry.name.len > name_bytes_max) return error.NameTooLong;
+        if (into.entries.contains(entry.name)) return error.PathAlreadyExists;
+        switch (entry.kind) {
+            .directory => {
+                const child = try disk.makeDirectory(into, entry.name, 0o755);
+                var opened = try source.openDir(io, entry.name, .{ .iterate = true });
+                defer opened.close(io);
+                try disk.copyTree(io, opened, child, depth + 1);
+            },
+            .sym_link => {
+                var target: [path_bytes_max]u8 = undefined;
+                const length = try source.readLink(io, entry.name, &target);
+                try disk.symLink(into, target[0..length], entry.name);
+            },
+            else => {
+                const bytes = try source.readFileAlloc(io, entry.name, disk.gpa, .unlimited);
+                defer disk.gpa.free(bytes);
+                const node = try disk.createNode(.file, 0o644);
+                errdefer disk.release(node);
+                try disk.resizeData(node, bytes.len);
+                @memcpy(node.data.items, bytes);
+                try disk.link(into, entry.name, node);
+            },
+        }
+    }
+}
+
+/// Makes every file's bytes and every directory's entries durable, as after a sync of each.
+pub fn syncAll(disk: *Disk) Error!void {
+    for (disk.nodes.items) |node| switch (node.kind) {
+        .file, .sym_link => {
+            node.durable_data.clearRetainingCapacity();
+            try node.durable_data.appendSlice(disk.gpa, node.data.items);
+        },
+        .directory => try disk.syncEntries(node),
+    };
+}
+
 // ------------------------------------------------------------------------------ crash
 
 /// The bytes of `node` written since its last sync survive in part, as a disk that lost power
@@ -809,6 +941,8 @@ pub fn crash(disk: *Disk, tear: ?std.Random) error{OutOfMemory}!u32 {
     for (disk.nodes.items) |node| {
         node.opens = 0;
         node.links = 0;
+        node.locks_shared = 0;
+        node.locked_exclusive = false;
         node.parent = null;
         node.data.clearRetainingCapacity();
         try node.data.appendSlice(disk.gpa, node.durable_data.items);
@@ -1051,4 +1185,29 @@ test "Disk: a torn crash keeps each changed sector old or new, and nothing else"
     }
     try testing.expect(lengths_seen[0] and lengths_seen[1]);
     try testing.expect(mixed_seen);
+}
+
+test "Disk: locks as flock: shared ones together, an exclusive one alone, released on close" {
+    var disk: Disk = try .init(testing.allocator);
+    defer disk.deinit();
+    try writeFile(&disk, "f", "", false);
+    const a = try disk.open(disk.root, "f", .{});
+    const b = try disk.open(disk.root, "f", .{});
+    try testing.expect(disk.tryLock(a, .shared));
+    try testing.expect(disk.tryLock(b, .shared));
+    try testing.expect(!disk.tryLock(b, .exclusive)); // a holds it shared
+    try testing.expect(disk.tryLock(a, .none));
+    try testing.expect(disk.tryLock(b, .exclusive)); // converts its own shared lock
+    try testing.expect(!disk.tryLock(a, .shared));
+    const generation = disk.handleOf(b).node.lock_generation;
+    try testing.expect(disk.tryLock(b, .shared)); // a downgrade lets shared lockers in
+    try testing.expect(disk.handleOf(b).node.lock_generation != generation);
+    try testing.expect(disk.tryLock(a, .shared));
+    disk.close(b);
+    try testing.expect(disk.tryLock(a, .none));
+    try testing.expect(disk.tryLock(a, .exclusive)); // b's lock went with its close
+    disk.close(a);
+    const node = (try disk.resolve(disk.root, "f", true)).node.?;
+    try testing.expectEqual(@as(u32, 0), node.locks_shared);
+    try testing.expect(!node.locked_exclusive);
 }

@@ -61,6 +61,7 @@ pub const Crash = State.Crash;
 /// The simulated disk (`Options.files = .simulated`): see Disk.zig.
 pub const Disk = @import("Disk.zig");
 pub const DiskFaults = Disk.Faults;
+pub const Durability = State.Durability;
 
 pub fn init(gpa: Allocator, options: Options) InitError!Sim {
     return .{ .state = try .init(gpa, options) };

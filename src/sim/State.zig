@@ -69,6 +69,8 @@ disk_recent: [disk_recent_max][:0]const u8 = undefined,
 crash_at: ?u64 = null,
 /// Set by `crash`: the scheduler ends the run with `error.Crashed`.
 crashing: bool = false,
+/// `Durability.ext4_ordered`: when the last journal commit was (virtual monotonic ns).
+disk_committed_ns: u64 = 0,
 
 pub const Options = struct {
     /// Names the run: the schedule, the user's random bytes and every injected choice derive
@@ -105,7 +107,25 @@ pub const Options = struct {
     /// How long each disk operation takes on virtual time: the task that makes it sleeps
     /// (uncancelably) for this long first, and other tasks run meanwhile, as on a real disk.
     disk_latency_ns: u64 = 0,
+    /// What becomes durable when: the strictest POSIX reading, or a real file system's.
+    durability: Durability = .strict,
 };
+
+pub const Durability = enum {
+    /// A file's bytes are durable once it is synced, a directory's entries once it is
+    /// (Disk.zig, "Durability"). Whatever passes here passes on every file system.
+    strict,
+    /// As ext4 with `data=ordered`, its default: changes to names are journaled, and a journal
+    /// commit writes every file's pending bytes first, so a sync of any file or directory makes
+    /// everything durable, and so does the commit that comes every 5 s of virtual time
+    /// (`ext4_commit_interval_ns`) at the next disk operation. A crash keeps what the last
+    /// commit had: a rename without a sync of its directory survives once anything is synced
+    /// after it, or 5 s pass.
+    ext4_ordered,
+};
+
+/// ext4's default journal commit interval (`commit=5`).
+pub const ext4_commit_interval_ns = 5 * std.time.ns_per_s;
 
 pub const Files = enum { real, simulated };
 
@@ -141,7 +161,7 @@ pub fn validate(options: Options) error{InvalidOptions}!void {
     for (percents) |percent| if (percent > 100) return error.InvalidOptions;
     if (!options.network.link.valid()) return error.InvalidOptions;
     const disk_options_set = options.tear_writes or options.disk_latency_ns > 0 or
-        !std.meta.eql(options.disk_faults, Disk.Faults{});
+        !std.meta.eql(options.disk_faults, Disk.Faults{}) or options.durability != .strict;
     if (disk_options_set and options.files != .simulated) return error.InvalidOptions;
     if (!options.disk_faults.valid()) return error.InvalidOptions;
     switch (options.crash) {
@@ -658,7 +678,22 @@ pub fn diskOperation(sim: *State, name: [:0]const u8) void {
         const wake = sim.park(.sleep, false, sim.now_ns +| sim.options.disk_latency_ns);
         assert(wake == .timeout); // nothing else wakes an uncancelable sleeper
     }
-    sim.disk.?.now_ns = @intCast(sim.clockAt(.real, sim.now_ns));
+    const disk = &sim.disk.?;
+    disk.now_ns = @intCast(sim.clockAt(.real, sim.now_ns));
+    if (sim.options.durability == .ext4_ordered and
+        sim.now_ns -| sim.disk_committed_ns >= ext4_commit_interval_ns)
+    {
+        sim.commitJournal();
+    }
+}
+
+/// `Durability.ext4_ordered`'s journal commit: everything pending becomes durable. Out of
+/// memory for the durable copies, the commit is left for the next chance (a commit that did
+/// not happen loses only what a crash may lose anyway).
+pub fn commitJournal(sim: *State) void {
+    assert(sim.options.durability == .ext4_ordered);
+    sim.disk.?.syncAll() catch return;
+    sim.disk_committed_ns = sim.now_ns;
 }
 
 pub const disk_recent_max = 8;

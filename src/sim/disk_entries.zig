@@ -7,11 +7,12 @@
 //! trace, and is where a seeded crash point (`Options.crash`) can end the run.
 //!
 //! Errors are the disk's (Linux's errno for the same call), each returned under its own name
-//! where the entry's error set has it (`narrow`). Not modelled, with the error each returns:
-//! file locks (`FileLocksUnsupported`), memory maps (`OperationUnsupported`, or `AccessDenied`
-//! where the set has no such error), copying between files by the kernel (`Unimplemented`:
-//! std's writers then read and write), ownership (accepted, and not reported: std's `Stat`
-//! has no owner).
+//! where the entry's error set has it (`narrow`). Locks are flock(2)'s, between the handles
+//! of the run: a task that waits for one parks (cancelably) until a handle's unlock or close.
+//! Not modelled, with the error each returns: memory maps (`OperationUnsupported`, or
+//! `AccessDenied` where the set has no such error), copying between files by the kernel
+//! (`Unimplemented`: std's writers then read and write), ownership (accepted, and not
+//! reported: std's `Stat` has no owner).
 const std = @import("std");
 const Io = std.Io;
 const File = Io.File;
@@ -258,7 +259,6 @@ fn dirCreateFile(
 ) File.OpenError!File {
     const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirCreateFile(userdata, dir, sub_path, options);
-    if (options.lock != .none) return error.FileLocksUnsupported;
     const parent = dirNode(disk, dir) catch |err| return narrow(File.OpenError, err);
     const handle = disk.open(parent, sub_path, .{
         .read = options.read,
@@ -268,7 +268,55 @@ fn dirCreateFile(
         .truncate = options.truncate,
         .mode = @intFromEnum(options.permissions),
     }) catch |err| return narrow(File.OpenError, err);
+    try lockOpened(userdata, disk, handle, options.lock, options.lock_nonblocking);
     return fileOf(handle);
+}
+
+/// The lock an open asked for, once the file is open (as std.Io.Threaded takes it on Linux);
+/// closes the file if it cannot be had.
+fn lockOpened(
+    userdata: ?*anyopaque,
+    disk: *Disk,
+    handle: std.posix.fd_t,
+    lock: File.Lock,
+    nonblocking: bool,
+) error{ WouldBlock, Canceled }!void {
+    if (lock == .none) return;
+    const sim = State.fromUserdata(userdata);
+    if (nonblocking) {
+        if (disk.tryLock(handle, lock)) return;
+        disk.close(handle);
+        return error.WouldBlock;
+    }
+    lockWaiting(sim, disk, handle, lock) catch |err| {
+        disk.close(handle);
+        return err;
+    };
+}
+
+/// Takes `lock` for `handle`, parking the task (cancelably) while another handle's lock
+/// conflicts: each unlock or close of a locked handle wakes the waiters to look again.
+fn lockWaiting(
+    sim: *State,
+    disk: *Disk,
+    handle: std.posix.fd_t,
+    lock: File.Lock,
+) Io.Cancelable!void {
+    // Bounded by the other handles' unlocks: each turn waits for one.
+    while (true) {
+        const node = disk.handleOf(handle).node;
+        const generation = node.lock_generation;
+        if (disk.tryLock(handle, lock)) return;
+        try sim.futexWait(&node.lock_generation, generation, true, null);
+    }
+}
+
+/// Before `handle` leaves a lock (unlock, downgrade, close): wakes the tasks waiting to lock
+/// its file. They run once this task parks, by when the lock is gone.
+fn wakeLockWaiters(sim: *State, disk: *Disk, handle: std.posix.fd_t) void {
+    const open = disk.handleOf(handle);
+    if (open.lock == .none) return;
+    sim.futexWake(&open.node.lock_generation, std.math.maxInt(u32));
 }
 
 fn dirOpenFile(
@@ -279,7 +327,6 @@ fn dirOpenFile(
 ) File.OpenError!File {
     const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirOpenFile(userdata, dir, sub_path, options);
-    if (options.lock != .none) return error.FileLocksUnsupported;
     const parent = dirNode(disk, dir) catch |err| return narrow(File.OpenError, err);
     const handle = disk.open(parent, sub_path, .{
         .read = options.isRead() or options.path_only,
@@ -287,6 +334,7 @@ fn dirOpenFile(
         .allow_directory = options.allow_directory or options.path_only,
         .follow_symlinks = options.follow_symlinks,
     }) catch |err| return narrow(File.OpenError, err);
+    try lockOpened(userdata, disk, handle, options.lock, options.lock_nonblocking);
     return fileOf(handle);
 }
 
@@ -347,6 +395,7 @@ fn dirClose(userdata: ?*anyopaque, dirs: []const Dir) void {
             continue;
         };
         sim.diskOperation(@src().fn_name);
+        wakeLockWaiters(sim, disk, dir.handle);
         disk.close(dir.handle);
     }
 }
@@ -675,6 +724,7 @@ fn fileClose(userdata: ?*anyopaque, handles: []const File) void {
             continue;
         };
         sim.diskOperation(@src().fn_name);
+        wakeLockWaiters(sim, disk, file.handle);
         disk.close(file.handle);
     }
 }
@@ -892,32 +942,48 @@ fn fileSetTimestamps(
     setModified(disk, disk.handleOf(file.handle).node, options.modify_timestamp);
 }
 
+/// Cancelation point while it waits.
 fn fileLock(userdata: ?*anyopaque, file: File, lock: File.Lock) File.LockError!void {
     const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileLock(userdata, file, lock);
-    _ = disk.handleOf(file.handle);
-    return error.FileLocksUnsupported;
+    const sim = State.fromUserdata(userdata);
+    if (lock == .none) return fileUnlockOn(sim, disk, file);
+    try lockWaiting(sim, disk, file.handle, lock);
 }
 
 fn fileTryLock(userdata: ?*anyopaque, file: File, lock: File.Lock) File.LockError!bool {
     const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileTryLock(userdata, file, lock);
-    _ = disk.handleOf(file.handle);
-    return error.FileLocksUnsupported;
+    const sim = State.fromUserdata(userdata);
+    if (lock == .none) {
+        fileUnlockOn(sim, disk, file);
+        return true;
+    }
+    return disk.tryLock(file.handle, lock);
 }
 
-/// Nothing to unlock: no lock is ever taken on the disk.
 fn fileUnlock(userdata: ?*anyopaque, file: File) void {
     const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileUnlock(userdata, file);
-    _ = disk.handleOf(file.handle);
+    fileUnlockOn(State.fromUserdata(userdata), disk, file);
 }
 
+fn fileUnlockOn(sim: *State, disk: *Disk, file: File) void {
+    wakeLockWaiters(sim, disk, file.handle);
+    const unlocked = disk.tryLock(file.handle, .none);
+    std.debug.assert(unlocked); // nothing conflicts with holding no lock
+}
+
+/// An exclusive lock becomes shared, at once (flock(2) converts it without a gap here: no
+/// other handle can take it exclusive in between, since this one still holds it shared).
 fn fileDowngradeLock(userdata: ?*anyopaque, file: File) File.DowngradeLockError!void {
     const disk = operationOn(userdata, file.handle, @src().fn_name) orelse
         return base.fileDowngradeLock(userdata, file);
-    _ = disk.handleOf(file.handle);
-    return error.Unexpected; // no lock is ever held: nothing to downgrade
+    const sim = State.fromUserdata(userdata);
+    if (disk.handleOf(file.handle).lock != .exclusive) return; // nothing to downgrade
+    wakeLockWaiters(sim, disk, file.handle);
+    const downgraded = disk.tryLock(file.handle, .shared);
+    std.debug.assert(downgraded); // it held the lock alone
 }
 
 fn fileRealPath(userdata: ?*anyopaque, file: File, out_buffer: []u8) File.RealPathError!usize {

@@ -81,7 +81,12 @@ fn fileSync(userdata: ?*anyopaque, file: File) File.SyncError!void {
     const disk = disk_entries.diskOf(sim, file.handle);
     if (disk != null) sim.diskOperation(@src().fn_name);
     if (sim.fileFault(.sync_error)) return error.InputOutput;
-    if (disk) |d| return disk_entries.sync(d, file);
+    if (disk) |d| {
+        try disk_entries.sync(d, file);
+        // ext4's fsync commits the journal: everything pending goes with it.
+        if (sim.options.durability == .ext4_ordered) sim.commitJournal();
+        return;
+    }
     return base.fileSync(userdata, file);
 }
 

@@ -18,6 +18,16 @@ fn note(log: *Io.Writer, label: []const u8, result: anytype) void {
     }
 }
 
+/// `note` for a call that opens something: closed again when it succeeds.
+fn noteOpen(log: *Io.Writer, label: []const u8, io: Io, result: anytype) void {
+    if (result) |opened| {
+        opened.close(io);
+        log.print("{s}: ok\n", .{label}) catch {};
+    } else |err| {
+        log.print("{s}: {t}\n", .{ label, err }) catch {};
+    }
+}
+
 fn noteBytes(log: *Io.Writer, label: []const u8, io: Io, dir: Dir, path: []const u8) void {
     var buffer: [64]u8 = undefined;
     if (dir.readFile(io, path, &buffer)) |bytes| {
@@ -28,7 +38,18 @@ fn noteBytes(log: *Io.Writer, label: []const u8, io: Io, dir: Dir, path: []const
 }
 
 fn noteStat(log: *Io.Writer, label: []const u8, io: Io, dir: Dir, path: []const u8) void {
-    if (dir.statFile(io, path, .{})) |stat| {
+    noteStatWith(log, label, io, dir, path, .{});
+}
+
+fn noteStatWith(
+    log: *Io.Writer,
+    label: []const u8,
+    io: Io,
+    dir: Dir,
+    path: []const u8,
+    options: Dir.StatFileOptions,
+) void {
+    if (dir.statFile(io, path, options)) |stat| {
         // Inodes, times and a directory's size differ between file systems: not compared.
         const size = if (stat.kind == .directory) 0 else stat.size;
         log.print("{s}: {t} size {d} links {d} mode {o}\n", .{
@@ -130,6 +151,94 @@ fn exercise(io: Io, dir: Dir, log: *Io.Writer) !void {
     if (dir.realPathFile(io, "d/sub/../inner", &real)) |length| {
         log.print("real path ends with {s}\n", .{real[length -| 8..length]}) catch {};
     } else |err| note(log, "real path", @as(anyerror!void, err));
+    try exerciseMore(io, dir, log);
+}
+
+/// More paths and kinds: `..` and `.` on the way, trailing slashes, directories opened as
+/// files, renames of directories, dangling links, link counts, permissions.
+fn exerciseMore(io: Io, dir: Dir, log: *Io.Writer) !void {
+    noteBytes(log, "read d/../b", io, dir, "d/../b");
+    noteBytes(log, "read ./b", io, dir, "./b");
+    noteBytes(log, "read d/sub/../../b", io, dir, "d/sub/../../b");
+    noteOpen(log, "open d/ read-only", io, dir.openFile(io, "d/", .{}));
+    noteOpen(log, "open d, no directories", io, dir.openFile(io, "d", .{
+        .allow_directory = false,
+    }));
+    {
+        const opened = try dir.openFile(io, "d", .{});
+        defer opened.close(io);
+        var buffer: [4]u8 = undefined;
+        note(log, "read a directory", opened.readPositional(io, &.{&buffer}, 0));
+    }
+    noteOpen(log, "create x/", io, dir.createFile(io, "x/", .{}));
+    note(log, "delete file b/", dir.deleteFile(io, "b/"));
+    note(log, "delete dir d/sub/", dir.deleteDir(io, "d/sub/"));
+    note(log, "create dir e1", dir.createDir(io, "e1", .default_dir));
+    note(log, "create dir e2", dir.createDir(io, "e2", .default_dir));
+    note(log, "rename e1 over empty e2", dir.rename("e1", dir, "e2", io));
+    noteStat(log, "stat e1 after", io, dir, "e1");
+    noteStat(log, "stat e2 after", io, dir, "e2");
+    note(log, "rename e2 over d (not empty)", dir.rename("e2", dir, "d", io));
+    note(log, "rename b over itself", dir.rename("b", dir, "b", io));
+    // The atomic replace made b another file than c: this rename replaces c.
+    note(log, "rename b over c", dir.rename("b", dir, "c", io));
+    noteStat(log, "stat b after", io, dir, "b");
+    noteStat(log, "stat c after", io, dir, "c");
+    note(log, "rename c back to b", dir.rename("c", dir, "b", io));
+    note(log, "hard link b2 -> b", dir.hardLink("b", dir, "b2", io, .{}));
+    note(log, "rename b over its hard link b2", dir.rename("b", dir, "b2", io));
+    noteStat(log, "stat b after the no-op rename", io, dir, "b");
+    noteStat(log, "stat b2 after the no-op rename", io, dir, "b2");
+    note(log, "symlink dangling -> nowhere", dir.symLink(io, "nowhere", "dangling", .{}));
+    noteStat(log, "stat dangling", io, dir, "dangling");
+    noteStatWith(log, "stat dangling, no follow", io, dir, "dangling", .{
+        .follow_symlinks = false,
+    });
+    noteOpen(log, "open dangling", io, dir.openFile(io, "dangling", .{}));
+    noteOpen(log, "create through dangling", io, dir.createFile(io, "dangling", .{}));
+    noteStat(log, "stat nowhere", io, dir, "nowhere");
+    var short: [1]u8 = undefined;
+    if (dir.readLink(io, "link", &short)) |length| {
+        log.print("read link into 1 byte: {s}\n", .{short[0..length]}) catch {};
+    } else |err| note(log, "read link into 1 byte", @as(anyerror!void, err));
+    note(log, "delete b2", dir.deleteFile(io, "b2"));
+    noteStat(log, "stat b, one link left", io, dir, "b");
+    note(log, "symlink dlink -> d", dir.symLink(io, "d", "dlink", .{}));
+    noteOpen(log, "open dir dlink", io, dir.openDir(io, "dlink", .{}));
+    noteBytes(log, "read dlink/inner", io, dir, "dlink/inner");
+    note(log, "delete file dlink", dir.deleteFile(io, "dlink"));
+    noteStat(log, "stat d after its link went", io, dir, "d");
+    {
+        const file = try dir.openFile(io, "b", .{ .mode = .read_write });
+        defer file.close(io);
+        note(log, "grow b to 10", file.setLength(io, 10));
+        var buffer: [16]u8 = undefined;
+        const count = try file.readPositionalAll(io, &buffer, 0);
+        log.print("b grown: \"{f}\"\n", .{std.zig.fmtString(buffer[0..count])}) catch {};
+        const past_end = try file.readPositional(io, &.{&buffer}, 100);
+        log.print("read past the end: {d}\n", .{past_end}) catch {};
+        note(log, "shrink b to 2", file.setLength(io, 2));
+    }
+    noteBytes(log, "read b shrunk", io, dir, "b");
+    note(log, "access b to execute", dir.access(io, "b", .{ .execute = true }));
+    note(log, "chmod b 0o700", dir.setFilePermissions(io, "b", @enumFromInt(0o700), .{}));
+    noteStat(log, "stat b after chmod", io, dir, "b");
+    note(log, "access b to execute now", dir.access(io, "b", .{ .execute = true }));
+    note(log, "create path through a file", dir.createDirPath(io, "b/q"));
+    const long_inside = "d/" ++ "n" ** 256 ++ "/x";
+    note(log, "long name inside a path", dir.createDir(io, long_inside, .default_dir));
+    noteOpen(log, "open missing/", io, dir.openFile(io, "missing/", .{}));
+    noteOpen(log, "create d/inner exclusive", io, dir.createFile(io, "d/inner", .{
+        .exclusive = true,
+    }));
+    noteOpen(log, "create in missing dir", io, dir.createFile(io, "missing/f", .{}));
+    note(log, "delete dir missing", dir.deleteDir(io, "missing"));
+    note(log, "delete dir dangling", dir.deleteDir(io, "dangling"));
+    note(log, "delete dangling", dir.deleteFile(io, "dangling"));
+    noteStat(log, "stat nowhere still", io, dir, "nowhere");
+    note(log, "rename into missing dir", dir.rename("b", dir, "missing/b", io));
+    note(log, "hard link into missing dir", dir.hardLink("b", dir, "missing/b", io, .{}));
+    note(log, "hard link over an existing name", dir.hardLink("b", dir, "nowhere", io, .{}));
 }
 
 fn exerciseIn(io: Io, dir: Dir, log: *Io.Writer) !void {
@@ -145,16 +254,21 @@ test "sim disk: std's file and directory calls give the real file system's resul
     try sim_test.skipInExecutorRuns();
     // The disk lists a directory in the order its entries were made, a real one in its own
     // order: the listing's lines are compared sorted.
-    var real_log_buffer: [8192]u8 = undefined;
+    var real_log_buffer: [16384]u8 = undefined;
     var real_log: Io.Writer = .fixed(&real_log_buffer);
     {
         var tmp = testing.tmpDir(.{});
         defer tmp.cleanup();
         var sim: Sim = try .init(testing.allocator, .{ .seed = 1 });
         defer sim.deinit();
-        try sim.run(exerciseIn, .{ tmp.dir, &real_log });
+        sim.run(exerciseIn, .{ tmp.dir, &real_log }) catch |err| {
+            std.debug.print("the real file system's log, up to the call that failed:\n{s}\n", .{
+                real_log.buffered(),
+            });
+            return err;
+        };
     }
-    var disk_log_buffer: [8192]u8 = undefined;
+    var disk_log_buffer: [16384]u8 = undefined;
     var disk_log: Io.Writer = .fixed(&disk_log_buffer);
     {
         var sim: Sim = try .init(testing.allocator, .{ .seed = 1, .files = .simulated });
@@ -631,4 +745,126 @@ test "sim disk: a seed's crash, tears and flips are the same in every build (pin
         });
         return error.TestUnexpectedResult;
     }
+}
+
+fn lockStory(io: Io, order: *std.ArrayList(u8), gpa: std.mem.Allocator) !void {
+    const root: Dir = .cwd();
+    try root.writeFile(io, .{ .sub_path = "locked", .data = "" });
+    const holder = try root.openFile(io, "locked", .{ .lock = .exclusive });
+    const Waiter = struct {
+        fn run(inner: Io, list: *std.ArrayList(u8), allocator: std.mem.Allocator) !void {
+            const file = try Dir.cwd().openFile(inner, "locked", .{});
+            defer file.close(inner);
+            try file.lock(inner, .shared); // parks until the holder's close
+            try list.append(allocator, 'w');
+        }
+    };
+    var waiter = try io.concurrent(Waiter.run, .{ io, order, gpa });
+    defer waiter.cancel(io) catch {};
+    // While the holder holds it: another handle's try fails, a nonblocking open too.
+    const other = try root.openFile(io, "locked", .{});
+    try testing.expect(!try other.tryLock(io, .shared));
+    try testing.expectError(error.WouldBlock, root.openFile(io, "locked", .{
+        .lock = .shared,
+        .lock_nonblocking = true,
+    }));
+    try io.sleep(.fromMilliseconds(5), .awake); // the waiter is parked on the lock by now
+    try order.append(gpa, 'h');
+    holder.close(io); // releases the lock: the waiter goes on
+    try waiter.await(io);
+    // A lock wait is a cancelation point.
+    try other.lock(io, .exclusive);
+    const Canceled = struct {
+        fn run(inner: Io) !void {
+            const file = try Dir.cwd().openFile(inner, "locked", .{});
+            defer file.close(inner);
+            try file.lock(inner, .shared);
+        }
+    };
+    var canceled = try io.concurrent(Canceled.run, .{io});
+    try io.sleep(.fromMilliseconds(5), .awake);
+    try testing.expectError(error.Canceled, canceled.cancel(io));
+    other.close(io);
+}
+
+test "sim disk: flock-style locks park the waiter until the holder's close; a wait cancels" {
+    try sim_test.skipInExecutorRuns();
+    var sim: Sim = try .init(testing.allocator, .{ .seed = 8, .files = .simulated });
+    defer sim.deinit();
+    var order: std.ArrayList(u8) = .empty;
+    defer order.deinit(testing.allocator);
+    try sim.run(lockStory, .{ &order, testing.allocator });
+    try testing.expectEqualStrings("hw", order.items);
+}
+
+fn readFixture(io: Io) !void {
+    const root: Dir = .cwd();
+    var buffer: [32]u8 = undefined;
+    try testing.expectEqualStrings("top", try root.readFile(io, "fixture/top.txt", &buffer));
+    try testing.expectEqualStrings("deep", try root.readFile(io, "fixture/sub/deep.txt", &buffer));
+    try testing.expectEqualStrings("deep", try root.readFile(io, "fixture/link", &buffer));
+    Sim.crash(io); // a fixture is durable
+}
+
+fn readFixtureAgain(io: Io) !void {
+    var buffer: [32]u8 = undefined;
+    const bytes = try Dir.cwd().readFile(io, "/fixture/sub/deep.txt", &buffer);
+    try testing.expectEqualStrings("deep", bytes);
+}
+
+test "sim disk: a real directory tree copied in is there, durable, for the run" {
+    try sim_test.skipInExecutorRuns();
+    const real = testing.io;
+    var tmp = testing.tmpDir(.{ .iterate = true });
+    defer tmp.cleanup();
+    try tmp.dir.writeFile(real, .{ .sub_path = "top.txt", .data = "top" });
+    try tmp.dir.createDir(real, "sub", .default_dir);
+    try tmp.dir.writeFile(real, .{ .sub_path = "sub/deep.txt", .data = "deep" });
+    try tmp.dir.symLink(real, "sub/deep.txt", "link", .{});
+    var sim: Sim = try .init(testing.allocator, .{ .seed = 1, .files = .simulated });
+    defer sim.deinit();
+    try sim.disk().?.copyIn(real, tmp.dir, "fixture");
+    try testing.expectError(error.Crashed, sim.run(readFixture, .{}));
+    try sim.run(readFixtureAgain, .{});
+    try testing.expectError(error.NotDir, sim.disk().?.copyIn(real, tmp.dir, "fixture/top.txt"));
+}
+
+fn writeUnsyncedThenSyncOther(io: Io) !void {
+    const root: Dir = .cwd();
+    try root.writeFile(io, .{ .sub_path = "unsynced", .data = "pending" });
+    const other = try root.createFile(io, "other", .{});
+    defer other.close(io);
+    try other.sync(io); // on ext4 a journal commit: "unsynced" goes with it
+    try root.writeFile(io, .{ .sub_path = "late", .data = "after the commit" });
+    try io.sleep(.fromSeconds(6), .awake); // past ext4's 5 s commit interval
+    try root.writeFile(io, .{ .sub_path = "later", .data = "at the interval's commit" });
+    Sim.crash(io);
+}
+
+fn survivorsOf(io: Io, found: *[3]bool) !void {
+    for ([_][]const u8{ "unsynced", "late", "later" }, found) |name, *present| {
+        present.* = if (Dir.cwd().statFile(io, name, .{})) |_| true else |err| switch (err) {
+            error.FileNotFound => false,
+            else => |e| return e,
+        };
+    }
+}
+
+test "sim disk: ext4_ordered makes all pending changes durable at any sync and every 5 s" {
+    try sim_test.skipInExecutorRuns();
+    var found: [2][3]bool = undefined;
+    for ([_]Sim.Durability{ .strict, .ext4_ordered }, &found) |durability, *survived| {
+        var sim: Sim = try .init(testing.allocator, .{
+            .seed = 1,
+            .files = .simulated,
+            .durability = durability,
+        });
+        defer sim.deinit();
+        try testing.expectError(error.Crashed, sim.run(writeUnsyncedThenSyncOther, .{}));
+        try sim.run(survivorsOf, .{survived});
+    }
+    // Strict: nothing was synced by name. ext4: the sync committed "unsynced", the interval's
+    // commit (at the first operation 5 s on) took "late"; "later" was written after it.
+    try testing.expectEqual([3]bool{ false, false, false }, found[0]);
+    try testing.expectEqual([3]bool{ true, true, false }, found[1]);
 }
