@@ -217,14 +217,23 @@ pub const Resolved = struct {
 /// and at the end too if `follow_last`.
 pub fn resolve(disk: *Disk, start: *Node, path: []const u8, follow_last: bool) Error!Resolved {
     var budget: u32 = symlinks_followed_max;
-    return disk.resolveBudget(start, path, follow_last, &budget);
+    return disk.resolveBudget(start, path, if (follow_last) .follow else .slash_follows, &budget);
 }
+
+/// What happens to a symbolic link at the end of a path.
+const Final = enum {
+    follow,
+    /// Not followed, unless the path ends with a slash (POSIX: it then names a directory).
+    slash_follows,
+    /// Never followed: mkdir(2) and rmdir(2) on Linux take the link itself.
+    never,
+};
 
 fn resolveBudget(
     disk: *Disk,
     start: *Node,
     path: []const u8,
-    follow_last: bool,
+    final: Final,
     budget: *u32,
 ) Error!Resolved {
     assert(start.kind == .directory);
@@ -252,12 +261,21 @@ fn resolveBudget(
             continue;
         }
         var node = directory.entries.get(name);
-        if (node) |found| if (found.kind == .sym_link and (!last or follow_last)) {
+        const follow = !last or switch (final) {
+            .follow => true,
+            .slash_follows => rest.len > 0,
+            .never => false,
+        };
+        if (node) |found| if (found.kind == .sym_link and follow) {
             if (budget.* == 0) return error.SymLinkLoop;
             budget.* -= 1;
-            const target = try disk.resolveBudget(directory, found.data.items, true, budget);
+            const target = try disk.resolveBudget(directory, found.data.items, .follow, budget);
             node = target.node orelse if (last) null else return error.FileNotFound;
-            if (last and node == null) return target; // a dangling link: create its target
+            if (last and node == null) { // a dangling link: create its target
+                var dangling = target;
+                dangling.trailing_slash = target.trailing_slash or rest.len > 0;
+                return dangling;
+            }
         };
         if (last) return .{
             .parent = directory,
@@ -384,6 +402,8 @@ pub fn open(disk: *Disk, directory: *Node, path: []const u8, options: OpenOption
     assert(options.read or options.write);
     const follow = options.follow_symlinks and !(options.create and options.exclusive);
     const resolved = try disk.resolve(directory, path, follow);
+    // O_CREAT with a trailing slash: Linux refuses before it looks at what the name holds.
+    if (options.create and resolved.trailing_slash) return error.IsDir;
     const node = resolved.node orelse blk: {
         if (!options.create) return error.FileNotFound;
         if (resolved.trailing_slash) return error.IsDir;
@@ -512,7 +532,8 @@ pub fn close(disk: *Disk, number: i32) void {
 }
 
 pub fn createDir(disk: *Disk, directory: *Node, path: []const u8, mode: u32) Error!void {
-    const resolved = try disk.resolve(directory, path, false);
+    var budget: u32 = symlinks_followed_max;
+    const resolved = try disk.resolveBudget(directory, path, .never, &budget);
     if (resolved.node != null) return error.PathAlreadyExists;
     const node = try disk.createNode(.directory, mode);
     errdefer disk.release(node);
@@ -520,7 +541,8 @@ pub fn createDir(disk: *Disk, directory: *Node, path: []const u8, mode: u32) Err
 }
 
 pub fn deleteFile(disk: *Disk, directory: *Node, path: []const u8) Error!void {
-    const resolved = try disk.resolve(directory, path, false);
+    var budget: u32 = symlinks_followed_max;
+    const resolved = try disk.resolveBudget(directory, path, .never, &budget);
     const node = resolved.node orelse return error.FileNotFound;
     if (node.kind == .directory) return error.IsDir;
     if (resolved.trailing_slash) return error.NotDir;
@@ -528,7 +550,8 @@ pub fn deleteFile(disk: *Disk, directory: *Node, path: []const u8) Error!void {
 }
 
 pub fn deleteDir(disk: *Disk, directory: *Node, path: []const u8) Error!void {
-    const resolved = try disk.resolve(directory, path, false);
+    var budget: u32 = symlinks_followed_max;
+    const resolved = try disk.resolveBudget(directory, path, .never, &budget);
     const node = resolved.node orelse return error.FileNotFound;
     if (node.kind != .directory) return error.NotDir;
     if (std.mem.eql(u8, resolved.name, ".")) {
@@ -594,6 +617,7 @@ pub fn symLink(disk: *Disk, directory: *Node, target: []const u8, path: []const 
 pub fn readLink(disk: *Disk, directory: *Node, path: []const u8, buffer: []u8) Error!usize {
     const resolved = try disk.resolve(directory, path, false);
     const node = resolved.node orelse return error.FileNotFound;
+    if (resolved.trailing_slash and node.kind == .file) return error.NotDir;
     if (node.kind != .sym_link) return error.InvalidArgument;
     const length = @min(buffer.len, node.data.items.len);
     @memcpy(buffer[0..length], node.data.items[0..length]);

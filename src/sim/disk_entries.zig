@@ -242,9 +242,11 @@ fn dirAccess(
     const disk = operationOn(userdata, dir.handle, @src().fn_name) orelse
         return base.dirAccess(userdata, dir, sub_path, options);
     const parent = dirNode(disk, dir) catch |err| return narrow(Dir.AccessError, err);
+    // std.Io.Threaded answers ENOTDIR (a file used as a directory) with FileNotFound here.
     const resolved = disk.resolve(parent, sub_path, options.follow_symlinks) catch |err|
-        return narrow(Dir.AccessError, err);
+        return if (err == error.NotDir) error.FileNotFound else narrow(Dir.AccessError, err);
     const node = resolved.node orelse return error.FileNotFound;
+    if (resolved.trailing_slash and node.kind != .directory) return error.FileNotFound;
     // Root may read and write anything; it may execute what has an execute bit.
     if (options.execute and node.kind != .directory and node.mode & 0o111 == 0) {
         return error.AccessDenied;
