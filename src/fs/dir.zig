@@ -212,7 +212,10 @@ pub fn statFile(
         .NOENT => error.FileNotFound,
         .NOTDIR => error.NotDir,
         .NOMEM => error.SystemResources,
-        .BADF, .FAULT, .INVAL, .NAMETOOLONG => |e| errnoBug(e), // length checked above
+        // pathToPosix checks the path's length, not each name's: a name over 255 bytes is
+        // the caller's input, not weft's bug.
+        .NAMETOOLONG => error.NameTooLong,
+        .BADF, .FAULT, .INVAL => |e| errnoBug(e),
         else => |e| os.unexpectedErrno(e),
     };
 }

@@ -66,6 +66,36 @@ fn modeOf(io: Io, file: File) !u32 {
     return (try file.stat(io)).permissions.toMode() & 0o777;
 }
 
+test "fs: a name over 255 bytes is NameTooLong from every path call, never a panic" {
+    try withRuntime(struct {
+        fn body(io: Io) !void {
+            var tmp: TmpDir = try .init(io);
+            defer tmp.deinit(io);
+            const dir = tmp.dir;
+            const long = "n" ** 256;
+            const nested = "x/" ++ long;
+            try testing.expectError(error.NameTooLong, dir.statFile(io, long, .{}));
+            try testing.expectError(error.NameTooLong, dir.statFile(io, long, .{
+                .follow_symlinks = false,
+            }));
+            try testing.expectError(error.NameTooLong, dir.openFile(io, long, .{}));
+            try testing.expectError(error.NameTooLong, dir.createFile(io, long, .{}));
+            try testing.expectError(error.NameTooLong, dir.openDir(io, long, .{}));
+            try testing.expectError(error.NameTooLong, dir.createDir(io, long, .default_dir));
+            try testing.expectError(error.NameTooLong, dir.deleteFile(io, long));
+            try testing.expectError(error.NameTooLong, dir.deleteDir(io, long));
+            try testing.expectError(error.NameTooLong, dir.access(io, long, .{}));
+            var buffer: [16]u8 = undefined;
+            try testing.expectError(error.NameTooLong, dir.readLink(io, long, &buffer));
+            try testing.expectError(error.NameTooLong, dir.symLink(io, "target", long, .{}));
+            try dir.writeFile(io, .{ .sub_path = "short", .data = "" });
+            try testing.expectError(error.NameTooLong, dir.rename("short", dir, long, io));
+            try dir.createDir(io, "x", .default_dir); // else the lookup of x fails first
+            try testing.expectError(error.NameTooLong, dir.statFile(io, nested, .{}));
+        }
+    }.body);
+}
+
 test "fs: positional write and read, stat, length, setLength, sync" {
     try withRuntime(struct {
         fn body(io: Io) !void {
