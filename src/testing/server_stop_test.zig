@@ -569,5 +569,5 @@ test "Server: a full worker closes its longest-idle connection to admit a new on
     const report = try running.finish();
     try testing.expectEqual(5, report.workers.accepted);
     try testing.expectEqual(0, report.workers.rejected_full);
-    //TEMP try testing.expectEqual(1, report.workers.closed_idle_for_admission);
+    try testing.expectEqual(1, report.workers.closed_idle_for_admission);
 }
