@@ -203,12 +203,7 @@ pub fn checkSeeds(
     args: anytype,
 ) InitError!Checked {
     try State.validate(options.sim);
-    var first_seed = options.seed_first;
-    var seed_count = options.seeds;
-    if (try State.environmentSeed()) |only| {
-        first_seed = only;
-        seed_count = 1;
-    }
+    const first_seed, const seed_count = try seedRange(options.seed_first, options.seeds);
     // One pool of stacks for every run: a fresh Sim would map and guard a slab each time.
     var pool: stack_pool.Pool = .init(gpa, options.sim.stack_size_bytes, .page, null);
     defer pool.deinit();
@@ -231,6 +226,12 @@ pub fn checkSeeds(
         }
     }
     return .{ .outcome = .passed, .seeds_run = seed_count };
+}
+
+/// The first seed and how many to run: as asked, or the one `WEFT_SEED` names, alone.
+fn seedRange(seed_first: u64, seeds: u64) error{InvalidEnvironment}!struct { u64, u64 } {
+    if (try State.environmentSeed()) |only| return .{ only, 1 };
+    return .{ seed_first, seeds };
 }
 
 fn sameError(a: ?anyerror, b: ?anyerror) bool {
@@ -294,12 +295,7 @@ pub fn checkCrashes(
     sim_options.files = .simulated;
     sim_options.crash = .{ .seeded = options.operations_max };
     try State.validate(sim_options);
-    var first_seed = options.seed_first;
-    var seed_count = options.seeds;
-    if (try State.environmentSeed()) |only| {
-        first_seed = only;
-        seed_count = 1;
-    }
+    const first_seed, const seed_count = try seedRange(options.seed_first, options.seeds);
     var pool: stack_pool.Pool = .init(gpa, sim_options.stack_size_bytes, .page, null);
     defer pool.deinit();
     var seed = first_seed;

@@ -392,14 +392,18 @@ fn dirCreateFileAtomic(
 fn dirClose(userdata: ?*anyopaque, dirs: []const Dir) void {
     const sim = State.fromUserdata(userdata);
     for (dirs) |dir| {
-        const disk = diskOf(sim, dir.handle) orelse {
-            base.dirClose(userdata, (&dir)[0..1]);
-            continue;
-        };
-        sim.diskOperation(@src().fn_name);
-        wakeLockWaiters(sim, disk, dir.handle);
-        disk.close(dir.handle);
+        if (!closeOnDisk(sim, dir.handle, @src().fn_name)) base.dirClose(userdata, (&dir)[0..1]);
     }
+}
+
+/// Closes `handle` if it is the disk's (a disk operation; the tasks waiting to lock its file
+/// are woken, its lock going with it); false for a real descriptor.
+fn closeOnDisk(sim: *State, handle: std.posix.fd_t, name: [:0]const u8) bool {
+    const disk = diskOf(sim, handle) orelse return false;
+    sim.diskOperation(name);
+    wakeLockWaiters(sim, disk, handle);
+    disk.close(handle);
+    return true;
 }
 
 /// Lists the directory's entries in the order they were made. Each call copies names into
@@ -721,13 +725,9 @@ fn fileLength(userdata: ?*anyopaque, file: File) File.LengthError!u64 {
 fn fileClose(userdata: ?*anyopaque, handles: []const File) void {
     const sim = State.fromUserdata(userdata);
     for (handles) |file| {
-        const disk = diskOf(sim, file.handle) orelse {
+        if (!closeOnDisk(sim, file.handle, @src().fn_name)) {
             base.fileClose(userdata, (&file)[0..1]);
-            continue;
-        };
-        sim.diskOperation(@src().fn_name);
-        wakeLockWaiters(sim, disk, file.handle);
-        disk.close(file.handle);
+        }
     }
 }
 
