@@ -403,10 +403,10 @@ const CpuScenario = struct {
         Lane.by_hand.wire(&scenario.lane, &scenario.workers);
         cpu.lane.store(&scenario.lane, .release);
         return .{
-            Checker.bodyOf(caller0, scenario),
-            Checker.bodyOf(caller1, scenario),
-            Checker.bodyOf(caller2, scenario),
-            Checker.bodyOf(caller3, scenario),
+            Checker.bodyAt(call, scenario, 0),
+            Checker.bodyAt(call, scenario, 1),
+            Checker.bodyAt(call, scenario, 2),
+            Checker.bodyAt(call, scenario, 3),
             Checker.bodyOf(worker0, scenario),
             Checker.bodyOf(worker1, scenario),
         };
@@ -439,22 +439,6 @@ const CpuScenario = struct {
         if (scenario.callers_left.fetchSub(1, .acq_rel) == 1) {
             scenario.report = scenario.cpu.shutdown(io, .{});
         }
-    }
-
-    fn caller0(scenario: *CpuScenario, io: Io) void {
-        scenario.call(io, 0);
-    }
-
-    fn caller1(scenario: *CpuScenario, io: Io) void {
-        scenario.call(io, 1);
-    }
-
-    fn caller2(scenario: *CpuScenario, io: Io) void {
-        scenario.call(io, 2);
-    }
-
-    fn caller3(scenario: *CpuScenario, io: Io) void {
-        scenario.call(io, 3);
     }
 
     fn worker0(scenario: *CpuScenario, io: Io) void {

@@ -1425,9 +1425,9 @@ const LaneScenario = struct {
 
     pub fn bodies(scenario: *LaneScenario) [callers + 1]Checker.Body {
         return .{
-            Checker.bodyOf(caller0, scenario),
-            Checker.bodyOf(caller1, scenario),
-            Checker.bodyOf(caller2, scenario),
+            Checker.bodyAt(call, scenario, 0),
+            Checker.bodyAt(call, scenario, 1),
+            Checker.bodyAt(call, scenario, 2),
             Checker.bodyOf(worker, scenario),
         };
     }
@@ -1453,18 +1453,6 @@ const LaneScenario = struct {
             Checker.cancelationPoint(io);
         }
         _ = scenario.callers_left.fetchSub(1, .release);
-    }
-
-    fn caller0(scenario: *LaneScenario, io: Io) void {
-        scenario.call(io, 0);
-    }
-
-    fn caller1(scenario: *LaneScenario, io: Io) void {
-        scenario.call(io, 1);
-    }
-
-    fn caller2(scenario: *LaneScenario, io: Io) void {
-        scenario.call(io, 2);
     }
 
     /// `workerMain` without polling, parking or stealing (`WorkerScenario` runs those): the
@@ -1566,9 +1554,9 @@ const WorkerScenario = struct {
     pub fn bodies(scenario: *WorkerScenario) [callers + workers_count]Checker.Body {
         by_hand.wire(&scenario.lane, &scenario.workers);
         return .{
-            Checker.bodyOf(caller0, scenario),
-            Checker.bodyOf(caller1, scenario),
-            Checker.bodyOf(caller2, scenario),
+            Checker.bodyAt(call, scenario, 0),
+            Checker.bodyAt(call, scenario, 1),
+            Checker.bodyAt(call, scenario, 2),
             Checker.bodyOf(worker0, scenario),
             Checker.bodyOf(worker1, scenario),
         };
@@ -1598,18 +1586,6 @@ const WorkerScenario = struct {
         if (scenario.callers_left.fetchSub(1, .acq_rel) == 1) {
             scenario.report = scenario.lane.shutdown(io, .{});
         }
-    }
-
-    fn caller0(scenario: *WorkerScenario, io: Io) void {
-        scenario.call(io, 0);
-    }
-
-    fn caller1(scenario: *WorkerScenario, io: Io) void {
-        scenario.call(io, 1);
-    }
-
-    fn caller2(scenario: *WorkerScenario, io: Io) void {
-        scenario.call(io, 2);
     }
 
     fn worker0(scenario: *WorkerScenario, io: Io) void {
@@ -1718,10 +1694,10 @@ const StealScenario = struct {
         scenario.sharded = .{ .gpa = std.testing.allocator, .shards = &scenario.shard_list };
         for (&scenario.shards) |*shard| shard.siblings.store(&scenario.sharded.shards, .release);
         return .{
-            Checker.bodyOf(caller0, scenario),
-            Checker.bodyOf(caller1, scenario),
-            Checker.bodyOf(caller2, scenario),
-            Checker.bodyOf(caller3, scenario),
+            Checker.bodyAt(call, scenario, 0),
+            Checker.bodyAt(call, scenario, 1),
+            Checker.bodyAt(call, scenario, 2),
+            Checker.bodyAt(call, scenario, 3),
             Checker.bodyOf(worker0, scenario),
             Checker.bodyOf(worker1, scenario),
         };
@@ -1793,22 +1769,6 @@ const StealScenario = struct {
         if (scenario.callers_left.fetchSub(1, .acq_rel) == 1) {
             scenario.report = scenario.sharded.shutdown(io, .{});
         }
-    }
-
-    fn caller0(scenario: *StealScenario, io: Io) void {
-        scenario.call(io, 0);
-    }
-
-    fn caller1(scenario: *StealScenario, io: Io) void {
-        scenario.call(io, 1);
-    }
-
-    fn caller2(scenario: *StealScenario, io: Io) void {
-        scenario.call(io, 2);
-    }
-
-    fn caller3(scenario: *StealScenario, io: Io) void {
-        scenario.call(io, 3);
     }
 
     fn worker0(scenario: *StealScenario, io: Io) void {

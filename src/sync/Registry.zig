@@ -718,9 +718,9 @@ const RegistryScenario = struct {
         }) catch unreachable; // sized for one slot
         scenario.id = scenario.registry.register(.{ .scenario = scenario }) catch unreachable;
         return .{
-            Checker.bodyOf(caller0, scenario),
-            Checker.bodyOf(caller1, scenario),
-            Checker.bodyOf(caller2, scenario),
+            Checker.bodyAt(call, scenario, 0),
+            Checker.bodyAt(call, scenario, 1),
+            Checker.bodyAt(call, scenario, 2),
         };
     }
 
@@ -752,18 +752,6 @@ const RegistryScenario = struct {
             scenario.succeeded[index] += 1;
             Checker.cancelationPoint(io_);
         }
-    }
-
-    fn caller0(scenario: *RegistryScenario, io_: Io) void {
-        scenario.call(io_, 0);
-    }
-
-    fn caller1(scenario: *RegistryScenario, io_: Io) void {
-        scenario.call(io_, 1);
-    }
-
-    fn caller2(scenario: *RegistryScenario, io_: Io) void {
-        scenario.call(io_, 2);
     }
 
     pub fn check(scenario: *RegistryScenario) !void {

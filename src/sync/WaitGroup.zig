@@ -124,11 +124,11 @@ const WaitGroupScenario = struct {
 
     pub fn bodies(scenario: *WaitGroupScenario) [jobs + waiters]Checker.Body {
         return .{
-            Checker.bodyOf(job0, scenario),
-            Checker.bodyOf(job1, scenario),
-            Checker.bodyOf(job2, scenario),
-            Checker.bodyOf(waiter0, scenario),
-            Checker.bodyOf(waiter1, scenario),
+            Checker.bodyAt(job, scenario, 0),
+            Checker.bodyAt(job, scenario, 1),
+            Checker.bodyAt(job, scenario, 2),
+            Checker.bodyAt(waitFor, scenario, 0),
+            Checker.bodyAt(waitFor, scenario, 1),
         };
     }
 
@@ -138,19 +138,7 @@ const WaitGroupScenario = struct {
         scenario.group.done(io);
     }
 
-    fn job0(scenario: *WaitGroupScenario, io: Io) void {
-        scenario.job(io, 0);
-    }
-
-    fn job1(scenario: *WaitGroupScenario, io: Io) void {
-        scenario.job(io, 1);
-    }
-
-    fn job2(scenario: *WaitGroupScenario, io: Io) void {
-        scenario.job(io, 2);
-    }
-
-    fn wait(scenario: *WaitGroupScenario, io: Io, index: usize) void {
+    fn waitFor(scenario: *WaitGroupScenario, io: Io, index: usize) void {
         while (true) {
             const deadline = Checker.maybeDeadline(io, scenario.prng.random());
             const timeout: Io.Timeout = if (deadline) |d| .{ .deadline = d } else .none;
@@ -165,14 +153,6 @@ const WaitGroupScenario = struct {
         }
         scenario.returned[index] = true;
         Checker.cancelationPoint(io);
-    }
-
-    fn waiter0(scenario: *WaitGroupScenario, io: Io) void {
-        scenario.wait(io, 0);
-    }
-
-    fn waiter1(scenario: *WaitGroupScenario, io: Io) void {
-        scenario.wait(io, 1);
     }
 
     pub fn check(scenario: *WaitGroupScenario) !void {

@@ -554,8 +554,8 @@ const BroadcastScenario = struct {
         for (&scenario.receivers) |*receiver| receiver.* = scenario.broadcast.subscribe();
         return .{
             Checker.bodyOf(sender, scenario),
-            Checker.bodyOf(receiver0, scenario),
-            Checker.bodyOf(receiver1, scenario),
+            Checker.bodyAt(follow, scenario, 0),
+            Checker.bodyAt(follow, scenario, 1),
         };
     }
 
@@ -604,14 +604,6 @@ const BroadcastScenario = struct {
             }
             Checker.cancelationPoint(io);
         }
-    }
-
-    fn receiver0(scenario: *BroadcastScenario, io: Io) void {
-        scenario.follow(io, 0);
-    }
-
-    fn receiver1(scenario: *BroadcastScenario, io: Io) void {
-        scenario.follow(io, 1);
     }
 
     pub fn check(scenario: *BroadcastScenario) !void {

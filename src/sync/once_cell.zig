@@ -176,9 +176,9 @@ const OnceCellScenario = struct {
 
     pub fn bodies(scenario: *OnceCellScenario) [callers]Checker.Body {
         return .{
-            Checker.bodyOf(caller0, scenario),
-            Checker.bodyOf(caller1, scenario),
-            Checker.bodyOf(caller2, scenario),
+            Checker.bodyAt(call, scenario, 0),
+            Checker.bodyAt(call, scenario, 1),
+            Checker.bodyAt(call, scenario, 2),
         };
     }
 
@@ -202,18 +202,6 @@ const OnceCellScenario = struct {
             break;
         }
         Checker.cancelationPoint(io);
-    }
-
-    fn caller0(scenario: *OnceCellScenario, io: Io) void {
-        scenario.call(io, 0);
-    }
-
-    fn caller1(scenario: *OnceCellScenario, io: Io) void {
-        scenario.call(io, 1);
-    }
-
-    fn caller2(scenario: *OnceCellScenario, io: Io) void {
-        scenario.call(io, 2);
     }
 
     pub fn check(scenario: *OnceCellScenario) !void {

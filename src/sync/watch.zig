@@ -272,8 +272,8 @@ const WatchScenario = struct {
         for (&scenario.receivers) |*receiver| receiver.* = scenario.watch.subscribe();
         return .{
             Checker.bodyOf(sender, scenario),
-            Checker.bodyOf(receiver0, scenario),
-            Checker.bodyOf(receiver1, scenario),
+            Checker.bodyAt(follow, scenario, 0),
+            Checker.bodyAt(follow, scenario, 1),
         };
     }
 
@@ -315,14 +315,6 @@ const WatchScenario = struct {
             }
             Checker.cancelationPoint(io);
         }
-    }
-
-    fn receiver0(scenario: *WatchScenario, io: Io) void {
-        scenario.follow(io, 0);
-    }
-
-    fn receiver1(scenario: *WatchScenario, io: Io) void {
-        scenario.follow(io, 1);
     }
 
     pub fn check(scenario: *WatchScenario) !void {

@@ -677,6 +677,20 @@ pub fn bodyOf(comptime function: anytype, argument: anytype) Body {
     };
 }
 
+/// `bodyOf` for one of several logical threads that run the same method with their index:
+/// `function(argument, io, index)`.
+pub fn bodyAt(comptime function: anytype, argument: anytype, comptime index: usize) Body {
+    const Argument = @TypeOf(argument);
+    return .{
+        .function = struct {
+            fn call(erased: *anyopaque, io_: Io) void {
+                function(@as(Argument, @ptrCast(@alignCast(erased))), io_, index);
+            }
+        }.call,
+        .argument = argument,
+    };
+}
+
 /// A deadline for the virtual clock, or none: timed and untimed waits both get exercised.
 pub fn maybeDeadline(io_: Io, random: std.Random) ?Io.Clock.Timestamp {
     if (random.boolean()) return null;
