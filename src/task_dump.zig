@@ -28,7 +28,7 @@ const std = @import("std");
 const builtin = @import("builtin");
 const assert = std.debug.assert;
 const Io = std.Io;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const config = @import("config.zig");
 const os = @import("os/linux.zig");
 const os_thread = @import("os/thread.zig");

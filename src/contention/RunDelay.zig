@@ -18,8 +18,9 @@
 const RunDelay = @This();
 
 const std = @import("std");
+const builtin = @import("builtin");
 const assert = std.debug.assert;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");
 

@@ -31,7 +31,8 @@
 //! would otherwise back the first touch of a 2 MiB range with a huge page shared by eight
 //! mostly-idle stacks, or stall in compaction trying to.
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");

@@ -22,10 +22,11 @@
 //! Paths are copied into a NUL-terminated buffer on the caller's stack, which outlives the
 //! operation (the loop and the lane borrow it).
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const Dir = Io.Dir;
 const File = Io.File;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const posix = std.posix;
 const assert = std.debug.assert;
 const Threaded = Io.Threaded;

@@ -21,9 +21,10 @@
 //! builds, where Threaded panics too), one a correct program may meet without a name in the
 //! error set to `unexpectedErrno`. The maps several operations share are in `errno.zig`.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const File = Io.File;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const posix = std.posix;
 const assert = std.debug.assert;
 const Threaded = Io.Threaded;

@@ -19,10 +19,11 @@
 //! and touching a page wholly beyond the end raises SIGBUS (size the file first); a length of 0
 //! or an offset that is not page-aligned is a caller's bug (`EINVAL`, a panic in Debug).
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const File = Io.File;
 const MemoryMap = File.MemoryMap;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const posix = std.posix;
 const assert = std.debug.assert;
 const Threaded = Io.Threaded;

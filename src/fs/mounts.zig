@@ -21,7 +21,7 @@
 //! never a wait).
 const std = @import("std");
 const builtin = @import("builtin");
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const os = @import("../os/linux.zig");
 

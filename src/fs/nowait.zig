@@ -66,7 +66,7 @@
 //! its executor for the device's latency.
 const std = @import("std");
 const builtin = @import("builtin");
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const posix = std.posix;
 const assert = std.debug.assert;
 const os = @import("../os/linux.zig");

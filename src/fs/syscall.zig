@@ -8,7 +8,8 @@
 //! `EINTR` is retried (the caller's cancelation was checked before the call, and a thread
 //! that is not a fiber cannot be canceled).
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const os = @import("../os/linux.zig");
 const Completion = @import("../loop/Completion.zig");

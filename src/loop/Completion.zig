@@ -10,8 +10,9 @@
 const Completion = @This();
 
 const std = @import("std");
+const builtin = @import("builtin");
 const posix = std.posix;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 
 op: Op,
 /// Called on the loop's thread after the operation finished, outside of any reap loop.

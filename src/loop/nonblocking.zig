@@ -17,7 +17,8 @@
 //! instead are handled by the fiber bridge, which then waits for readiness and retries
 //! (`sched/io_wait.zig`).
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const posix = std.posix;
 const assert = std.debug.assert;
 const os = @import("../os/linux.zig");

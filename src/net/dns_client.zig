@@ -27,7 +27,8 @@
 //! A TCP reply longer than `config.dns_tcp_message_bytes_max` is cut after its last whole
 //! answer record (`dns.keepWholeAnswers`).
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const posix = std.posix;
 const assert = std.debug.assert;
 const net = std.Io.net;

@@ -13,7 +13,8 @@
 //! rest is skipped before the next message is read, so one oversized reply does not cost the
 //! replies behind it on the same connection.
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const posix = std.posix;
 const assert = std.debug.assert;
 const IpAddress = std.Io.net.IpAddress;

@@ -6,7 +6,8 @@
 //! has one, even without an IP stack (rejected: reading /sys/class/net, which may be missing
 //! in a container and costs a directory walk).
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const net = std.Io.net;
 const os = @import("../os/linux.zig");

@@ -20,7 +20,8 @@
 //! the loop into a buffer and sending that, copies every byte twice and is kept as the
 //! fallback for files sendfile refuses (`error.Unsupported`).
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const os = @import("../os/linux.zig");
 const io_wait = @import("../sched/io_wait.zig");

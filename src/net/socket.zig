@@ -25,7 +25,8 @@
 //! - weft's internal sockets (the resolver's, the interface ioctl's) stay non-blocking: no
 //!   other code sees them.
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const posix = std.posix;
 const net = std.Io.net;
 const assert = std.debug.assert;

@@ -10,8 +10,9 @@
 const SpinLock = @This();
 
 const std = @import("std");
+const builtin = @import("builtin");
 const assert = std.debug.assert;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 
 state: std.atomic.Value(u32) = .init(unlocked),
 

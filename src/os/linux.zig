@@ -17,7 +17,7 @@
 //! helper, since it must not panic or log.
 const std = @import("std");
 const builtin = @import("builtin");
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 
 pub const fd_t = linux.fd_t;

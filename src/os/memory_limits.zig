@@ -7,7 +7,8 @@
 //! validated, never asserted on. A file missing or unreadable, a line or number that does not
 //! parse, a cgroup v1 hierarchy: each reads as no limit, the behaviour before limits were read.
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const os = @import("linux.zig");
 
 /// Where cgroup v2 is mounted on every distribution that runs it alone (systemd's default

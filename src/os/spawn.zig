@@ -12,7 +12,8 @@
 //! Every descriptor weft opens is close-on-exec, so the program inherits only stdin, stdout,
 //! stderr and the progress descriptor, which are `dup2`ed into place (dup2 clears the flag).
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const process = std.process;
 const assert = std.debug.assert;
 const os = @import("linux.zig");

@@ -117,7 +117,7 @@ pub fn spawn(
 /// Finds the mapping the stack pointer is in, in /proc/self/maps; leaves `named` null if it
 /// cannot (no /proc): an overflow is then reported as a plain fault.
 fn recordStack(what: []const u8, option: []const u8) void {
-    const linux = std.os.linux;
+    const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
     const sp = @frameAddress();
     const fd_rc = linux.open("/proc/self/maps", .{ .CLOEXEC = true }, 0);
     if (linux.errno(fd_rc) != .SUCCESS) return;

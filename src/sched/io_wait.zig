@@ -24,7 +24,8 @@
 //! On a thread weft does not run, the operation runs directly, blocking the thread in
 //! `poll(2)` while the socket is not ready (see `loop/nonblocking.zig`).
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const Completion = @import("../loop/Completion.zig");
 const nonblocking = @import("../loop/nonblocking.zig");

@@ -37,7 +37,7 @@
 //! SIGSEGV: a guard page, marker or `PROT_NONE`, never raises SIGBUS.
 const std = @import("std");
 const builtin = @import("builtin");
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");

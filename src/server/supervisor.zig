@@ -52,7 +52,8 @@
 //! forwards SIGTERM, waits until `drain_timeout_ns` plus `kill_grace_ns` for the workers to
 //! drain and exit, SIGKILLs the rest, reaps every child, and returns: no zombie is left.
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");

@@ -21,9 +21,10 @@
 const ProcessState = @This();
 
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const File = Io.File;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const os = @import("../os/linux.zig");
 const Lock = @import("../os/Mutex.zig");

@@ -19,9 +19,10 @@
 //! keeping it in `batch.userdata` would leak it for callers that never call `cancel`, which
 //! std does not require.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const Batch = Io.Batch;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const posix = std.posix;
 const assert = std.debug.assert;
 const os = @import("../os/linux.zig");

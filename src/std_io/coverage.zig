@@ -15,7 +15,7 @@
 const std = @import("std");
 const Io = std.Io;
 const builtin = @import("builtin");
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const build_options = @import("build_options");
 const os = @import("../os/linux.zig");
 const Mutex = @import("../os/Mutex.zig");

@@ -12,9 +12,10 @@
 //! `error.SocketUnconnected`, never SIGPIPE. Unix-socket connects do not wait: a full backlog
 //! is `error.WouldBlock`.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const net = Io.net;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const posix = std.posix;
 const assert = std.debug.assert;
 const os = @import("../os/linux.zig");

@@ -19,10 +19,11 @@
 //! park and resume on another executor thread. Like Threaded's it is re-entrant for its holder
 //! (the task, or a thread weft does not run) and not a cancelation point.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const process = std.process;
 const Child = process.Child;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const posix = std.posix;
 const assert = std.debug.assert;
 const Threaded = Io.Threaded;

@@ -24,12 +24,13 @@
 //! Cancelation: a cancelation point until the fork; after it, the spawn completes (the child
 //! exists) and a request is left for the caller's next cancelation point.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const File = Io.File;
 const Dir = Io.Dir;
 const process = std.process;
 const Child = process.Child;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const posix = std.posix;
 const assert = std.debug.assert;
 const Threaded = Io.Threaded;

@@ -1,8 +1,9 @@
 //! std.Io clock and sleep entries, and `deadlineNs`, which turns any `Io.Timeout` into a
 //! CLOCK_MONOTONIC deadline for the entries that wait (futex, sleep, net, batch).
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const os = @import("../os/linux.zig");
 const Executor = @import("../sched/Executor.zig");
 const WaitReason = @import("../wait_reason.zig").WaitReason;

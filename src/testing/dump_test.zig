@@ -1,8 +1,9 @@
 //! The task dump (`Runtime.dumpTasks`, `Runtime.setName`, `Options.dump_signal`): each test
 //! parks tasks in known places and parses the dump (docs/TASK_DUMP.md's format).
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const Lane = @import("../lanes/Lane.zig");

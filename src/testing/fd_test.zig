@@ -7,9 +7,10 @@
 //! which could not run the server thread of the second test). Lowering the soft limit only
 //! stops new descriptors from being made; the test fills what is left with dups of one socket.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const net = Io.net;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const posix = std.posix;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");

@@ -2,10 +2,11 @@
 //! (`WEFT_BACKEND`): io_uring runs the file system operations on the loop, epoll on the
 //! blocking lane. Errors are compared with std.Io.Threaded's for the same call.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const File = Io.File;
 const Dir = Io.Dir;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const parked = @import("parked.zig");

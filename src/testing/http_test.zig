@@ -8,9 +8,10 @@
 //! count (default `fuzz_requests_default`; CI runs 20,000 more in ReleaseFast);
 //! `WEFT_FUZZ_SEED=n` its seed, printed when it fails.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const net = Io.net;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const testing = std.testing;
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");

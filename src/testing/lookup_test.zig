@@ -2,6 +2,7 @@
 //! responder the test runs on 127.0.0.1 (the runtime's `Options.resolver` points at it). No
 //! test depends on the machine's own /etc/hosts, resolv.conf or network.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const net = Io.net;
 const HostName = net.HostName;
@@ -9,7 +10,7 @@ const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const dns = @import("../net/dns.zig");
 const weft_config = @import("../config.zig");
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const fd_test = @import("fd_test.zig");
 
 /// What one lookup put into its queue.

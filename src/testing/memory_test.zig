@@ -4,7 +4,7 @@ const std = @import("std");
 const builtin = @import("builtin");
 const Io = std.Io;
 const testing = std.testing;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const Runtime = @import("../Runtime.zig");
 const config = @import("../config.zig");
 const os = @import("../os/linux.zig");

@@ -1,9 +1,10 @@
 //! std.Io networking on weft, written against std.Io.net only (loopback). Runs on both
 //! backends (`WEFT_BACKEND`). No timed assertions: timeouts are only checked to happen.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const net = Io.net;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const parked = @import("parked.zig");

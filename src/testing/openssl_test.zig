@@ -8,9 +8,10 @@
 //! declared here by hand, as OpenSSL's headers declare them. The certificate and key are a
 //! test-only pair (`openssl_test.pem`, which says how it was made).
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const net = Io.net;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const Lane = @import("../lanes/Lane.zig");

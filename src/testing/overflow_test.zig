@@ -5,7 +5,7 @@
 //! process; the parent reads the child's stderr.
 const std = @import("std");
 const builtin = @import("builtin");
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const testing = std.testing;
 const Io = std.Io;
 const Runtime = @import("../Runtime.zig");

@@ -1,6 +1,7 @@
 //! std.process on weft: run with captured output, spawn, wait, kill, and cancel of a wait.
 //! Runs on both backends (`WEFT_BACKEND`). Children are /bin/sh one-liners.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
@@ -347,7 +348,7 @@ test "process: spawn errors are std.Io.Threaded's, and nothing is left behind" {
     try expectSameSpawnError(.{ .argv = &.{"/bin/sh"}, .cwd = .{ .path = "/nonexistent-weft" } });
     try withRuntime(struct {
         fn body(io: Io) !void {
-            const linux = std.os.linux;
+            const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
             var status: u32 = 0;
             // Reap what Threaded's failed spawns left behind (it does not reap them).
             while (true) {
@@ -383,7 +384,7 @@ test "process: spawnPath runs argv[0] relative to a directory, never searched" {
 /// 101 for `error.FileNotFound`, 102 for another error. Returns the child's exit code.
 /// The child touches no loop (the rings belong to the parent): only replace's own syscalls.
 fn replaceInChild(io: Io, comptime how: enum { search, path }, argv: []const []const u8) !u8 {
-    const linux = std.os.linux;
+    const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
     const bin_rc = linux.open("/bin", .{ .DIRECTORY = true, .CLOEXEC = true }, 0);
     try testing.expectEqual(linux.E.SUCCESS, linux.errno(bin_rc));
     const bin: Io.Dir = .{ .handle = @intCast(bin_rc) };

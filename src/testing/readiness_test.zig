@@ -5,9 +5,10 @@
 //! `EPOLLERR`) events of the descriptor's registration (backend/epoll.zig); a backend that
 //! dropped them would leave the operation parked until something else woke it.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const net = Io.net;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const os = @import("../os/linux.zig");

@@ -494,7 +494,7 @@ fn burstsAndSleeps(io: Io) Io.Cancelable!void {
 /// Runs 4 `burstsAndSleeps` tasks on 2 executors whose threads share one CPU; returns whether
 /// the scheduler found the CPUs contended.
 fn contendedOnOneCpu(policy: @FieldType(Runtime.Options, "cpu_contention")) !bool {
-    const linux = std.os.linux;
+    const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
     // The lowest CPU this thread may use, alone; the executor threads inherit it.
     const cpus = os.allowedCpus() orelse return os.skipTest(@src(), "no CPU affinity to read");
     linux.sched_setaffinity(0, &cpus.lowest_only) catch

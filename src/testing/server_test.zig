@@ -16,7 +16,7 @@ const std = @import("std");
 const builtin = @import("builtin");
 const Io = std.Io;
 const net = Io.net;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const testing = std.testing;
 const os = @import("../os/linux.zig");
 const memory_limits = @import("../os/memory_limits.zig");

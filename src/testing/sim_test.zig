@@ -607,7 +607,7 @@ test "sim: virtual time never goes backwards, under 200 seeds" {
 /// Runs `misuse` in a forked child with its stderr on a pipe, and expects the child to panic
 /// with `message`: the Sim's misuse checks end a process, so they are tested in one.
 pub fn expectChildPanics(comptime misuse: fn () void, message: []const u8) !void {
-    const linux = std.os.linux;
+    const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
     var fds: [2]i32 = undefined;
     if (linux.errno(linux.pipe2(&fds, .{ .CLOEXEC = true })) != .SUCCESS) return error.NoPipe;
     const pid_rc = os.fork();

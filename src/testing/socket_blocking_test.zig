@@ -10,9 +10,10 @@
 //! between two ticks; `tick_gap_ns_max` is well below it and far above what a loaded machine
 //! adds to a 1 ms sleep.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const net = Io.net;
-const linux = std.os.linux;
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const os = @import("../os/linux.zig");

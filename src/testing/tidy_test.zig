@@ -254,6 +254,31 @@ test "tidy: no line in src/ is over 100 columns" {
     try std.testing.expectEqual(@as(usize, 0), failures);
 }
 
+test "tidy: std.os.linux is reached only through a guarded alias" {
+    // `std.os.linux` compiles for any x86_64 or aarch64 target (its system calls are inline
+    // assembly chosen by architecture), so an unguarded use would put Linux system calls into
+    // a macOS or Windows build without an error. Guarded, each use off Linux fails to compile,
+    // naming the file that needs a portable path (issue 37).
+    var tree: Tree = try .load();
+    defer tree.deinit();
+    var failures: usize = 0;
+    for (tree.files) |file| {
+        var lines = std.mem.splitScalar(u8, file.source, '\n');
+        var number: usize = 1;
+        while (lines.next()) |line| : (number += 1) {
+            const trimmed = std.mem.trim(u8, line, " ");
+            if (!std.mem.startsWith(u8, trimmed, "const linux = ")) continue;
+            const guarded = "const linux = " ++
+                "if (builtin.os.tag == .linux) std.os.linux else struct {};";
+            if (std.mem.eql(u8, trimmed, guarded)) continue;
+            if (std.mem.indexOf(u8, trimmed, "std.os.linux") == null) continue;
+            std.debug.print("src/{s}:{d}: write it as `{s}`\n", .{ file.path, number, guarded });
+            failures += 1;
+        }
+    }
+    try std.testing.expectEqual(@as(usize, 0), failures);
+}
+
 test "tidy: every file under src/ is reachable from root.zig or a test root" {
     var tree: Tree = try .load();
     defer tree.deinit();

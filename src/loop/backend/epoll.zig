@@ -40,7 +40,8 @@
 const EpollBackend = @This();
 
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const config = @import("../../config.zig");
 const os = @import("../../os/linux.zig");

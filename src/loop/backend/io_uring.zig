@@ -14,7 +14,8 @@
 const IoUringBackend = @This();
 
 const std = @import("std");
-const linux = std.os.linux;
+const builtin = @import("builtin");
+const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const config = @import("../../config.zig");
 const os = @import("../../os/linux.zig");
