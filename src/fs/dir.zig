@@ -787,7 +787,18 @@ pub fn createFileAtomic(
             .dir = dir,
         };
     }
-    const dirname = dest_dirname orelse
+    return createFileAtomicNamed(io, dir, dest_path, options);
+}
+
+/// `createFileAtomic` without `O_TMPFILE`: a file of a random name beside `dest_path`, made
+/// through `io` alone (so weft.Sim's simulated disk makes its atomic files with it too).
+pub fn createFileAtomicNamed(
+    io: Io,
+    dir: Dir,
+    dest_path: []const u8,
+    options: Dir.CreateFileAtomicOptions,
+) Dir.CreateFileAtomicError!File.Atomic {
+    const dirname = Dir.path.dirname(dest_path) orelse
         return createNamedTemporary(io, dest_path, options.permissions, dir, false);
     const parent = if (options.make_path)
         dir.createDirPathOpen(io, dirname, .{}) catch |err| switch (err) {

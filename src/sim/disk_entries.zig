@@ -20,6 +20,7 @@ const Dir = Io.Dir;
 const Threaded = Io.Threaded;
 const State = @import("State.zig");
 const Disk = @import("Disk.zig");
+const fs_dir = @import("../fs/dir.zig");
 
 const base = Threaded.io(@constCast(&Threaded.init_single_threaded)).vtable.*;
 
@@ -340,9 +341,9 @@ fn dirOpenFile(
     return fileOf(handle);
 }
 
-/// Like std.Io.Threaded's: a file of a random name beside the destination, renamed over it by
-/// `replace` (or to it, by `link`, if it is free). The name comes from the Sim's `random`, so
-/// it replays with the seed.
+/// fs/dir.zig's named fallback (a file of a random name beside the destination, renamed over
+/// it by `replace`, or to it by `link` if it is free), through the Sim's `Io`: the name comes
+/// from the Sim's `random`, so it replays with the seed.
 fn dirCreateFileAtomic(
     userdata: ?*anyopaque,
     dir: Dir,
@@ -353,40 +354,7 @@ fn dirCreateFileAtomic(
     if (diskOf(sim, dir.handle) == null) {
         return base.dirCreateFileAtomic(userdata, dir, dest_path, options);
     }
-    const io = sim.io();
-    var atomic_dir = dir;
-    var close_dir = false;
-    if (Dir.path.dirname(dest_path)) |dirname| {
-        atomic_dir = if (options.make_path)
-            dir.createDirPathOpen(io, dirname, .{}) catch |err|
-                return narrow(Dir.CreateFileAtomicError, err)
-        else
-            try dir.openDir(io, dirname, .{});
-        close_dir = true;
-    }
-    errdefer if (close_dir) atomic_dir.close(io);
-    // Bounded: a name is free unless 2^64 files sit beside the destination.
-    while (true) {
-        var random_integer: u64 = undefined;
-        io.random(std.mem.asBytes(&random_integer));
-        const tmp_sub_path = std.fmt.hex(random_integer);
-        const file = atomic_dir.createFile(io, &tmp_sub_path, .{
-            .permissions = options.permissions,
-            .exclusive = true,
-        }) catch |err| switch (err) {
-            error.PathAlreadyExists => continue,
-            else => |e| return narrow(Dir.CreateFileAtomicError, e),
-        };
-        return .{
-            .file = file,
-            .file_basename_hex = random_integer,
-            .file_open = true,
-            .file_exists = true,
-            .close_dir_on_deinit = close_dir,
-            .dir = atomic_dir,
-            .dest_sub_path = Dir.path.basename(dest_path),
-        };
-    }
+    return fs_dir.createFileAtomicNamed(sim.io(), dir, dest_path, options);
 }
 
 fn dirClose(userdata: ?*anyopaque, dirs: []const Dir) void {
