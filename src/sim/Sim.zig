@@ -212,20 +212,32 @@ pub fn checkSeeds(
     while (seed - first_seed < seed_count) : (seed += 1) {
         const first = try checkOnce(gpa, options, seed, &pool, function, args);
         const second = try checkOnce(gpa, options, seed, &pool, function, args);
-        const seeds_run = seed - first_seed + 1;
-        if (first.hash != second.hash or !sameError(first.err, second.err)) {
-            return .{
-                .outcome = .diverged,
-                .seed = seed,
-                .err = first.err orelse second.err,
-                .seeds_run = seeds_run,
-            };
-        }
-        if (first.err) |err| {
-            return .{ .outcome = .failed, .seed = seed, .err = err, .seeds_run = seeds_run };
-        }
+        if (verdict(seed, seed - first_seed + 1, first, second)) |checked| return checked;
     }
     return .{ .outcome = .passed, .seeds_run = seed_count };
+}
+
+/// One run of a seed: its trace hash, how it ended, and where `checkCrashes` crashed it.
+const SeedRun = struct { hash: u64, err: ?anyerror, crash_operation: ?u64 = null };
+
+/// What a seed's two runs say: null if both passed alike; else `diverged` (the runs differ)
+/// or `failed`.
+fn verdict(seed: u64, seeds_run: u64, first: SeedRun, second: SeedRun) ?Checked {
+    if (first.hash != second.hash or !sameError(first.err, second.err)) return .{
+        .outcome = .diverged,
+        .seed = seed,
+        .err = first.err orelse second.err,
+        .seeds_run = seeds_run,
+        .crash_operation = first.crash_operation,
+    };
+    const err = first.err orelse return null;
+    return .{
+        .outcome = .failed,
+        .seed = seed,
+        .err = err,
+        .seeds_run = seeds_run,
+        .crash_operation = first.crash_operation,
+    };
 }
 
 /// The first seed and how many to run: as asked, or the one `WEFT_SEED` names, alone.
@@ -247,7 +259,7 @@ fn checkOnce(
     pool: *stack_pool.Pool,
     comptime function: anytype,
     args: anytype,
-) InitError!struct { hash: u64, err: ?anyerror } {
+) InitError!SeedRun {
     var sim_options = options.sim;
     sim_options.seed = seed;
     var sim: Sim = .{ .state = try .initWithPool(gpa, sim_options, pool) };
@@ -301,7 +313,7 @@ pub fn checkCrashes(
     var seed = first_seed;
     // Bounded by `seed_count`.
     while (seed - first_seed < seed_count) : (seed += 1) {
-        var runs: [2]CrashRun = undefined;
+        var runs: [2]SeedRun = undefined;
         for (&runs, 0..) |*crash_run, attempt| crash_run.* = try crashOnce(
             gpa,
             if (attempt == 0) options.report else null,
@@ -312,30 +324,10 @@ pub fn checkCrashes(
             write_phase,
             recover_phase,
         );
-        const first = runs[0];
-        const second = runs[1];
-        const seeds_run = seed - first_seed + 1;
-        if (first.hash != second.hash or !sameError(first.err, second.err)) {
-            return .{
-                .outcome = .diverged,
-                .seed = seed,
-                .err = first.err orelse second.err,
-                .seeds_run = seeds_run,
-                .crash_operation = first.crash_operation,
-            };
-        }
-        if (first.err) |err| return .{
-            .outcome = .failed,
-            .seed = seed,
-            .err = err,
-            .seeds_run = seeds_run,
-            .crash_operation = first.crash_operation,
-        };
+        if (verdict(seed, seed - first_seed + 1, runs[0], runs[1])) |checked| return checked;
     }
     return .{ .outcome = .passed, .seeds_run = seed_count };
 }
-
-const CrashRun = struct { hash: u64, err: ?anyerror, crash_operation: ?u64 };
 
 fn crashOnce(
     gpa: Allocator,
@@ -346,7 +338,7 @@ fn crashOnce(
     context: anytype,
     comptime write_phase: anytype,
     comptime recover_phase: anytype,
-) InitError!CrashRun {
+) InitError!SeedRun {
     var seeded = sim_options;
     seeded.seed = seed;
     var sim: Sim = .{ .state = try .initWithPool(gpa, seeded, pool) };
