@@ -5,8 +5,10 @@
 //!   ./zigw build bench      every program in bench/, ReleaseFast, one result line each
 //!   ./zigw build examples   builds examples/ so the public API stays honest
 //!   ./zigw build test-std   the standard library's own std.testing.io tests on weft
-//!   ./zigw build cross      compiles tests and examples for aarch64 and riscv64 (no run)
+//!   ./zigw build cross      compiles tests and examples for aarch64 and riscv64 Linux, musl,
+//!                           macOS, FreeBSD and Windows (no run)
 //!   ./zigw build test-aarch64   the tests for aarch64-linux under qemu-user (epoll)
+//!   ./zigw build test-windows   the portable tests for x86_64-windows under Wine
 const std = @import("std");
 const std_tests = @import("build/std_tests.zig");
 
@@ -30,6 +32,12 @@ pub fn build(b: *std.Build) void {
         "weft.Metrics (default true; false compiles the counters and the stall detector " ++
         "out)") orelse true;
     weft_options.addOption(bool, "metrics", metrics);
+    // `weft.Runtime` is the fiber runtime on Linux and std.Io.Threaded beneath the same API
+    // elsewhere (src/platform.zig); `threaded` picks the latter on Linux too, to test it.
+    const backend = b.option(enum { fibers, threaded }, "backend", "weft.Runtime's " ++
+        "implementation on Linux: fibers (default) or std.Io.Threaded (every other OS's)") orelse
+        .fibers;
+    weft_options.addOption(bool, "threaded", backend == .threaded);
 
     const weft = b.addModule("weft", .{
         .root_source_file = b.path("src/root.zig"),
@@ -54,6 +62,7 @@ pub fn build(b: *std.Build) void {
     addExamples(b, target, optimize);
     addBenchmarks(b, target);
     addCrossCheck(b, optimize, aarch64_tests);
+    addOtherOses(b, optimize);
     std_tests.add(b, target, optimize, weftModule(b, target, optimize));
 }
 
@@ -227,7 +236,8 @@ fn addCrossCheck(
 ) void {
     const step = b.step(
         "cross",
-        "Compile tests and examples for aarch64-linux, riscv64-linux and x86_64-linux-musl",
+        "Compile tests and examples for aarch64-linux, riscv64-linux, x86_64-linux-musl, " ++
+            "macOS, FreeBSD and Windows",
     );
     for ([_][]const u8{ "aarch64-linux", "riscv64-linux", "x86_64-linux-musl" }) |triple| {
         const target = crossTarget(b, triple);
@@ -247,6 +257,66 @@ fn addCrossCheck(
         });
         step.dependOn(&hello.step);
     }
+}
+
+/// The operating systems weft builds for beside Linux, where `weft.Runtime` is the same API
+/// over std.Io.Threaded (src/platform.zig): `cross` compiles the tests of what needs no Linux
+/// (src/portable_tests.zig) and the examples that use nothing else, for each; `test-windows`
+/// runs the x86_64 Windows tests under Wine (Debian's `wine`), as `test-aarch64` runs
+/// aarch64's under qemu. macOS and FreeBSD are compiled only: nothing here runs them.
+fn addOtherOses(b: *std.Build, optimize: std.builtin.OptimizeMode) void {
+    const cross = b.top_level_steps.get("cross").?;
+    const triples = [_][]const u8{
+        "x86_64-macos", "aarch64-macos", "x86_64-freebsd", "x86_64-windows", "aarch64-windows",
+    };
+    const examples = [_][]const u8{ "hello", "sync", "cpu", "lane", "registry", "sim_disk" };
+    for (triples) |triple| {
+        const target = crossTarget(b, triple);
+        const windows = target.result.os.tag == .windows;
+        const tests = portableTests(b, triple, optimize);
+        cross.step.dependOn(&tests.step);
+        for (examples) |name| {
+            // weft.Sim's handles are small integers; Windows' are pointers (not yet there).
+            if (windows and std.mem.eql(u8, name, "sim_disk")) continue;
+            const example = b.addExecutable(.{
+                .name = b.fmt("{s}-{s}", .{ name, triple }),
+                .root_module = b.createModule(.{
+                    .root_source_file = b.path(b.fmt("examples/{s}.zig", .{name})),
+                    .target = target,
+                    .optimize = optimize,
+                    .imports = &.{
+                        .{ .name = "weft", .module = weftModule(b, target, optimize) },
+                    },
+                }),
+            });
+            cross.step.dependOn(&example.step);
+        }
+    }
+    const step = b.step("test-windows", "Run the tests of what needs no Linux for " ++
+        "x86_64-windows under Wine");
+    const tests = portableTests(b, "x86_64-windows", optimize);
+    tests.setExecCmd(&.{ "wine", null });
+    const run = b.addRunArtifact(tests);
+    run.setEnvironmentVariable("WINEDEBUG", "-all");
+    run.setName("test (x86_64-windows, wine)");
+    step.dependOn(&run.step);
+}
+
+fn portableTests(
+    b: *std.Build,
+    triple: []const u8,
+    optimize: std.builtin.OptimizeMode,
+) *std.Build.Step.Compile {
+    const module = b.createModule(.{
+        .root_source_file = b.path("src/portable_tests.zig"),
+        .target = crossTarget(b, triple),
+        .optimize = optimize,
+    });
+    module.addOptions("build_options", weft_options);
+    return b.addTest(.{
+        .root_module = module,
+        .name = b.fmt("test-{s}", .{triple}),
+    });
 }
 
 fn crossTarget(b: *std.Build, triple: []const u8) std.Build.ResolvedTarget {

@@ -24,7 +24,7 @@ const std = @import("std");
 const Io = std.Io;
 const assert = std.debug.assert;
 const config = @import("config.zig");
-const os = @import("os/linux.zig");
+const os = @import("os/host.zig");
 const Counter = @import("os/Counter.zig");
 const Scheduler = @import("sched/Scheduler.zig");
 const Histogram = @import("os/Histogram.zig");
@@ -234,12 +234,38 @@ pub fn collect(scheduler: *const Scheduler, sources: Sources) Metrics {
         .server = sources.server,
     };
     metrics.collectExecutors(scheduler, uptime_ns);
-    metrics.lanes[0] = .{ .name = .init(named.blocking_name), .figures = sources.blocking };
-    metrics.lanes[1] = .{ .name = .init(named.cpu_name), .figures = sources.cpu };
+    metrics.collectLanes(sources.blocking, sources.cpu);
+    return metrics;
+}
+
+/// The snapshot of a runtime without executors (`weft.Runtime` over `std.Io.Threaded`): its
+/// uptime, its CPU lane and the process's named lanes; tasks, executors and stacks are
+/// zero, as that runtime keeps no count of them.
+pub fn collectLanesOnly(started_ns: u64, cpu: LaneFigures) Metrics {
+    var metrics: Metrics = .{
+        .uptime_ns = os.monotonicNs() -| started_ns,
+        .tasks_live = 0,
+        .tasks_live_peak = 0,
+        .tasks_spawned = 0,
+        .stacks_mapped = 0,
+        .stacks_in_use = 0,
+        .stack_size_bytes = 0,
+        .executor_count = 0,
+        .executors = undefined,
+        .lane_count = 0,
+        .lanes = undefined,
+        .server = null,
+    };
+    metrics.collectLanes(.{}, cpu);
+    return metrics;
+}
+
+fn collectLanes(metrics: *Metrics, blocking: LaneFigures, cpu: LaneFigures) void {
+    metrics.lanes[0] = .{ .name = .init(named.blocking_name), .figures = blocking };
+    metrics.lanes[1] = .{ .name = .init(named.cpu_name), .figures = cpu };
     const listed = named.collect(metrics.lanes[named.reserved.len..]);
     metrics.lane_count = @intCast(named.reserved.len + listed);
     assert(metrics.lane_count <= lanes_max);
-    return metrics;
 }
 
 fn collectExecutors(metrics: *Metrics, scheduler: *const Scheduler, uptime_ns: u64) void {

@@ -38,66 +38,7 @@ const task_dump = @import("task_dump.zig");
 /// Internal: the VTable's userdata (std_io/State.zig). Not part of the API.
 state: *State,
 
-pub const Options = struct {
-    /// Executor threads, the calling thread included. Null: one per CPU this process may use
-    /// (its affinity mask, and a cgroup CPU quota if one is set). At most `executors_max`.
-    executors: ?usize = null,
-    /// Pinned mode: each task gets a home executor when spawned (round robin) and never runs
-    /// anywhere else. No stealing, no migration: a fit for many independent, evenly loaded tasks
-    /// whose caches matter (one per connection); a busy executor then cannot shed its load.
-    pinned: bool = false,
-    /// `.adapt` (default): executors measure how long their threads wait for a CPU and, while
-    /// other threads (of this process or another) want every CPU, stop spinning in their
-    /// searches and retire down to fewer executors (docs/internals/scheduler.md, "Sharing the
-    /// CPUs"). `.ignore`: they never do, as if the CPUs were theirs alone: for a machine given
-    /// to this process, where a neighbour's burst should not cost an executor.
-    cpu_contention: Scheduler.ContentionPolicy = .adapt,
-    /// The loop backend; `.auto` honours the `WEFT_BACKEND` environment variable
-    /// (`io_uring` or `epoll`), else takes io_uring and falls back to epoll.
-    backend: Loop.Choice = .auto,
-    /// Virtual size of each fiber stack, guard page included (committed only when touched):
-    /// by default 1 MiB in release builds, room for a 512 KiB frame, and 2 MiB in Debug
-    /// builds, whose frames are several times larger (std.http.Client's `fetchInternal`: about
-    /// 1 MiB). Each live task costs page tables of size / 512 bytes (2 KiB at 1 MiB, 4 KiB at
-    /// 2 MiB): a million shallow tasks want `256 * 1024`.
-    stack_size_bytes: usize = config.stack_size_bytes_default,
-    /// `.page` (default): an overflow faults. `.none`: depth check only (see fiber/stack.zig).
-    stack_guard: stack_mod.Guard = .page,
-    /// Live tasks at most; past it `concurrent` returns `error.ConcurrencyUnavailable` and
-    /// `async` runs inline. Lowered at `init` to what the process's `RLIMIT_AS` leaves room
-    /// for (a stack of `stack_size_bytes` each) and to what a cgroup v2 `memory.max` does
-    /// (`config.task_committed_bytes_min` each, in half the room): see docs/RUNTIME.md.
-    tasks_max: usize = 1 << 22,
-    /// Where `netLookup` finds the hosts file, resolv.conf and name servers (system defaults).
-    resolver: lookup.Config = .{},
-    /// The CPU lane of `compute` (its threads start on the first call). Its `name` must be
-    /// null: `weft.Metrics` reports it as "cpu".
-    cpu: CpuLane.Options = .{},
-    /// A signal (such as `.QUIT` or `.USR1`) that makes the runtime write a task dump
-    /// (`dumpTasks`) to stderr while the process goes on. Its handler only wakes a thread of
-    /// the runtime's own, which writes the dump (src/task_dump.zig, `Signal`): it takes no lock
-    /// and allocates nothing, so it is safe whatever the signal interrupts. The disposition
-    /// found at `init` is restored at `deinit`. Null (the default): no handler, no thread.
-    dump_signal: ?std.posix.SIG = null,
-    /// The environment children inherit and `PATH` is searched in, as std.Io.Threaded's
-    /// `InitOptions.environ` (for a `main(init: std.process.Init)`: `init.minimal.environ`).
-    /// Null: the process's own, as `start.zig` recorded it for `std.debug` (empty in a program
-    /// without a Zig `main`).
-    environ: ?std.process.Environ = null,
-    /// The stall detector: a task that runs this long on an executor without going back to
-    /// the scheduler (a computation that belongs on `compute` or a `Lane`) is reported through
-    /// `std.log` (scope `.weft`, warn) with its stack, and counted in `Metrics.stalls`. Null:
-    /// off, and no watchdog thread unless `WEFT_TRACE` asks for one. At least 1 ms. Off in a
-    /// build with `-Dmetrics=false`, which compiles out what it watches.
-    stall_threshold_ns: ?u64 = 50 * std.time.ns_per_ms,
-    /// The spare executor: while every executor is held (by a task that never parks, or by a
-    /// thread blocked outside std.Io, such as a `main` that joins a thread) and tasks wait
-    /// that they would run, the watchdog puts one more executor thread to work, started the
-    /// first time it is needed (docs/RUNTIME.md, "Progress"). `false`: never more threads than
-    /// `executors`, and those tasks wait for an executor to be free. Needs the stall detector
-    /// (its watchdog); never in pinned mode.
-    spare_executor: bool = true,
-};
+pub const Options = @import("options.zig").Runtime;
 
 /// `Options.executors` at most.
 pub const executors_max = config.executors_max;
@@ -415,9 +356,14 @@ fn walkStacks(state: *State) u64 {
     return committed;
 }
 
+pub const Backend = @import("options.zig").Backend;
+
 /// The loop backend the runtime's executors use.
-pub fn backend(rt: Runtime) Loop.Kind {
-    return rt.state.scheduler.executors[0].loop.kind();
+pub fn backend(rt: Runtime) Backend {
+    return switch (rt.state.scheduler.executors[0].loop.kind()) {
+        .io_uring => .io_uring,
+        .epoll => .epoll,
+    };
 }
 
 /// How many executor threads the runtime runs (the calling thread included).

@@ -391,13 +391,18 @@ pub const cpu_lane_waiters_max_default = 4096;
 
 /// Default nice increment of the CPU lane's threads: below the executors, so I/O wins a
 /// contended CPU (nice 5 weighs about a third of nice 0 in Linux's scheduler), yet high
-/// enough that the lane is not starved by other ordinary processes.
-pub const cpu_lane_nice_default = 5;
+/// enough that the lane is not starved by other ordinary processes. 0 off Linux, where a nice
+/// value is the process's, not a thread's (os/host.zig, `thread_tuning_supported`).
+pub const cpu_lane_nice_default: u8 = if (builtin.os.tag == .linux) 5 else 0;
 
 /// Default time slice of the CPU lane's threads in the kernel's scheduler: the shortest the
 /// kernel accepts, so that an executor woken while every core computes preempts a lane thread
 /// within about this long instead of the default slice (1.4 ms on 2 CPUs; lanes/CpuLane.zig).
-pub const cpu_lane_slice_ns_default: ?u64 = 100 * std.time.ns_per_us;
+/// Null off Linux, which has no custom slices.
+pub const cpu_lane_slice_ns_default: ?u64 = if (builtin.os.tag == .linux)
+    100 * std.time.ns_per_us
+else
+    null;
 
 /// Resources one `weft.Registry` may hold. Its slots are allocated by `init` (each the
 /// resource plus about 48 bytes) and live until `deinit`, so that a stale id never reaches

@@ -10,12 +10,17 @@
 //! (and those of `Runtime` and `sync`) to the documented list. Everything else under src/ is
 //! internal; docs/ARCHITECTURE.md draws its layers.
 const std = @import("std");
+const platform = @import("platform.zig");
 
-/// A runtime: its executors, loops and lanes, and the `std.Io` they implement (`io()`).
-pub const Runtime = @import("Runtime.zig");
+/// A runtime: its executors, loops and lanes, and the `std.Io` they implement (`io()`). Off
+/// Linux (and on Linux built with `-Dbackend=threaded`) the same API over `std.Io.Threaded`.
+pub const Runtime = if (platform.fibers) @import("Runtime.zig") else @import("ThreadedRuntime.zig");
 /// One connection handler served `.single`, `.threaded` or `.forked`; `Server.http` serves
 /// HTTP/1.1 with std.http.Server.
-pub const Server = @import("server/Server.zig");
+pub const Server = if (platform.fibers_supported)
+    @import("server/Server.zig")
+else
+    @compileError("weft.Server runs on Linux only for now (see the README's platform table)");
 /// Fiber-aware sync primitives and channels (Notify, Oneshot, Channel, ...).
 pub const sync = @import("sync/root.zig");
 /// A bounded pool of OS threads for blocking calls (and `Lane.Sharded`).
@@ -31,7 +36,7 @@ pub const Metrics = @import("Metrics.zig");
 /// Runs a std.Io program deterministically: seeded schedule, virtual time, one thread.
 pub const Sim = @import("sim/Sim.zig");
 /// Raises the process's soft fd limit to its hard limit (a server's connections are fds).
-pub const raiseFdLimit = @import("os/linux.zig").raiseFdLimit;
+pub const raiseFdLimit = @import("os/host.zig").raiseFdLimit;
 
 /// Fails to compile, naming the declaration, unless the public declarations of `T` are
 /// exactly `names`.
@@ -83,6 +88,7 @@ test "weft: the public API is exactly the documented list" {
             "stacksCommittedBytesOf",
             "prometheusTextOf",
             "PrometheusTextError",
+            "Backend",
             "backend",
             "executorCount",
             "yield",
@@ -111,6 +117,7 @@ test {
     std.testing.refAllDecls(@This());
     // Every file that has tests, in path order: src/testing/tidy_test.zig fails, printing the
     // list to paste, when this one is not.
+    _ = @import("ThreadedRuntime.zig");
     _ = @import("contention/RunDelay.zig");
     _ = @import("contention/RunnableCount.zig");
     _ = @import("contention/cpu_demand.zig");

@@ -31,7 +31,7 @@
 const std = @import("std");
 const builtin = @import("builtin");
 const assert = std.debug.assert;
-const os = @import("../os/linux.zig");
+const os = @import("../os/host.zig");
 
 const sanitized = builtin.sanitize_thread;
 
@@ -260,7 +260,14 @@ fn start(frame: *const StartFrame) callconv(.withStackAlign(.c, frame_align)) no
     frame.function(frame.argument);
 }
 
+/// Windows x64 needs a switch of its own (its ABI's callee-saved xmm6-15, rdi and rsi, the
+/// first argument in rcx, and the thread block's stack bounds), which weft does not have yet.
+fn skipOnWindows(src: std.builtin.SourceLocation) error{SkipZigTest}!void {
+    if (builtin.os.tag == .windows) return os.skipTest(src, "no fiber switch for Windows yet");
+}
+
 test "context: ping-pong between two fibers" {
+    try skipOnWindows(@src());
     const Pair = struct {
         main: Context = .{ .registers = undefined },
         fiber: Context = .{ .registers = undefined },
@@ -287,6 +294,7 @@ test "context: ping-pong between two fibers" {
 }
 
 test "context: a stack trace taken on a fiber ends at its start" {
+    try skipOnWindows(@src());
     const Fiber = struct {
         main: Context = .{ .registers = undefined },
         fiber: Context = .{ .registers = undefined },

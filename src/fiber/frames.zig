@@ -25,6 +25,7 @@ const std = @import("std");
 const builtin = @import("builtin");
 const assert = std.debug.assert;
 const os = @import("../os/linux.zig");
+const host = @import("../os/host.zig");
 const context = @import("context.zig");
 
 /// Whether this build keeps frame pointers on a target whose chain `walk` knows.
@@ -134,7 +135,7 @@ const Copy = struct {
             address - copy.base <= copy.len - 16;
         if (!inside) {
             copy.base = address;
-            copy.len = os.readOwnMemory(address, copy.window) catch |err| return switch (err) {
+            copy.len = host.readOwnMemory(address, copy.window) catch |err| return switch (err) {
                 error.Unsupported => error.Unsupported,
                 error.Unexpected => error.Unreadable,
             };

@@ -35,7 +35,10 @@ const builtin = @import("builtin");
 const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const config = @import("../config.zig");
+// Linux's calls: the guard markers, the residency walk, the map count.
 const os = @import("../os/linux.zig");
+// The calls that have an equivalent on every OS (mapping, unmapping, protecting).
+const host = @import("../os/host.zig");
 const memory_limits = @import("../os/memory_limits.zig");
 
 const SpinLock = @import("../os/SpinLock.zig");
@@ -44,13 +47,7 @@ const Counter = @import("../os/Counter.zig");
 const page_size = std.heap.page_size_min;
 const log = std.log.scoped(.weft);
 
-pub const Guard = enum {
-    /// A guard page below every stack; an overflow faults. The default.
-    page,
-    /// No guard page; the stack pointer is checked against the stack's lowest page at every
-    /// switch away. Denser and cheaper to create; see the trade-off above.
-    none,
-};
+pub const Guard = @import("../options.zig").StackGuard;
 
 /// One fiber stack. The fiber runs from `top()` downwards; `memory[0..page_size]` is the guard
 /// page when the pool guards stacks.
@@ -289,7 +286,7 @@ pub const Pool = struct {
     /// Unmaps this pool's slabs. Every pool of the runtime must be done handing out stacks:
     /// a free list may link stacks of another pool's slabs.
     pub fn deinit(pool: *Pool) void {
-        for (pool.slabs.items) |slab| os.unmap(slab);
+        for (pool.slabs.items) |slab| host.unmap(slab);
         pool.slabs.deinit(pool.gpa);
         pool.* = undefined;
     }
@@ -450,7 +447,7 @@ pub const Pool = struct {
         const count = own + from_shared.stacks;
         for (bases[0..count]) |base| {
             // The guard page (or the unguarded margin) was never committed: leave it alone.
-            os.adviseDontNeed(@alignCast(base[page_size..pool.stack_size_bytes]));
+            host.adviseDontNeed(@alignCast(base[page_size..pool.stack_size_bytes]));
         }
         if (count > 0) {
             shared.lock.lock();
@@ -555,13 +552,13 @@ pub const Pool = struct {
         }
         try pool.reserveTrimmed();
 
-        const slab_ptr = os.mapAnonymous(slab_len) catch |err| {
+        const slab_ptr = host.mapAnonymous(slab_len) catch |err| {
             pool.logExhaustion(err);
             return error.SystemResources;
         };
         const slab = slab_ptr[0..slab_len];
-        errdefer os.unmap(slab);
-        os.adviseNoHugePages(slab);
+        errdefer host.unmap(slab);
+        host.adviseNoHugePages(slab);
         if (pool.guard == .page) pool.installGuards(slab) catch |err| {
             pool.logExhaustion(err);
             return error.SystemResources;
@@ -597,7 +594,8 @@ pub const Pool = struct {
     ) (AcquireError || os.UnexpectedError)!void {
         assert(pool.guard == .page);
         assert(slab.len == pool.stack_size_bytes * pool.slab_stacks);
-        if (!pool.guard_splits_mappings and !pool.guard_batch_unsupported) {
+        const batch = !pool.guard_splits_mappings and !pool.guard_batch_unsupported;
+        if (builtin.os.tag == .linux and batch) { // see installGuard
             var guards_buffer: [config.slab_stacks]os.IoVec = undefined;
             const guards = guards_buffer[0..pool.slab_stacks];
             for (guards, 0..) |*guard, index| {
@@ -619,7 +617,8 @@ pub const Pool = struct {
         page: []align(page_size) u8,
     ) (AcquireError || os.UnexpectedError)!void {
         assert(page.len == page_size);
-        if (!pool.guard_splits_mappings) {
+        // Guard markers are Linux's; elsewhere a guard is a PROT_NONE page.
+        if (builtin.os.tag == .linux and !pool.guard_splits_mappings) {
             const rc = linux.madvise(page.ptr, page_size, os.madv_guard_install);
             switch (os.errno(rc)) {
                 .SUCCESS => return,
@@ -629,18 +628,16 @@ pub const Pool = struct {
                 else => |e| return os.unexpectedErrno(e),
             }
         }
-        const rc = linux.mprotect(page.ptr, page_size, .{});
-        switch (os.errno(rc)) {
-            .SUCCESS => {},
-            .NOMEM, .AGAIN => return error.SystemResources,
-            else => |e| return os.unexpectedErrno(e),
-        }
+        host.protectNone(page) catch |err| switch (err) {
+            error.SystemResources => return error.SystemResources,
+            error.Unexpected => return error.Unexpected,
+        };
     }
 
     fn logExhaustion(pool: *Pool, err: anyerror) void {
         if (pool.logged_exhaustion) return;
         pool.logged_exhaustion = true;
-        const max_map_count = os.maxMapCount() orelse 0;
+        const max_map_count = if (builtin.os.tag == .linux) os.maxMapCount() orelse 0 else 0;
         if (pool.guard_splits_mappings) {
             log.warn("weft: cannot map more fiber stacks after {d} ({t}). Guard pages need " ++
                 "two mappings per stack on this kernel (no MADV_GUARD_INSTALL) and " ++

@@ -46,13 +46,16 @@
 const CpuLane = @This();
 
 const std = @import("std");
+const builtin = @import("builtin");
 const assert = std.debug.assert;
 const Io = std.Io;
 const config = @import("../config.zig");
 const atomic = @import("../os/atomic.zig");
 // Through the shim, so that the interleaving checker schedules them (see the scenario).
 const Lock = atomic.Mutex;
-const os = @import("../os/linux.zig");
+const os = @import("../os/host.zig");
+// cgroups' files: read on Linux only (`cgroupCpuLimit`).
+const linux = @import("../os/linux.zig");
 const Lane = @import("Lane.zig");
 const named = @import("named.zig");
 
@@ -69,28 +72,10 @@ name: named.Name = .{},
 /// null when unnamed.
 listed: ?u32 = null,
 
-pub const Options = struct {
-    /// Worker threads; null: `cpusAvailable()`.
-    threads: ?u32 = null,
-    /// Accepted jobs waiting for a worker, at most.
-    queue_limit: u32 = config.cpu_lane_queue_limit_default,
-    /// Callers waiting for a queue slot, at most (`error.Overloaded` past it).
-    waiters_max: u32 = config.cpu_lane_waiters_max_default,
-    /// Added to the workers' nice value (0 to 19).
-    nice: u8 = config.cpu_lane_nice_default,
-    /// The workers' time slice in the kernel's scheduler (null: the kernel's default);
-    /// clamped to what the kernel accepts (0.1 ms to 100 ms), as the other options are.
-    slice_ns: ?u64 = config.cpu_lane_slice_ns_default,
-    stack_size_bytes: usize = config.lane_stack_size_bytes_default,
-    /// As `Lane.Options.name`: reports the lane in `weft.Metrics` under this name, from
-    /// `init` on (zeros until the first call starts it), unique among the live named lanes
-    /// ("blocking" and "cpu" are each runtime's). Null in `Runtime.Options.cpu`: the
-    /// runtime's own CPU lane is reported as "cpu".
-    name: ?[]const u8 = null,
-};
+pub const Options = @import("../options.zig").CpuLane;
 
 pub const InitError = error{
-    /// `Options.name` is empty.
+    /// `Options.name` is empty, or off Linux `nice` or `slice_ns` is set.
     InvalidOptions,
 } || named.ClaimError;
 
@@ -103,8 +88,12 @@ pub fn Result(comptime function: anytype) type {
 }
 
 /// A lane that starts its threads on first use. Never spawns; fails only on its name (an
-/// unnamed lane never fails), which it takes here, so that a name in use is refused at once.
+/// unnamed lane never fails on Linux), which it takes here, so that a name in use is refused at
+/// once; off Linux also on a `nice` or `slice_ns`, which only Linux sets per thread.
 pub fn init(gpa: std.mem.Allocator, options: Options) InitError!CpuLane {
+    if (!os.thread_tuning_supported and (options.nice != 0 or options.slice_ns != null)) {
+        return error.InvalidOptions;
+    }
     var cpu: CpuLane = .{ .gpa = gpa, .options = options };
     // The lane keeps its own copy: the caller's bytes may go.
     cpu.options.name = null;
@@ -177,8 +166,9 @@ fn started(cpu: *CpuLane) error{ ConcurrencyUnavailable, ShutdownInProgress }!*L
 }
 
 comptime {
-    const slice_ns = config.cpu_lane_slice_ns_default.?;
-    assert(slice_ns >= os.thread_slice_ns_min and slice_ns <= os.thread_slice_ns_max);
+    if (config.cpu_lane_slice_ns_default) |slice_ns| {
+        assert(slice_ns >= os.thread_slice_ns_min and slice_ns <= os.thread_slice_ns_max);
+    }
 }
 
 fn laneOptions(cpu: *const CpuLane) Lane.Options {
@@ -244,8 +234,9 @@ pub fn cpusAvailable() u32 {
 /// usual mount points (under `/sys/fs/cgroup`), at the process's own cgroup path and at the
 /// mount's root (what a container with its own cgroup namespace sees).
 fn cgroupCpuLimit() ?u32 {
+    if (builtin.os.tag != .linux) return null; // cgroups are Linux's
     var membership_buffer: [4096]u8 = undefined;
-    const membership = os.readFile("/proc/self/cgroup", &membership_buffer) orelse return null;
+    const membership = linux.readFile("/proc/self/cgroup", &membership_buffer) orelse return null;
     var lines = std.mem.tokenizeScalar(u8, membership, '\n');
     while (lines.next()) |line| {
         // hierarchy-id:controllers:path
@@ -298,7 +289,7 @@ fn readCgroupFile(mount: []const u8, path: []const u8, name: []const u8, buffer:
     const trimmed = std.mem.trimEnd(u8, path, "/");
     const full = std.fmt.bufPrintZ(&path_buffer, "{s}{s}/{s}", .{ mount, trimmed, name }) catch
         return null;
-    return os.readFile(full, buffer);
+    return linux.readFile(full, buffer);
 }
 
 /// cgroup v2 `cpu.max`: "max 100000" (no limit) or "<quota> <period>".

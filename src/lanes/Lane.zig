@@ -94,7 +94,7 @@ const config = @import("../config.zig");
 // loop (see the scenarios at the bottom).
 const atomic = @import("../os/atomic.zig");
 const Lock = atomic.Mutex;
-const os = @import("../os/linux.zig");
+const os = @import("../os/host.zig");
 const os_thread = @import("../os/thread.zig");
 const cpu_demand = @import("../contention/cpu_demand.zig");
 const wait_reason = @import("../wait_reason.zig");
@@ -182,12 +182,12 @@ pub const Options = struct {
     stack_size_bytes: usize = config.lane_stack_size_bytes_default,
     /// Added to each worker thread's nice value (0 to 19; 0 keeps the process's priority).
     /// A lane of computation runs below the executors this way, so they win the CPU when
-    /// both want it (see `weft.CpuLane`).
+    /// both want it (see `weft.CpuLane`). Linux only: elsewhere a nonzero value fails `init`.
     nice: u8 = 0,
     /// Each worker's time slice in the kernel's scheduler (null: the kernel's default; else
     /// `os.thread_slice_ns_min` to `_max`). A short slice lets the executors preempt a
     /// computing worker sooner when they share a CPU (see `weft.CpuLane` and
-    /// `os.setThreadSlice`); kernels before 6.12 ignore it.
+    /// `os.setThreadSlice`); kernels before 6.12 ignore it. Linux only, as `nice`.
     slice_ns: ?u64 = null,
     /// Reports the lane in `weft.Metrics` under this name (in every runtime of the process:
     /// a lane is not a runtime's), and times its jobs for it; an unnamed lane is not reported.
@@ -493,6 +493,10 @@ fn validate(options: Options) error{InvalidOptions}!void {
     }
     if (options.queue_limit == 0) return error.InvalidOptions;
     if (options.nice > config.nice_max) return error.InvalidOptions;
+    // A per-thread priority or slice is Linux's: elsewhere refused rather than ignored.
+    if (!os.thread_tuning_supported and (options.nice != 0 or options.slice_ns != null)) {
+        return error.InvalidOptions;
+    }
     if (options.slice_ns) |slice_ns| {
         if (slice_ns < os.thread_slice_ns_min or slice_ns > os.thread_slice_ns_max) {
             return error.InvalidOptions;

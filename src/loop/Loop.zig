@@ -74,7 +74,7 @@ pub const Counters = struct {
 pub const Kind = enum { io_uring, epoll };
 
 /// `auto` takes io_uring and falls back to epoll where io_uring is unavailable.
-pub const Choice = enum { auto, io_uring, epoll };
+pub const Choice = @import("../options.zig").LoopChoice;
 
 pub const InitError = IoUringBackend.InitError || EpollBackend.InitError;
 

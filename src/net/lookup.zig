@@ -33,16 +33,8 @@ const dns_client = @import("dns_client.zig");
 const hosts = @import("hosts.zig");
 const ResolvConf = @import("ResolvConf.zig");
 
-/// Where the resolver looks. The defaults are the system's; tests (and unusual setups such as
-/// a container with its own files) point it elsewhere. Slices must outlive the runtime.
-pub const Config = struct {
-    hosts_path: []const u8 = "/etc/hosts",
-    resolv_conf_path: []const u8 = "/etc/resolv.conf",
-    /// Replaces the `nameserver` lines of resolv.conf; unlike those, each has its own port.
-    name_servers: ?[]const IpAddress = null,
-    /// Replaces resolv.conf's `timeout` (the wait for one server before asking the next).
-    timeout_ns: ?u64 = null,
-};
+/// Where the resolver looks (`Runtime.Options.resolver`).
+pub const Config = @import("../options.zig").Resolver;
 
 pub const Error = HostName.LookupError;
 

@@ -10,7 +10,7 @@
 const Mutex = @This();
 
 const std = @import("std");
-const linux = @import("linux.zig");
+const host = @import("host.zig");
 const assert = std.debug.assert;
 
 state: std.atomic.Value(u32) = .init(unlocked),
@@ -41,7 +41,7 @@ fn lockSlow(m: *Mutex) void {
     }
     // From here on the lock is taken as `contended`, so our unlock will wake the next sleeper.
     while (m.state.swap(contended, .acquire) != unlocked) {
-        linux.futexWait(&m.state, contended, null);
+        host.futexWait(&m.state, contended, null);
     }
 }
 
@@ -49,7 +49,7 @@ pub fn unlock(m: *Mutex) void {
     // Release: publishes the critical section to the next holder.
     const previous = m.state.swap(unlocked, .release);
     assert(previous != unlocked); // unlock of an unlocked Mutex
-    if (previous == contended) linux.futexWake(&m.state, 1);
+    if (previous == contended) host.futexWake(&m.state, 1);
 }
 
 test "Mutex: excludes two threads" {

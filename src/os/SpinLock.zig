@@ -10,9 +10,7 @@
 const SpinLock = @This();
 
 const std = @import("std");
-const builtin = @import("builtin");
 const assert = std.debug.assert;
-const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 
 state: std.atomic.Value(u32) = .init(unlocked),
 
@@ -43,7 +41,7 @@ fn lockSlow(lock_: *SpinLock) void {
             std.atomic.spinLoopHint();
         } else {
             // The holder may have been preempted: give it our core.
-            _ = linux.sched_yield();
+            std.Thread.yield() catch {};
             spins = 0;
         }
     }

@@ -24,7 +24,7 @@ const std = @import("std");
 const builtin = @import("builtin");
 const SpinLock = @import("SpinLock.zig");
 const OsMutex = @import("Mutex.zig");
-const linux = @import("linux.zig");
+const host = @import("host.zig");
 
 /// Whether the shim is in place (test builds only).
 // Not under TSan: its runtime aborted (CHECK thr->slot) once the scheduler went through the
@@ -74,13 +74,13 @@ pub inline fn step() void {
 /// Under a checker, the checker's uncancelable futex wait.
 pub fn futexWait(word: *const Value(u32), expected: u32) void {
     if (checked) if (checker) |c| return c.io.futexWaitUncancelable(u32, &word.raw, expected);
-    linux.futexWaitWord(&word.raw, expected, null);
+    host.futexWaitWord(&word.raw, expected, null);
 }
 
 /// Wakes up to `waiters_max` waiters of `futexWait` on `word`.
 pub fn futexWake(word: *const Value(u32), waiters_max: u32) void {
     if (checked) if (checker) |c| return c.io.futexWake(u32, &word.raw, waiters_max);
-    linux.futexWakeWord(&word.raw, waiters_max);
+    host.futexWakeWord(&word.raw, waiters_max);
 }
 
 /// std.atomic.Value with a checker step before each operation.

@@ -140,6 +140,17 @@ pub fn adviseGuardBatch(ranges: []const IoVec) error{ Unsupported, SystemResourc
     }
 }
 
+/// Makes `page` inaccessible (`PROT_NONE`): a guard page where `MADV_GUARD_INSTALL` is not
+/// available. Costs a mapping of its own (the region splits in two).
+pub fn protectNone(page: []align(std.heap.page_size_min) u8) MapError!void {
+    const rc = linux.mprotect(page.ptr, page.len, .{});
+    switch (errno(rc)) {
+        .SUCCESS => {},
+        .NOMEM, .AGAIN => return error.SystemResources,
+        else => |e| return unexpectedErrno(e),
+    }
+}
+
 pub fn unmap(memory: []align(std.heap.page_size_min) u8) void {
     const rc = if (builtin.sanitize_thread)
         libcResult(std.c.munmap(memory.ptr, memory.len))
@@ -416,13 +427,7 @@ pub fn processCpuNs() u64 {
     return clockNs(.PROCESS_CPUTIME_ID) orelse 0; // exists since Linux 2.6.12
 }
 
-/// For a test that cannot check what it names here: prints `skipped: <test> (<file>:<line>):
-/// <reason>` to stderr, which the build runner shows and CI lists, and returns the error that
-/// makes the runner count the test as skipped rather than passed.
-pub fn skipTest(src: std.builtin.SourceLocation, reason: []const u8) error{SkipZigTest} {
-    std.debug.print("skipped: {s} ({s}:{d}): {s}\n", .{ src.fn_name, src.file, src.line, reason });
-    return error.SkipZigTest;
-}
+pub const skipTest = @import("host.zig").skipTest;
 
 /// The calling thread's CPU affinity, and the lowest CPU in it alone in a set of its own.
 pub const AllowedCpus = struct {
@@ -662,7 +667,7 @@ pub fn threadNice() ?i32 {
 const prio_process = 0;
 
 /// The process's fd limits after `raiseFdLimit`.
-pub const FdLimit = struct { soft: u64, hard: u64 };
+pub const FdLimit = @import("host.zig").FdLimit;
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns both: every connection is an
 /// fd, and the usual soft default (1024) would cap a server (`weft.Server`) far below its

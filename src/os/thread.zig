@@ -26,7 +26,8 @@ var static_tls_bytes_cached: std.atomic.Value(usize) = .init(0);
 
 /// The stack size to ask for so that `work_bytes` of it remain for the thread's own frames.
 pub fn stackBytes(work_bytes: usize) usize {
-    if (!builtin.link_libc) return work_bytes;
+    // glibc's carving is Linux's; other C libraries keep TLS apart from the stack.
+    if (!builtin.link_libc or builtin.os.tag != .linux) return work_bytes;
     const page = std.heap.pageSize();
     return std.mem.alignForward(usize, work_bytes + staticTlsBytes() + libc_margin_bytes, page);
 }
@@ -34,6 +35,7 @@ pub fn stackBytes(work_bytes: usize) usize {
 /// The size of the TLS blocks of every module loaded now (the executable and the libraries it
 /// was linked with): what glibc reserves in each thread's stack, but its surplus.
 pub fn staticTlsBytes() usize {
+    if (builtin.os.tag != .linux) return 0; // see `stackBytes`
     const cached = static_tls_bytes_cached.load(.monotonic);
     if (cached != 0) return cached - 1;
     var total_bytes: usize = 0;
@@ -117,6 +119,7 @@ pub fn spawn(
 /// Finds the mapping the stack pointer is in, in /proc/self/maps; leaves `named` null if it
 /// cannot (no /proc): an overflow is then reported as a plain fault.
 fn recordStack(what: []const u8, option: []const u8) void {
+    if (builtin.os.tag != .linux) return; // no /proc/self/maps: overflows report as faults
     const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
     const sp = @frameAddress();
     const fd_rc = linux.open("/proc/self/maps", .{ .CLOEXEC = true }, 0);
@@ -167,6 +170,9 @@ test "thread: a small work stack is enough in any program, libc or not" {
         }
     }.run, .{&seen});
     thread.join();
+    // Off Linux nothing tells a thread its stack's bounds (no /proc/self/maps): it ran, and an
+    // overflow there is reported as a plain fault.
+    if (builtin.os.tag != .linux) return std.testing.expectEqual(@as(?Named, null), seen);
     // The thread knew its stack: at least the work size, around its frames.
     const stack = seen.?;
     try std.testing.expectEqualStrings("test", stack.what);

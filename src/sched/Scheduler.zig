@@ -500,12 +500,7 @@ pub fn isRetired(scheduler: *const Scheduler, executor: *const Executor) bool {
     return executor.index < scheduler.executors.len or !scheduler.spare_active.load(.monotonic);
 }
 
-pub const ContentionPolicy = enum {
-    /// Measure run delay; stop spinning and retire executors under lasting contention.
-    adapt,
-    /// Never look: executors spin and stay as if the CPUs were theirs alone.
-    ignore,
-};
+pub const ContentionPolicy = @import("../options.zig").ContentionPolicy;
 
 /// Puts `executor` on the idle list before its last look at the queues.
 pub fn announceIdle(scheduler: *Scheduler, executor: *Executor) void {

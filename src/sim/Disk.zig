@@ -768,7 +768,8 @@ pub fn stat(disk: *Disk, node: *const Node) Io.File.Stat {
     _ = disk;
     return .{
         .inode = node.inode,
-        .nlink = switch (node.kind) {
+        // Saturated to the OS's type (16 bits on macOS), as a file system there would cap it.
+        .nlink = std.math.lossyCast(@FieldType(Io.File.Stat, "nlink"), switch (node.kind) {
             // A directory: its name, its `.`, and each subdirectory's `..`.
             .directory => blk: {
                 var count: u32 = 2;
@@ -776,7 +777,7 @@ pub fn stat(disk: *Disk, node: *const Node) Io.File.Stat {
                 break :blk count;
             },
             .file, .sym_link => node.links,
-        },
+        }),
         .size = switch (node.kind) {
             .directory => block_size_bytes,
             .file, .sym_link => node.data.items.len,

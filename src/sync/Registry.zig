@@ -87,13 +87,18 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const atomic = @import("../os/atomic.zig");
+const platform = @import("../platform.zig");
 const config = @import("../config.zig");
 const WaitQueue = @import("WaitQueue.zig");
 const Executor = @import("../sched/Executor.zig");
 const Lane = @import("../lanes/Lane.zig");
 // Only a caller on weft's `Io` (or on `std.Io.Threaded`) outside a task is known to be its OS
 // thread (see `callerOf`).
-const weft_vtable = &@import("../std_io/vtable.zig").vtable;
+// Null where the fiber runtime does not compile (src/platform.zig).
+const weft_vtable: ?*const Io.VTable = if (platform.fibers_supported)
+    &@import("../std_io/vtable.zig").vtable
+else
+    null;
 const threaded_vtable = Io.Threaded.io(undefined).vtable;
 
 /// A registered resource's name: its slot and the slot's generation when it was registered.
@@ -219,9 +224,21 @@ const holder_unknown: usize = 0;
 /// (Rejected: the thread there too, which would fail a fiber waiting for another fiber of its
 /// thread with a false `Deadlock`.)
 fn callerOf(io: Io) usize {
+    if (!platform.fibers_supported) {
+        return if (io.vtable == threaded_vtable) threadId() else holder_unknown;
+    }
     if (Executor.currentTask() != null) return Executor.callerId();
     if (io.vtable == weft_vtable or io.vtable == threaded_vtable) return Executor.callerId();
     return holder_unknown;
+}
+
+/// The calling OS thread, as a number no two live threads share: a thread-local's address
+/// (what `Executor.callerId` gives outside a task).
+fn threadId() usize {
+    const Marker = struct {
+        threadlocal var byte: u8 = 0;
+    };
+    return @intFromPtr(&Marker.byte);
 }
 
 /// A caller in a resource's line. `holder` becomes the slot's holder when the resource is

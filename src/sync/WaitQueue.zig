@@ -66,6 +66,7 @@ const Io = std.Io;
 const atomic = @import("../os/atomic.zig");
 const config = @import("../config.zig");
 const Executor = @import("../sched/Executor.zig");
+const platform = @import("../platform.zig");
 const wait_reason = @import("../wait_reason.zig");
 /// The short internal lock of the primitives (never held across a park); see atomic.zig.
 pub const Lock = atomic.Lock;
@@ -302,6 +303,7 @@ fn leftPending(word: *const atomic.Value(u32)) ?u32 {
 /// cache-line transfer instead. Not a cancelation point: the spin is bounded, and the park
 /// that follows checks for cancelation.
 pub fn spinUntil(context: anytype, comptime check: fn (@TypeOf(context)) ?u32) ?u32 {
+    if (!platform.fibers_supported) return null; // no executors to hand off from
     if (!Executor.spinWorthwhile()) return null;
     for (0..config.handoff_spins_max) |_| {
         if (check(context)) |value| return value;

@@ -33,7 +33,7 @@ const modules = [_][]const u8{
 
 /// The roots of the test binaries whose code lies under src/: the unit tests (`root.zig`, also
 /// the library's root) and the runner of std's own tests (build/std_tests.zig).
-const roots = [_][]const u8{ "root.zig", "testing/std_runner.zig" };
+const roots = [_][]const u8{ "root.zig", "testing/std_runner.zig", "portable_tests.zig" };
 
 const Import = struct {
     /// A path relative to src/ (normalised), or a module name.

@@ -1,0 +1,277 @@
+//! `weft.Runtime` where weft's fiber runtime does not run: the same API over `std.Io.Threaded`,
+//! on every OS but Linux, and on Linux in a build with `-Dbackend=threaded` (which tests this
+//! file where CI runs). A program's `main` is the same on every OS; what it gets here is
+//! std's runtime, where each concurrent task is an OS thread, with weft's CPU lane for
+//! `compute` and `weft.sync`, the lanes and the registry on top, as on Linux.
+//!
+//! What the fiber runtime has and this does not (docs/RUNTIME.md, "Other operating systems"):
+//! counts of tasks, executors and stacks in `metrics()` (the lanes are reported), task dumps,
+//! the stall detector (nothing to detect: a concurrent task here is a thread, and one that
+//! computes holds no other task) and the schedule trace. An option that cannot hold here is
+//! refused by `init` with `error.InvalidOptions`, never ignored: `pinned`, a loop backend
+//! other than `.auto`, `stack_guard = .none`, a `resolver` other than the system's, and a
+//! `dump_signal`; and the environment's `WEFT_BACKEND` naming a loop, or `WEFT_TRACE`.
+const ThreadedRuntime = @This();
+
+const std = @import("std");
+const assert = std.debug.assert;
+const Io = std.Io;
+const config = @import("config.zig");
+const os = @import("os/host.zig");
+const CpuLane = @import("lanes/CpuLane.zig");
+const Metrics = @import("Metrics.zig");
+const options_mod = @import("options.zig");
+
+state: *State,
+
+const State = struct {
+    gpa: std.mem.Allocator,
+    threaded: Io.Threaded,
+    cpu: CpuLane,
+    /// The executors the options asked for: the calling thread and the pool's threads.
+    executors: usize,
+    started_ns: u64,
+};
+
+/// The fiber runtime's options, so that one `Options` value builds on every OS; what each
+/// means here is in this file's comment and in docs/RUNTIME.md.
+pub const Options = options_mod.Runtime;
+pub const Backend = options_mod.Backend;
+pub const executors_max = config.executors_max;
+pub const stack_size_bytes_min = config.stack_size_bytes_min;
+/// Not used here (no stack pool is sized under `RLIMIT_AS`); kept for the same API.
+pub const address_space_reserve_bytes = config.address_space_reserve_bytes;
+pub const task_name_bytes_max = config.task_name_bytes_max;
+
+pub const InitError = error{
+    /// An option this runtime cannot honour (see this file's comment), or one the fiber
+    /// runtime refuses too (no executor, too many, a stack below `stack_size_bytes_min`, a
+    /// stall threshold below 1 ms, a name for the CPU lane, a `WEFT_EXECUTORS` that is not a
+    /// count).
+    InvalidOptions,
+    OutOfMemory,
+};
+
+/// `executors` sets the threads `Io.async` may use (the calling thread included; more async
+/// work runs inline, as on the fiber runtime at its task ceiling), `tasks_max` the tasks at
+/// once (past it `concurrent` fails with `error.ConcurrencyUnavailable`), `stack_size_bytes`
+/// each thread's stack, `environ` the children's environment.
+pub fn init(gpa: std.mem.Allocator, options: Options) InitError!ThreadedRuntime {
+    try validate(options);
+    const executors = try chooseExecutors(options);
+    var cpu_options = options.cpu;
+    cpu_options.name = null;
+    const cpu = CpuLane.init(gpa, cpu_options) catch |err| switch (err) {
+        error.InvalidOptions => return error.InvalidOptions, // a nice or slice off Linux
+        error.NameInUse, error.NamesExhausted => unreachable, // unnamed
+    };
+    const state = try gpa.create(State);
+    state.* = .{
+        .gpa = gpa,
+        .threaded = .init(gpa, .{
+            .stack_size = options.stack_size_bytes,
+            .async_limit = .limited(executors - 1),
+            // The main task counts as one of `tasks_max`, as on the fiber runtime.
+            .concurrent_limit = .limited(options.tasks_max - 1),
+            .environ = options.environ orelse inherited: {
+                const recorded = std.Options.debug_threaded_io orelse break :inherited .empty;
+                break :inherited recorded.environ.process_environ;
+            },
+        }),
+        .cpu = cpu,
+        .executors = executors,
+        .started_ns = os.monotonicNs(),
+    };
+    return .{ .state = state };
+}
+
+fn validate(options: Options) error{InvalidOptions}!void {
+    if (options.stack_size_bytes < config.stack_size_bytes_min) return error.InvalidOptions;
+    if (options.stack_size_bytes % std.heap.page_size_min != 0) return error.InvalidOptions;
+    if (options.cpu.name != null) return error.InvalidOptions;
+    if (options.tasks_max == 0) return error.InvalidOptions;
+    if (options.stall_threshold_ns) |ns| {
+        if (ns < std.time.ns_per_ms) return error.InvalidOptions;
+    }
+    // What only the fiber runtime does: refused, not ignored.
+    if (options.pinned) return error.InvalidOptions;
+    if (options.backend != .auto) return error.InvalidOptions;
+    if (options.stack_guard != .page) return error.InvalidOptions;
+    if (options.dump_signal != null) return error.InvalidOptions;
+    const resolver = options.resolver;
+    const system: @TypeOf(resolver) = .{};
+    if (!std.mem.eql(u8, resolver.hosts_path, system.hosts_path) or
+        !std.mem.eql(u8, resolver.resolv_conf_path, system.resolv_conf_path) or
+        resolver.name_servers != null or resolver.timeout_ns != null)
+    {
+        return error.InvalidOptions;
+    }
+    var buffer: [32]u8 = undefined;
+    if (os.getEnv("WEFT_BACKEND", &buffer)) |value| {
+        if (!std.mem.eql(u8, value, "auto")) return error.InvalidOptions;
+    }
+    if (os.getEnv("WEFT_TRACE", &buffer) != null) return error.InvalidOptions;
+}
+
+fn chooseExecutors(options: Options) error{InvalidOptions}!usize {
+    var buffer: [16]u8 = undefined;
+    const from_env: ?usize = if (os.getEnv("WEFT_EXECUTORS", &buffer)) |value|
+        std.fmt.parseInt(usize, value, 10) catch return error.InvalidOptions
+    else
+        null;
+    const count = options.executors orelse from_env orelse CpuLane.cpusAvailable();
+    if (count == 0 or count > config.executors_max) return error.InvalidOptions;
+    return count;
+}
+
+/// Stops the CPU lane (its accepted jobs run first) and std.Io.Threaded's threads. Every
+/// future must have been awaited and every group awaited or canceled before. Call it from
+/// the thread that called `init`.
+pub fn deinit(rt: ThreadedRuntime) void {
+    const state = rt.state;
+    state.cpu.deinit(state.threaded.io());
+    state.threaded.deinit();
+    state.gpa.destroy(state);
+}
+
+pub fn io(rt: ThreadedRuntime) Io {
+    return rt.state.threaded.io();
+}
+
+/// As on the fiber runtime: `function(args...)` on the CPU lane, the caller waiting.
+pub fn compute(
+    rt: ThreadedRuntime,
+    caller_io: Io,
+    comptime function: anytype,
+    args: std.meta.ArgsTuple(@TypeOf(function)),
+) CpuLane.Result(function) {
+    return rt.state.cpu.run(caller_io, function, args);
+}
+
+pub fn computeThreads(rt: ThreadedRuntime) u32 {
+    return rt.state.cpu.threads();
+}
+
+/// The uptime, the CPU lane and the process's named lanes; tasks, executors and stacks are
+/// zero (std.Io.Threaded counts none of them).
+pub fn metrics(rt: ThreadedRuntime) Metrics {
+    return .collectLanesOnly(rt.state.started_ns, rt.state.cpu.figures());
+}
+
+/// Null: an `Io` alone does not say which runtime it belongs to here (every
+/// std.Io.Threaded's `Io` looks alike). Code that has the runtime calls `metrics()`.
+pub fn metricsOf(io_any: Io) ?Metrics {
+    _ = io_any;
+    return null;
+}
+
+/// 0: no fiber stacks (each thread's stack is the OS's).
+pub fn stacksCommittedBytes(rt: ThreadedRuntime) u64 {
+    _ = rt;
+    return 0;
+}
+
+/// Null, as `metricsOf`.
+pub fn stacksCommittedBytesOf(io_any: Io) Io.Cancelable!?u64 {
+    _ = io_any;
+    return null;
+}
+
+pub const PrometheusTextError = error{OutOfMemory} || Io.Cancelable;
+
+/// Null, as `metricsOf`.
+pub fn prometheusTextOf(io_any: Io, gpa: std.mem.Allocator) PrometheusTextError!?[]u8 {
+    _ = io_any;
+    _ = gpa;
+    return null;
+}
+
+/// Always `.threaded`.
+pub fn backend(rt: ThreadedRuntime) Backend {
+    _ = rt;
+    return .threaded;
+}
+
+/// The threads `Io.async` may run on, the calling thread included (`Options.executors`).
+pub fn executorCount(rt: ThreadedRuntime) usize {
+    return rt.state.executors;
+}
+
+/// Yields the OS thread (each task here is one). Cancelation point.
+pub fn yield(io_any: Io) Io.Cancelable!void {
+    try io_any.checkCancel();
+    std.Thread.yield() catch {}; // a yield the OS declines: the thread goes on, as after one
+}
+
+/// Writes one line saying that task dumps need the fiber runtime: threads here are the OS's,
+/// and their stacks are a debugger's to read.
+pub fn dumpTasks(rt: ThreadedRuntime, w: *Io.Writer) Io.Writer.Error!void {
+    _ = rt;
+    try w.writeAll("weft: no task dump: this runtime is std.Io.Threaded " ++
+        "(task dumps need weft's fiber runtime, on Linux)\n");
+}
+
+/// A no-op: names are for task dumps, which this runtime does not write.
+pub fn setName(io_any: Io, name: []const u8) void {
+    _ = io_any;
+    _ = name;
+}
+
+test "ThreadedRuntime: refuses what it cannot honour" {
+    const gpa = std.testing.allocator;
+    try std.testing.expectError(error.InvalidOptions, init(gpa, .{ .pinned = true }));
+    try std.testing.expectError(error.InvalidOptions, init(gpa, .{ .backend = .epoll }));
+    try std.testing.expectError(error.InvalidOptions, init(gpa, .{ .stack_guard = .none }));
+    try std.testing.expectError(error.InvalidOptions, init(gpa, .{ .executors = 0 }));
+    try std.testing.expectError(error.InvalidOptions, init(gpa, .{ .tasks_max = 0 }));
+    try std.testing.expectError(error.InvalidOptions, init(gpa, .{
+        .resolver = .{ .hosts_path = "/tmp/hosts" },
+    }));
+    try std.testing.expectError(error.InvalidOptions, init(gpa, .{ .dump_signal = .TERM }));
+    try std.testing.expectError(error.InvalidOptions, init(gpa, .{
+        .stall_threshold_ns = std.time.ns_per_us,
+    }));
+}
+
+test "ThreadedRuntime: runs tasks, compute and yields; no task dump, no metrics by Io" {
+    const gpa = std.testing.allocator;
+    var buffer: [32]u8 = undefined;
+    if (os.getEnv("WEFT_BACKEND", &buffer)) |value| {
+        if (!std.mem.eql(u8, value, "auto")) {
+            // The Linux suite's runs name a loop, which this runtime refuses; the Windows run
+            // under Wine (`test-windows`) names none.
+            try std.testing.expectError(error.InvalidOptions, init(gpa, .{}));
+            return os.skipTest(@src(), "WEFT_BACKEND names a loop, refused here (as it must be)");
+        }
+    }
+    var rt = try init(gpa, .{ .executors = 2 });
+    defer rt.deinit();
+    const rt_io = rt.io();
+    try std.testing.expectEqual(Backend.threaded, rt.backend());
+    try std.testing.expectEqual(@as(usize, 2), rt.executorCount());
+
+    const Square = struct {
+        fn square(x: u64) u64 {
+            return x * x;
+        }
+        fn task(runtime: ThreadedRuntime, task_io: Io, x: u64) !u64 {
+            try yield(task_io);
+            return runtime.compute(task_io, square, .{x});
+        }
+    };
+    var futures: [4]Io.Future(@typeInfo(@TypeOf(Square.task)).@"fn".return_type.?) = undefined;
+    for (&futures, 0..) |*future, index| {
+        future.* = try rt_io.concurrent(Square.task, .{ rt, rt_io, index + 1 });
+    }
+    var sum: u64 = 0;
+    for (&futures) |*future| sum += try future.await(rt_io);
+    try std.testing.expectEqual(@as(u64, 1 + 4 + 9 + 16), sum);
+
+    const snapshot = rt.metrics();
+    try std.testing.expectEqual(@as(u32, 0), snapshot.executor_count);
+    var dump: [256]u8 = undefined;
+    var writer: Io.Writer = .fixed(&dump);
+    try rt.dumpTasks(&writer);
+    try std.testing.expect(std.mem.indexOf(u8, writer.buffered(), "no task dump") != null);
+    try std.testing.expectEqual(@as(?Metrics, null), metricsOf(rt_io));
+}

@@ -1,0 +1,203 @@
+//! The OS calls of weft's portable parts (the lanes, the sync primitives' thread fallbacks,
+//! weft.Sim), whatever the OS: on Linux exactly os/linux.zig's, elsewhere the same behaviour
+//! through `std.Io.Threaded`'s process-wide instance, which implements futexes, clocks and
+//! sleeps on every OS std supports (ulock on macOS, umtx on FreeBSD, WaitOnAddress on
+//! Windows).
+//!
+//! Nothing here is on a hot path off Linux that is not on one in std.Io.Threaded itself: a
+//! lane worker parks and wakes through these futexes as a Threaded task would.
+const std = @import("std");
+const builtin = @import("builtin");
+const Io = std.Io;
+const linux = @import("linux.zig");
+
+const is_linux = builtin.os.tag == .linux;
+
+/// Blocks the calling OS thread while `ptr.* == expected`, up to `timeout_ns` (null: forever).
+/// Returns on a wake, a timeout, a signal or a value mismatch alike: callers recheck.
+pub const futexWait = if (is_linux) linux.futexWait else portable.futexWait;
+/// `futexWait` on the bare word.
+pub const futexWaitWord = if (is_linux) linux.futexWaitWord else portable.futexWaitWord;
+/// Wakes up to `waiters_max` threads blocked in `futexWait` on `ptr`.
+pub const futexWake = if (is_linux) linux.futexWake else portable.futexWake;
+/// `futexWake` on the bare word.
+pub const futexWakeWord = if (is_linux) linux.futexWakeWord else portable.futexWakeWord;
+/// A monotonic clock in nanoseconds (CLOCK_MONOTONIC on Linux): weft's timers' clock.
+pub const monotonicNs = if (is_linux) linux.monotonicNs else portable.monotonicNs;
+/// Gives the calling thread's CPU to another runnable thread, if any.
+pub const yieldThread = if (is_linux) linux.yieldThread else portable.yieldThread;
+/// The value of environment variable `name` copied into `buffer`; null when unset or longer.
+pub const getEnv = if (is_linux) linux.getEnv else portable.getEnv;
+
+/// Raises the calling thread's nice value by `increment`; false where it cannot (see
+/// `thread_tuning_supported`).
+pub const lowerThreadPriority = if (is_linux) linux.lowerThreadPriority else portable.refuse;
+/// Gives the calling thread time slices of `slice_ns`; false where it cannot.
+pub const setThreadSlice = if (is_linux) linux.setThreadSlice else portable.refuseSlice;
+/// The custom slices Linux accepts (`setThreadSlice`); 0 elsewhere, where none is.
+pub const thread_slice_ns_min: u64 = if (is_linux) linux.thread_slice_ns_min else 0;
+pub const thread_slice_ns_max: u64 = if (is_linux) linux.thread_slice_ns_max else 0;
+
+/// Mapping errors: `SystemResources` when the OS refuses memory or another mapping.
+pub const MapError = error{ SystemResources, Unexpected };
+/// Maps `len` bytes (a multiple of the page size) of private memory, committed as touched.
+pub const mapAnonymous = if (is_linux) linux.mapAnonymous else portable.mapAnonymous;
+/// Unmaps what `mapAnonymous` mapped (or a whole part of it).
+pub const unmap = if (is_linux) linux.unmap else portable.unmap;
+/// Makes `page` inaccessible: a guard page.
+pub const protectNone = if (is_linux) linux.protectNone else portable.protectNone;
+/// Gives `memory`'s pages back to the OS now; the next touch maps zeroed pages.
+pub const adviseDontNeed = if (is_linux) linux.adviseDontNeed else portable.adviseDontNeed;
+/// Keeps transparent huge pages out of `memory` where the OS has them (Linux); advice only.
+pub const adviseNoHugePages = if (is_linux) linux.adviseNoHugePages else portable.noAdvice;
+
+/// Copies this process's memory at `address` without faulting (a parked fiber's stack, for
+/// its trace); `error.Unsupported` off Linux, where traces of parked fibers are left out.
+pub const readOwnMemory = if (is_linux) linux.readOwnMemory else portable.readOwnMemory;
+
+/// The process's fd limits after `raiseFdLimit`.
+pub const FdLimit = struct { soft: u64, hard: u64 };
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns both (see linux.zig); on
+/// Windows, which has no such limit, both are `maxInt(u64)`.
+pub const raiseFdLimit = if (is_linux) linux.raiseFdLimit else portable.raiseFdLimit;
+
+/// For a test that cannot check what it names here: prints `skipped: <test> (<file>:<line>):
+/// <reason>` to stderr, which the build runner shows and CI lists, and returns the error that
+/// makes the runner count the test as skipped rather than passed.
+pub fn skipTest(src: std.builtin.SourceLocation, reason: []const u8) error{SkipZigTest} {
+    std.debug.print("skipped: {s} ({s}:{d}): {s}\n", .{ src.fn_name, src.file, src.line, reason });
+    return error.SkipZigTest;
+}
+
+/// Whether a thread's OS priority and time slice can be set per thread (lanes' `nice` and
+/// `slice_ns`): Linux keeps both per thread; elsewhere a lane that asks for either fails
+/// `init` with `error.InvalidOptions` rather than silently running at the default.
+pub const thread_tuning_supported = is_linux;
+
+const portable = struct {
+    /// The process-wide `std.Io.Threaded` whose futex, clock and sleep work on any thread.
+    fn io() Io {
+        return Io.Threaded.global_single_threaded.io();
+    }
+
+    fn futexWait(ptr: *const std.atomic.Value(u32), expected: u32, timeout_ns: ?u64) void {
+        portable.futexWaitWord(&ptr.raw, expected, timeout_ns);
+    }
+
+    fn futexWaitWord(word: *const u32, expected: u32, timeout_ns: ?u64) void {
+        const timeout: Io.Timeout = if (timeout_ns) |ns|
+            .{ .duration = .{ .raw = .fromNanoseconds(ns), .clock = .awake } }
+        else
+            .none;
+        // Canceled only on a thread that runs a Threaded task with a pending cancel: a wake
+        // like any other here, and callers recheck.
+        io().futexWaitTimeout(u32, word, expected, timeout) catch {};
+    }
+
+    fn futexWake(ptr: *const std.atomic.Value(u32), waiters_max: u32) void {
+        portable.futexWakeWord(&ptr.raw, waiters_max);
+    }
+
+    fn futexWakeWord(word: *const u32, waiters_max: u32) void {
+        io().futexWake(u32, word, waiters_max);
+    }
+
+    fn monotonicNs() u64 {
+        const now = Io.Clock.awake.now(io());
+        return @intCast(now.toNanoseconds());
+    }
+
+    const page_size = std.heap.page_size_min;
+
+    fn mapAnonymous(len: usize) MapError![*]align(page_size) u8 {
+        std.debug.assert(len > 0 and len % page_size == 0);
+        const memory = std.posix.mmap(
+            null,
+            len,
+            .{ .READ = true, .WRITE = true },
+            .{ .TYPE = .PRIVATE, .ANONYMOUS = true },
+            -1,
+            0,
+        ) catch |err| return switch (err) {
+            error.OutOfMemory, error.LockedMemoryLimitExceeded => error.SystemResources,
+            else => error.Unexpected,
+        };
+        return memory.ptr;
+    }
+
+    fn unmap(memory: []align(page_size) u8) void {
+        std.posix.munmap(memory);
+    }
+
+    fn protectNone(page: []align(page_size) u8) MapError!void {
+        if (std.c.mprotect(page.ptr, page.len, .{}) == 0) return;
+        return switch (std.posix.errno(-1)) {
+            .NOMEM, .AGAIN => error.SystemResources,
+            else => error.Unexpected,
+        };
+    }
+
+    fn adviseDontNeed(memory: []align(page_size) u8) void {
+        // Advice: where the OS declines, the pages stay resident, as after a failed trim.
+        std.posix.madvise(memory.ptr, memory.len, std.posix.MADV.DONTNEED) catch {};
+    }
+
+    fn noAdvice(memory: []align(page_size) u8) void {
+        _ = memory;
+    }
+
+    fn readOwnMemory(address: usize, buffer: []u8) error{ Unsupported, Unexpected }!usize {
+        _ = address;
+        _ = buffer;
+        return error.Unsupported;
+    }
+
+    fn raiseFdLimit() FdLimit {
+        if (builtin.os.tag == .windows) {
+            return .{ .soft = std.math.maxInt(u64), .hard = std.math.maxInt(u64) };
+        }
+        var limit = std.posix.getrlimit(.NOFILE) catch return .{ .soft = 0, .hard = 0 };
+        if (limit.cur < limit.max) {
+            // macOS refuses an unlimited soft limit (EINVAL): the limits then stay.
+            if (std.posix.setrlimit(.NOFILE, .{ .cur = limit.max, .max = limit.max })) |_| {
+                limit.cur = limit.max;
+            } else |_| {}
+        }
+        return .{ .soft = limit.cur, .hard = limit.max };
+    }
+
+    fn refuse(increment: u8) bool {
+        _ = increment;
+        return false;
+    }
+
+    fn refuseSlice(slice_ns: u64) bool {
+        _ = slice_ns;
+        return false;
+    }
+
+    fn yieldThread() void {
+        std.Thread.yield() catch {};
+    }
+
+    /// POSIX: from the environment `start.zig` recorded for std.debug (null in a program
+    /// without a Zig `main`). Windows: the process's own block. Names are weft's own (ASCII).
+    fn getEnv(name: []const u8, buffer: []u8) ?[]const u8 {
+        if (builtin.os.tag == .windows) {
+            var name_utf16: [64:0]u16 = undefined;
+            if (name.len > name_utf16.len) return null;
+            for (name, 0..) |byte, index| name_utf16[index] = byte;
+            name_utf16[name.len] = 0;
+            const environ: std.process.Environ = .{ .block = .global };
+            const value = environ.getWindows(&name_utf16) orelse return null;
+            const len = std.unicode.calcWtf8Len(value);
+            if (len > buffer.len) return null;
+            return buffer[0..std.unicode.wtf16LeToWtf8(buffer, value)];
+        }
+        const recorded = std.Options.debug_threaded_io orelse return null;
+        const value = recorded.environ.process_environ.getPosix(name) orelse return null;
+        if (value.len > buffer.len) return null;
+        @memcpy(buffer[0..value.len], value);
+        return buffer[0..value.len];
+    }
+};
