@@ -614,7 +614,7 @@ pub fn checkSeeds(comptime Scenario: type) !void {
     // see in it; and run among the channel and select tests, its thousands of fiber contexts
     // leave TSan's runtime to abort a later test ("CHECK failed: thr->slot != 0", seen when
     // the scenarios moved next to the code they check and so ran earlier in the order).
-    try skipWhereUnchecked(@src());
+    if (!checker_runs) return skipUnrunnable(@src());
     const name = @typeName(Scenario);
     var checker: Checker = try .init(std.testing.allocator);
     defer checker.deinit();
@@ -691,15 +691,16 @@ pub fn bodyAt(comptime function: anytype, argument: anytype, comptime index: usi
     };
 }
 
-/// Skips the calling test where the checker cannot run: a build without the atomics shim's
-/// checking (`unchecked_reason`), or Windows, whose x64 fibers need a switch of their own (the
+/// Whether the checker runs in this build: not without the atomics shim's checking
+/// (`unchecked_reason`), nor on Windows, whose x64 fibers need a switch of their own (the
 /// ABI's callee-saved xmm6-15, rdi and rsi, and the thread block's stack bounds) that weft
-/// does not have yet.
-fn skipWhereUnchecked(src: std.builtin.SourceLocation) error{SkipZigTest}!void {
+/// does not have yet. Comptime, so that a test's body is not even compiled where it is false.
+const checker_runs = atomic.checked and builtin.os.tag != .windows;
+
+/// Skips the calling test where the checker cannot run (`checker_runs`), saying why.
+fn skipUnrunnable(src: std.builtin.SourceLocation) error{SkipZigTest} {
     if (!atomic.checked) return os.skipTest(src, unchecked_reason);
-    if (builtin.os.tag == .windows) {
-        return os.skipTest(src, "no fiber switch for Windows yet (the checker's threads)");
-    }
+    return os.skipTest(src, "no fiber switch for Windows yet (the checker's threads)");
 }
 
 /// A deadline for the virtual clock, or none: timed and untimed waits both get exercised.
@@ -709,7 +710,7 @@ pub fn maybeDeadline(io_: Io, random: std.Random) ?Io.Clock.Timestamp {
 }
 
 test "interleave: the checker finds a cancel request lost, and one delivered twice" {
-    try skipWhereUnchecked(@src());
+    if (!checker_runs) return skipUnrunnable(@src());
     // Deliberately broken timed waits on a word nobody changes: after `error.Canceled`, one
     // returns normally without re-arming the request, the other (`double`) re-arms it and
     // returns `error.Canceled` as well.
@@ -757,7 +758,7 @@ test "interleave: the checker finds a cancel request lost, and one delivered twi
 }
 
 test "interleave: the checker finds a lost wake-up" {
-    try skipWhereUnchecked(@src());
+    if (!checker_runs) return skipUnrunnable(@src());
     // A deliberately broken hand-off: the waker changes the word but never wakes.
     const Broken = struct {
         word: atomic.Value(u32) = .init(0),
