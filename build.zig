@@ -246,15 +246,8 @@ fn addCrossCheck(
         else
             crossTests(b, triple, optimize, &.{}, null);
         step.dependOn(&tests.step);
-        const hello = b.addExecutable(.{
-            .name = b.fmt("hello-{s}", .{triple}),
-            .root_module = b.createModule(.{
-                .root_source_file = b.path("examples/hello.zig"),
-                .target = target,
-                .optimize = optimize,
-                .imports = &.{.{ .name = "weft", .module = weftModule(b, target, optimize) }},
-            }),
-        });
+        const hello_name = b.fmt("hello-{s}", .{triple});
+        const hello = exampleExecutable(b, hello_name, "hello", target, optimize);
         step.dependOn(&hello.step);
     }
 }
@@ -278,17 +271,8 @@ fn addOtherOses(b: *std.Build, optimize: std.builtin.OptimizeMode) void {
         for (examples) |name| {
             // weft.Sim's handles are small integers; Windows' are pointers (not yet there).
             if (windows and std.mem.eql(u8, name, "sim_disk")) continue;
-            const example = b.addExecutable(.{
-                .name = b.fmt("{s}-{s}", .{ name, triple }),
-                .root_module = b.createModule(.{
-                    .root_source_file = b.path(b.fmt("examples/{s}.zig", .{name})),
-                    .target = target,
-                    .optimize = optimize,
-                    .imports = &.{
-                        .{ .name = "weft", .module = weftModule(b, target, optimize) },
-                    },
-                }),
-            });
+            const example_name = b.fmt("{s}-{s}", .{ name, triple });
+            const example = exampleExecutable(b, example_name, name, target, optimize);
             cross.step.dependOn(&example.step);
         }
     }
@@ -405,24 +389,35 @@ fn addExamples(
         // examples/serve.zig is the weft-serve tool (bench/http.sh runs it).
         const is_serve = std.mem.eql(u8, name, "serve");
         const exe_name = if (is_serve) "weft-serve" else b.fmt("example-{s}", .{name});
-        const exe = b.addExecutable(.{
-            .name = exe_name,
-            .root_module = b.createModule(.{
-                .root_source_file = b.path(b.fmt("examples/{s}.zig", .{name})),
-                .target = target,
-                .optimize = optimize,
-                .imports = &.{
-                    .{ .name = "weft", .module = weftModule(b, target, optimize) },
-                    .{ .name = "harness", .module = harnessModule(b, target, optimize) },
-                },
-            }),
-        });
+        const exe = exampleExecutable(b, exe_name, name, target, optimize);
         const install = b.addInstallArtifact(exe, .{});
         step.dependOn(&install.step);
         // `./zigw build install-weft-serve -Doptimize=ReleaseFast` rebuilds one program alone.
         b.step(b.fmt("install-{s}", .{exe_name}), b.fmt("Build and install {s} only", .{exe_name}))
             .dependOn(&install.step);
     }
+}
+
+/// `examples/<name>.zig` built as `exe_name`, with weft and the harness to import.
+fn exampleExecutable(
+    b: *std.Build,
+    exe_name: []const u8,
+    name: []const u8,
+    target: std.Build.ResolvedTarget,
+    optimize: std.builtin.OptimizeMode,
+) *std.Build.Step.Compile {
+    return b.addExecutable(.{
+        .name = exe_name,
+        .root_module = b.createModule(.{
+            .root_source_file = b.path(b.fmt("examples/{s}.zig", .{name})),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{
+                .{ .name = "weft", .module = weftModule(b, target, optimize) },
+                .{ .name = "harness", .module = harnessModule(b, target, optimize) },
+            },
+        }),
+    });
 }
 
 /// Every `bench/*.zig` is a program printing one result line; they run one after another so

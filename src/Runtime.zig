@@ -38,7 +38,8 @@ const task_dump = @import("task_dump.zig");
 /// Internal: the VTable's userdata (std_io/State.zig). Not part of the API.
 state: *State,
 
-pub const Options = @import("options.zig").Runtime;
+const options_mod = @import("options.zig");
+pub const Options = options_mod.Runtime;
 
 /// `Options.executors` at most.
 pub const executors_max = config.executors_max;
@@ -61,15 +62,10 @@ pub const InitError = error{
 } || stack_mod.PlanError || Executor.InitError;
 
 pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
-    if (options.stack_size_bytes < config.stack_size_bytes_min) return error.InvalidOptions;
-    if (options.stack_size_bytes % std.heap.page_size_min != 0) return error.InvalidOptions;
-    if (options.cpu.name != null) return error.InvalidOptions;
-    const executors_count = try chooseExecutors(options);
-    const loop_choice = try chooseBackend(options);
+    const chosen = try options_mod.choose(options, CpuLane.cpusAvailable);
+    const executors_count = chosen.executors;
+    const loop_choice = chosen.loop;
     const trace_interval_ns = try chooseTrace();
-    if (options.stall_threshold_ns) |ns| {
-        if (ns < Watchdog.stall_threshold_ns_min) return error.InvalidOptions;
-    }
     const state = try gpa.create(State);
     errdefer gpa.destroy(state);
     const executors = try gpa.alloc(Executor, executors_count);
@@ -163,17 +159,6 @@ fn stopWorkers(scheduler: *Scheduler) void {
     }
 }
 
-fn chooseExecutors(options: Options) error{InvalidOptions}!usize {
-    var buffer: [16]u8 = undefined;
-    const from_env: ?usize = if (os.getEnv("WEFT_EXECUTORS", &buffer)) |value|
-        std.fmt.parseInt(usize, value, 10) catch return error.InvalidOptions
-    else
-        null;
-    const count = options.executors orelse from_env orelse CpuLane.cpusAvailable();
-    if (count == 0 or count > config.executors_max) return error.InvalidOptions;
-    return count;
-}
-
 /// The lanes' part of a schedule-trace line (sched/Watchdog.zig): each lane's jobs queued and
 /// running, from a `metrics()` snapshot taken on the watchdog's thread.
 fn writeTraceLanes(context: *anyopaque, writer: *Io.Writer) Io.Writer.Error!void {
@@ -195,13 +180,6 @@ fn chooseTrace() error{InvalidOptions}!?u64 {
     var buffer: [32]u8 = undefined;
     const value = os.getEnv("WEFT_TRACE", &buffer) orelse return null;
     return Watchdog.parseTrace(value);
-}
-
-fn chooseBackend(options: Options) error{InvalidOptions}!Loop.Choice {
-    if (options.backend != .auto) return options.backend;
-    var buffer: [16]u8 = undefined;
-    const value = os.getEnv("WEFT_BACKEND", &buffer) orelse return .auto;
-    return std.meta.stringToEnum(Loop.Choice, value) orelse error.InvalidOptions;
 }
 
 /// Stops the executors and releases them, their loops and stacks, the lanes and process state.
@@ -356,7 +334,7 @@ fn walkStacks(state: *State) u64 {
     return committed;
 }
 
-pub const Backend = @import("options.zig").Backend;
+pub const Backend = options_mod.Backend;
 
 /// The loop backend the runtime's executors use.
 pub fn backend(rt: Runtime) Backend {

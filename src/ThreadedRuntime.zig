@@ -57,8 +57,9 @@ pub const InitError = error{
 /// once (past it `concurrent` fails with `error.ConcurrencyUnavailable`), `stack_size_bytes`
 /// each thread's stack, `environ` the children's environment.
 pub fn init(gpa: std.mem.Allocator, options: Options) InitError!ThreadedRuntime {
-    try validate(options);
-    const executors = try chooseExecutors(options);
+    const chosen = try options_mod.choose(options, CpuLane.cpusAvailable);
+    try refuseFiberOnly(options, chosen.loop);
+    const executors = chosen.executors;
     var cpu_options = options.cpu;
     cpu_options.name = null;
     const cpu = CpuLane.init(gpa, cpu_options) catch |err| switch (err) {
@@ -85,17 +86,11 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!ThreadedRuntime 
     return .{ .state = state };
 }
 
-fn validate(options: Options) error{InvalidOptions}!void {
-    if (options.stack_size_bytes < config.stack_size_bytes_min) return error.InvalidOptions;
-    if (options.stack_size_bytes % std.heap.page_size_min != 0) return error.InvalidOptions;
-    if (options.cpu.name != null) return error.InvalidOptions;
+/// What only the fiber runtime does (and a task ceiling of 0): refused, not ignored.
+fn refuseFiberOnly(options: Options, loop: options_mod.LoopChoice) error{InvalidOptions}!void {
     if (options.tasks_max == 0) return error.InvalidOptions;
-    if (options.stall_threshold_ns) |ns| {
-        if (ns < std.time.ns_per_ms) return error.InvalidOptions;
-    }
-    // What only the fiber runtime does: refused, not ignored.
     if (options.pinned) return error.InvalidOptions;
-    if (options.backend != .auto) return error.InvalidOptions;
+    if (loop != .auto) return error.InvalidOptions; // in the options or `WEFT_BACKEND`
     if (options.stack_guard != .page) return error.InvalidOptions;
     if (options.dump_signal != null) return error.InvalidOptions;
     const resolver = options.resolver;
@@ -107,21 +102,7 @@ fn validate(options: Options) error{InvalidOptions}!void {
         return error.InvalidOptions;
     }
     var buffer: [32]u8 = undefined;
-    if (os.getEnv("WEFT_BACKEND", &buffer)) |value| {
-        if (!std.mem.eql(u8, value, "auto")) return error.InvalidOptions;
-    }
     if (os.getEnv("WEFT_TRACE", &buffer) != null) return error.InvalidOptions;
-}
-
-fn chooseExecutors(options: Options) error{InvalidOptions}!usize {
-    var buffer: [16]u8 = undefined;
-    const from_env: ?usize = if (os.getEnv("WEFT_EXECUTORS", &buffer)) |value|
-        std.fmt.parseInt(usize, value, 10) catch return error.InvalidOptions
-    else
-        null;
-    const count = options.executors orelse from_env orelse CpuLane.cpusAvailable();
-    if (count == 0 or count > config.executors_max) return error.InvalidOptions;
-    return count;
 }
 
 /// Stops the CPU lane (its accepted jobs run first) and std.Io.Threaded's threads. Every

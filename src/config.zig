@@ -382,6 +382,10 @@ pub const dns_tcp_message_bytes_max = 2048;
 /// Highest nice value (lowest priority) Linux gives a thread.
 pub const nice_max = 19;
 
+/// A stall threshold (`Runtime.Options.stall_threshold_ns`) below this is refused: the
+/// watchdog would wake too often to be free.
+pub const stall_threshold_ns_min = std.time.ns_per_ms;
+
 /// Default queue of the CPU lane: jobs accepted beyond its threads. Computation is measured
 /// in milliseconds, so 256 queued jobs is already a long wait; callers past it wait in line.
 pub const cpu_lane_queue_limit_default = 256;

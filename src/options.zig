@@ -5,6 +5,7 @@
 //! `stack.Guard`, `lookup.Config`, `CpuLane.Options` are these).
 const std = @import("std");
 const config = @import("config.zig");
+const host = @import("os/host.zig");
 const IpAddress = std.Io.net.IpAddress;
 
 /// `weft.Runtime.Options`. Off the fiber runtime, docs/RUNTIME.md says what each means.
@@ -68,6 +69,43 @@ pub const Runtime = struct {
     /// (its watchdog); never in pinned mode.
     spare_executor: bool = true,
 };
+
+/// What both runtimes take from their options and the environment before anything starts.
+pub const Chosen = struct {
+    /// `executors`, else `WEFT_EXECUTORS`, else one per CPU available.
+    executors: usize,
+    /// `backend`, else `WEFT_BACKEND`, else `.auto`.
+    loop: LoopChoice,
+};
+
+/// Checks what both runtimes refuse alike (a stack below `config.stack_size_bytes_min` or not
+/// a multiple of the page size, a name for the CPU lane, a stall threshold below 1 ms, no
+/// executor or more than `config.executors_max`, `WEFT_EXECUTORS` or `WEFT_BACKEND` naming
+/// nothing valid) and chooses the executors and the loop. `cpusAvailable` is called only when
+/// neither the options nor the environment give the count.
+pub fn choose(
+    runtime: Runtime,
+    comptime cpusAvailable: fn () u32,
+) error{InvalidOptions}!Chosen {
+    if (runtime.stack_size_bytes < config.stack_size_bytes_min) return error.InvalidOptions;
+    if (runtime.stack_size_bytes % std.heap.page_size_min != 0) return error.InvalidOptions;
+    if (runtime.cpu.name != null) return error.InvalidOptions;
+    if (runtime.stall_threshold_ns) |ns| {
+        if (ns < config.stall_threshold_ns_min) return error.InvalidOptions;
+    }
+    var buffer: [16]u8 = undefined;
+    const executors_env: ?usize = if (host.getEnv("WEFT_EXECUTORS", &buffer)) |value|
+        std.fmt.parseInt(usize, value, 10) catch return error.InvalidOptions
+    else
+        null;
+    const executors = runtime.executors orelse executors_env orelse cpusAvailable();
+    if (executors == 0 or executors > config.executors_max) return error.InvalidOptions;
+    const loop: LoopChoice = if (runtime.backend != .auto) runtime.backend else loop: {
+        const value = host.getEnv("WEFT_BACKEND", &buffer) orelse break :loop .auto;
+        break :loop std.meta.stringToEnum(LoopChoice, value) orelse return error.InvalidOptions;
+    };
+    return .{ .executors = executors, .loop = loop };
+}
 
 /// What a runtime runs on: the fiber runtime's executors on io_uring or epoll (Linux), or
 /// `std.Io.Threaded` (src/ThreadedRuntime.zig: every other OS, and Linux built with

@@ -89,8 +89,7 @@ test "Watchdog: WEFT_TRACE values" {
     for (bad_values) |bad| try std.testing.expectError(error.InvalidOptions, parseTrace(bad));
 }
 
-/// A stall threshold below this is refused: the watchdog would wake too often to be free.
-pub const stall_threshold_ns_min = std.time.ns_per_ms;
+pub const stall_threshold_ns_min = config.stall_threshold_ns_min;
 /// A trace interval below this is refused, for the same reason.
 pub const trace_interval_ns_min = std.time.ns_per_ms;
 
