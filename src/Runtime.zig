@@ -115,6 +115,7 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Runtime {
     errdefer for (executors) |*executor| executor.deinit();
     // Built with `-Dmetrics=false` the executors publish no activity to watch.
     const stall_threshold_ns = if (Metrics.enabled) options.stall_threshold_ns else null;
+    scheduler.may_retire = stall_threshold_ns != null;
     if (options.spare_executor and stall_threshold_ns != null and !options.pinned) {
         const spare = &state.spare_executor;
         spare.init(scheduler, @intCast(executors_count), executor_options);

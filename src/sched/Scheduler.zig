@@ -43,6 +43,8 @@
 //! contention has passed, the first executor that notices (`reviewRetired`, called where the
 //! clock is read anyway, and by `notifyWork` before it would find only retired executors idle)
 //! brings them all back; if they bring the contention back too, each quiet period is longer.
+//! Executors retire only where the watchdog watches for held ones (`may_retire`): it alone
+//! recalls them while the contention lasts, when work waits behind a held executor.
 //!
 //! ## The spare executor
 //!
@@ -108,6 +110,12 @@ contended_until_ns: atomic.Value(u64) = .init(0),
 contention_policy: ContentionPolicy = .adapt,
 /// The last `retired` executors (by index) are retired: see "Retiring executors" above.
 retired: atomic.Value(u32) = .init(0),
+/// Whether executors may retire at all: only where the watchdog looks for held executors (the
+/// stall detector on), since it alone recalls a retired executor, whatever the contention,
+/// for work that waits while every active executor is held (a `main` joining a thread holds
+/// executor 0). Without it such work would wait for a timer or for the contention to pass.
+/// Set by `Runtime.init` before any executor runs.
+may_retire: bool = true,
 /// No further executor retires before then: one per `config.run_delay_backoff_ns_min`.
 retire_next_ns: atomic.Value(u64) = .init(0),
 /// When `considerRetiring` last looked at the process's CPU time, and that time
@@ -436,6 +444,7 @@ pub fn noteContention(scheduler: *Scheduler, now_ns: u64, contention: RunDelay.C
 /// waits are the price of running them all (a VM's idle CPU is slow to wake, which schedstat
 /// counts too): a tree of tasks spawning tasks ran 15 % slower with one retired.
 pub fn considerRetiring(scheduler: *Scheduler, now_ns: u64, cpu_ns: u64) void {
+    if (!scheduler.may_retire) return;
     const mark_ns = scheduler.usage_mark_ns.swap(now_ns, .monotonic);
     const mark_cpu_ns = scheduler.usage_mark_cpu_ns.swap(cpu_ns, .monotonic);
     // The first look of a contention, or one after a long break: only the mark is set.
@@ -646,6 +655,22 @@ test "Scheduler: executors retire one at a time under lasting contention while t
     }
     try std.testing.expect(scheduler.cpusContended(now_ns));
     try std.testing.expectEqual(@as(u32, 0), scheduler.retired.load(.monotonic));
+    // Nor without a watchdog to recall them (`may_retire`), idle as the process is.
+    scheduler.pinned = false;
+    scheduler.may_retire = false;
+    for (0..4) |_| {
+        now_ns += look_ns;
+        note(&scheduler, now_ns, lasting, cpu_ns);
+    }
+    try std.testing.expect(scheduler.cpusContended(now_ns));
+    try std.testing.expectEqual(@as(u32, 0), scheduler.retired.load(.monotonic));
+    // The same looks with it: the two retire.
+    scheduler.may_retire = true;
+    for (0..4) |_| {
+        now_ns += look_ns;
+        note(&scheduler, now_ns, lasting, cpu_ns);
+    }
+    try std.testing.expectEqual(@as(u32, 2), scheduler.retired.load(.monotonic));
 }
 
 test "Scheduler: an executor is alone awake once every other one retired or sleeps" {

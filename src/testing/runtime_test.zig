@@ -834,3 +834,17 @@ test "Runtime: a task on default options holds a Debug-sized frame (1.5 MiB in D
     var future = try io.concurrent(largeFrameTask, .{});
     _ = future.await(io);
 }
+
+test "Runtime: executors retire under contention only where the watchdog can recall them" {
+    // Without the stall detector no watchdog looks for held executors, and only it recalls a
+    // retired one for work that waits behind them (Scheduler.zig, `may_retire`).
+    inline for (.{ @as(?u64, null), @as(?u64, 50 * std.time.ns_per_ms) }) |threshold_ns| {
+        var rt = try Runtime.init(testing.allocator, .{
+            .executors = 2,
+            .stall_threshold_ns = threshold_ns,
+        });
+        defer rt.deinit();
+        const expected = threshold_ns != null and @import("../Metrics.zig").enabled;
+        try testing.expectEqual(expected, rt.state.scheduler.may_retire);
+    }
+}
