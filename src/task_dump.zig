@@ -19,9 +19,9 @@
 //!
 //! ## Stack traces
 //!
-//! Return addresses are named through `std.debug`'s own debug information (the first lookup
-//! loads it: a second or so for a large Debug binary), each at most once per process: a cache
-//! of `symbol_cache_len` names, so that a thousand tasks parked in one place cost one lookup.
+//! Return addresses are named through weft's own copy of the debug information (os/symbols.zig;
+//! the first lookup loads it: a second or so for a large Debug binary), each at most once per
+//! process: a cache of 256 names, so that a thousand tasks parked in one place cost one lookup.
 //! Builds without debug information (`std.options.allow_stack_tracing` false: stripped ones)
 //! print the bare addresses.
 const std = @import("std");
@@ -34,6 +34,7 @@ const os = @import("os/linux.zig");
 const os_thread = @import("os/thread.zig");
 const Mutex = @import("os/Mutex.zig");
 const frames = @import("fiber/frames.zig");
+const symbols = @import("os/symbols.zig");
 const Completion = @import("loop/Completion.zig");
 const Executor = @import("sched/Executor.zig");
 const Scheduler = @import("sched/Scheduler.zig");
@@ -254,13 +255,7 @@ fn writeEscaped(w: *Io.Writer, text: []const u8) !void {
 /// Writes `trace`, a line a frame with its function and place where known, and why it ended
 /// early. Also weft.Sim's failure report.
 pub fn writeTrace(w: *Io.Writer, trace: frames.Trace) Io.Writer.Error!void {
-    var text_buffer: [symbol_text_bytes_max]u8 = undefined;
-    for (trace.addresses) |address| {
-        // A return address: the call is the instruction before it.
-        const call = address -| 1;
-        const text = symbols.name(call, &text_buffer);
-        try w.print("    0x{x} in {s}\n", .{ call, if (text.len == 0) "???" else text });
-    }
+    try symbols.writeReturnAddresses(w, trace.addresses);
     switch (trace.end) {
         .complete => {},
         .truncated => try w.writeAll("    (more frames)\n"),
@@ -274,60 +269,6 @@ const unsupported_reason = if (frames.available)
     "process_vm_readv is missing or forbidden"
 else
     "this build omits frame pointers";
-
-// ---------------------------------------------------------------------------------------------
-// Names of return addresses.
-
-const symbol_cache_len = 256;
-const symbol_text_bytes_max = 256;
-
-/// Names looked up once per process, direct-mapped by address (a collision looks the name up
-/// again). Under `lock`, which also serialises the lookups themselves: `std.debug`'s debug
-/// information is one per process anyway.
-const SymbolCache = struct {
-    lock: Mutex = .{},
-    addresses: [symbol_cache_len]usize = @splat(0),
-    lens: [symbol_cache_len]u16 = @splat(0),
-    texts: [symbol_cache_len][symbol_text_bytes_max]u8 = undefined,
-    /// The memory of one lookup's names and file paths: no allocation per lookup.
-    scratch: [16 * 1024]u8 = undefined,
-
-    /// `function (file:line:column)` for `address`, in `buffer`; empty when unknown.
-    fn name(cache: *SymbolCache, address: usize, buffer: *[symbol_text_bytes_max]u8) []const u8 {
-        if (!std.options.allow_stack_tracing or std.debug.SelfInfo == void) return "";
-        const index = (address *% 0x9E3779B97F4A7C15) >> (64 - @ctz(@as(u64, symbol_cache_len)));
-        cache.lock.lock();
-        defer cache.lock.unlock();
-        if (cache.addresses[index] != address) {
-            cache.lens[index] = @intCast(cache.lookUp(address, &cache.texts[index]).len);
-            cache.addresses[index] = address;
-        }
-        const len = cache.lens[index];
-        @memcpy(buffer[0..len], cache.texts[index][0..len]);
-        return buffer[0..len];
-    }
-
-    /// Under `lock`.
-    fn lookUp(cache: *SymbolCache, address: usize, out: *[symbol_text_bytes_max]u8) []const u8 {
-        const debug_info = std.debug.getSelfDebugInfo() catch return "";
-        var fixed: std.heap.FixedBufferAllocator = .init(&cache.scratch);
-        const gpa = fixed.allocator();
-        var found: std.ArrayList(std.debug.Symbol) = .empty;
-        const io = std.Options.debug_io;
-        debug_info.getSymbols(io, gpa, gpa, address, false, &found) catch return "";
-        if (found.items.len == 0) return "";
-        const symbol = found.items[0];
-        var writer: Io.Writer = .fixed(out);
-        writer.writeAll(symbol.name orelse "???") catch return writer.buffered();
-        if (symbol.source_location) |location| {
-            const file = location.file_name;
-            writer.print(" ({s}:{d}:{d})", .{ file, location.line, location.column }) catch {};
-        }
-        return writer.buffered();
-    }
-};
-
-var symbols: SymbolCache = .{};
 
 // ---------------------------------------------------------------------------------------------
 // The dump signal.

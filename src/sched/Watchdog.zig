@@ -39,6 +39,7 @@ const builtin = @import("builtin");
 const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const config = @import("../config.zig");
+const symbols = @import("../os/symbols.zig");
 const os = @import("../os/linux.zig");
 const Mutex = @import("../os/Mutex.zig");
 const Histogram = @import("../os/Histogram.zig");
@@ -781,12 +782,10 @@ fn sampleStack(
         return null;
     }
     if (sample.task) |task| described.* = tasks.describe(@intFromPtr(task), name_buffer);
-    const stack: std.debug.StackTrace = .{
-        .return_addresses = sample.addresses[0..sample.addresses_len],
-        .skipped = if (sample.complete) .none else .unknown,
-    };
-    const terminal: std.Io.Terminal = .{ .writer = writer, .mode = .no_color };
-    std.debug.writeStackTrace(&stack, terminal) catch {};
+    // Named through weft's own debug information, not std.debug's: its first load holds a
+    // lock the stalled thread's own stack traces would wait for (os/symbols.zig).
+    symbols.writeReturnAddresses(writer, sample.addresses[0..sample.addresses_len]) catch {};
+    if (!sample.complete) writer.writeAll("    (more frames)\n") catch {};
     return sample.task;
 }
 

@@ -45,6 +45,28 @@ fn awaitReport(io: Io, watchdog: *Watchdog, index: u32, report: *Report) !void {
     return error.TestUnexpectedResult;
 }
 
+test "stall: a report names its stack without std.debug's lock, which the stalled thread needs" {
+    try qemu.skipUnderQemu(.process_vm_readv, @src());
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    if (!stacks_taken) return os.skipTest(@src(), "no stacks taken in this build");
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1 });
+    defer rt.deinit();
+    const io = rt.io();
+    const watchdog = &rt.state.watchdog.?;
+    // std.debug's instance is what the stalled thread's own stack traces take (an allocator
+    // recording one, a panic): held here, as its first load of a module's debug information
+    // holds it for seconds. The report must not wait for it (os/symbols.zig). Nothing below
+    // takes a stack trace on this thread until the lock is given back.
+    const std_info = try std.debug.getSelfDebugInfo();
+    std_info.rwlock.lockUncancelable(std.Options.debug_io);
+    computeInlineForStallTest(200 * std.time.ns_per_ms);
+    var report: Report = .{};
+    const waited = awaitReport(io, watchdog, 0, &report);
+    std_info.rwlock.unlock(std.Options.debug_io);
+    try waited;
+    try testing.expect(std.mem.indexOf(u8, report.text, "computeInlineForStallTest") != null);
+}
+
 test "stall: 200 ms computed on the main task is reported once, with its stack, and its end" {
     try qemu.skipUnderQemu(.process_vm_readv, @src());
     if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
