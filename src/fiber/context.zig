@@ -46,11 +46,21 @@ const tsan = struct {
     extern fn __tsan_switch_to_fiber(fiber: *anyopaque, flags: c_uint) void;
 };
 
-/// A suspended fiber: its registers, and in TSan builds its TSan fiber.
+/// A suspended fiber: its registers, in TSan builds its TSan fiber, and on Windows its stack's
+/// bounds.
 pub const Context = struct {
     registers: std.Io.fiber.Context,
     sanitizer: SanitizerFiber = no_sanitizer_fiber,
+    stack_bounds: StackBounds = no_stack_bounds,
 };
+
+/// Windows keeps the running stack's bounds in the thread's environment block (`NT_TIB`'s
+/// `StackBase` and `StackLimit`), which its stack walkers and exception dispatch check a frame
+/// against, and MSVC's `__chkstk` compares against: a switch carries them, as the OS's own
+/// `SwitchToFiber` does. (`DeallocationStack`, which names the thread's own stack for its
+/// exit, stays: every thread ends on its own stack.)
+const StackBounds = if (builtin.os.tag == .windows) struct { base: usize, limit: usize } else void;
+const no_stack_bounds: StackBounds = if (builtin.os.tag == .windows) .{ .base = 0, .limit = 0 } else {};
 
 /// Saves the running fiber into `old` and resumes `new`.
 pub inline fn switchTo(old: *Context, new: *Context) void {
@@ -58,6 +68,15 @@ pub inline fn switchTo(old: *Context, new: *Context) void {
         old.sanitizer = tsan.__tsan_get_current_fiber();
         // Flags 0: a synchronising switch (see the top of the file).
         tsan.__tsan_switch_to_fiber(new.sanitizer.?, 0);
+    }
+    if (builtin.os.tag == .windows) {
+        const tib = &std.os.windows.teb().NtTib;
+        old.stack_bounds = .{
+            .base = @intFromPtr(tib.StackBase),
+            .limit = @intFromPtr(tib.StackLimit),
+        };
+        tib.StackBase = @ptrFromInt(new.stack_bounds.base);
+        tib.StackLimit = @ptrFromInt(new.stack_bounds.limit);
     }
     const message: std.Io.fiber.Switch = .{ .old = &old.registers, .new = &new.registers };
     switch (builtin.cpu.arch) {
@@ -172,14 +191,15 @@ pub const StartFrame = extern struct {
 
 const frame_align = 16;
 
-/// Prepares `context` so that switching to it calls `function(argument)` on the stack whose
-/// highest address is `stack_top`. `function` must never return.
+/// Prepares `context` so that switching to it calls `function(argument)` on `stack`, from its
+/// top (whose address is a multiple of 16). `function` must never return.
 pub fn prepare(
     context: *Context,
-    stack_top: usize,
+    stack: []u8,
     function: *const fn (argument: *anyopaque) callconv(.c) noreturn,
     argument: *anyopaque,
 ) void {
+    const stack_top = @intFromPtr(stack.ptr) + stack.len;
     const frame = startFrame(stack_top);
     const frame_address = @intFromPtr(frame);
     const sanitizer: SanitizerFiber = if (sanitized) tsan.__tsan_create_fiber(0) else {};
@@ -189,13 +209,19 @@ pub fn prepare(
         .sanitizer = if (sanitized) sanitizer else null,
     };
     context.sanitizer = sanitizer;
+    if (builtin.os.tag == .windows) {
+        context.stack_bounds = .{ .base = stack_top, .limit = @intFromPtr(stack.ptr) };
+    }
     context.registers = switch (builtin.cpu.arch) {
         // `entry` is reached by a jump, as if called: the return-address slot sits below the
         // frame, and must read 0 (see the top of the file), whatever the stack held before.
+        // On Windows the 32 bytes above it are `start`'s home space, the callee's to spill
+        // its arguments into: below the frame, or `start` would overwrite what it reads.
         .x86_64 => registers: {
-            const return_address: *usize = @ptrFromInt(frame_address - 8);
+            const rsp = frame_address - 8 - x86_home_space_bytes;
+            const return_address: *usize = @ptrFromInt(rsp);
             return_address.* = 0;
-            break :registers .{ .rsp = frame_address - 8, .rbp = 0, .rip = @intFromPtr(&entry) };
+            break :registers .{ .rsp = rsp, .rbp = 0, .rip = @intFromPtr(&entry) };
         },
         // The return address is the link register, zeroed by `entry`.
         .aarch64, .riscv64 => .{ .sp = frame_address, .fp = 0, .pc = @intFromPtr(&entry) },
@@ -228,9 +254,25 @@ fn startFrame(stack_top: usize) *StartFrame {
     return @ptrFromInt(std.mem.alignBackward(usize, stack_top - @sizeOf(StartFrame), frame_align));
 }
 
+/// The Windows x64 calling convention's home space: 32 bytes above a call's return address
+/// that the callee may write (its four register arguments' slots). None in the System V ABI.
+const x86_home_space_bytes = if (builtin.os.tag == .windows) 32 else 0;
+
+comptime {
+    // `entry`'s Windows offset: the return-address slot, then the home space.
+    assert(builtin.os.tag != .windows or 8 + x86_home_space_bytes == 40);
+}
+
 fn entry() callconv(.naked) noreturn {
     switch (builtin.cpu.arch) {
-        .x86_64 => asm volatile (
+        // The start frame's address, as `start`'s first argument: rdi (System V) or rcx
+        // (Windows x64), past the return-address slot and the home space.
+        .x86_64 => if (builtin.os.tag == .windows) asm volatile (
+            \\ leaq 40(%%rsp), %%rcx
+            \\ jmp %[start:P]
+            :
+            : [start] "X" (&start),
+        ) else asm volatile (
             \\ leaq 8(%%rsp), %%rdi
             \\ jmp %[start:P]
             :
@@ -260,14 +302,7 @@ fn start(frame: *const StartFrame) callconv(.withStackAlign(.c, frame_align)) no
     frame.function(frame.argument);
 }
 
-/// Windows x64 needs a switch of its own (its ABI's callee-saved xmm6-15, rdi and rsi, the
-/// first argument in rcx, and the thread block's stack bounds), which weft does not have yet.
-fn skipOnWindows(src: std.builtin.SourceLocation) error{SkipZigTest}!void {
-    if (builtin.os.tag == .windows) return os.skipTest(src, "no fiber switch for Windows yet");
-}
-
 test "context: ping-pong between two fibers" {
-    try skipOnWindows(@src());
     const Pair = struct {
         main: Context = .{ .registers = undefined },
         fiber: Context = .{ .registers = undefined },
@@ -284,7 +319,7 @@ test "context: ping-pong between two fibers" {
     defer std.testing.allocator.free(stack);
     var pair: Pair = .{};
     const stack_top = @intFromPtr(stack.ptr) + stack.len;
-    prepare(&pair.fiber, stack_top, &Pair.run, &pair);
+    prepare(&pair.fiber, stack, &Pair.run, &pair);
     defer finish(stack_top);
     for (0..1000) |i| {
         try std.testing.expectEqual(i, pair.count);
@@ -294,7 +329,6 @@ test "context: ping-pong between two fibers" {
 }
 
 test "context: a stack trace taken on a fiber ends at its start" {
-    try skipOnWindows(@src());
     const Fiber = struct {
         main: Context = .{ .registers = undefined },
         fiber: Context = .{ .registers = undefined },
@@ -314,7 +348,7 @@ test "context: a stack trace taken on a fiber ends at its start" {
     @memset(stack, 0xaa);
     var fiber: Fiber = .{};
     const stack_top = @intFromPtr(stack.ptr) + stack.len;
-    prepare(&fiber.fiber, stack_top, &Fiber.run, &fiber);
+    prepare(&fiber.fiber, stack, &Fiber.run, &fiber);
     defer finish(stack_top);
     switchTo(&fiber.main, &fiber.fiber);
     const trace = fiber.trace.?;
@@ -328,4 +362,177 @@ test "context: a stack trace taken on a fiber ends at its start" {
     }
     if (trace.skipped != .none) return error.TestUnexpectedResult;
     try std.testing.expect(trace.return_addresses.len <= 4);
+}
+
+/// The registers the x86_64 ABI has a callee preserve (rbp aside, which the switch itself
+/// carries): rbx and r12-r15; on Windows also rdi, rsi and xmm6-xmm15. The other fiber may
+/// leave any register changed, so `switchTo` must have the compiler save these around it.
+const callee_saved = if (builtin.os.tag == .windows)
+    [_][]const u8{ "rbx", "r12", "r13", "r14", "r15", "rsi", "rdi" } ++ xmm_callee_saved
+else
+    [_][]const u8{ "rbx", "r12", "r13", "r14", "r15" };
+const xmm_callee_saved = [_][]const u8{
+    "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
+};
+
+/// Assembly that sets each of `callee_saved` from `%rax` (`rax` + its index when `count`):
+/// xmm registers by `pinsrq` (SSE4.1, every x86_64 CPU weft's tests run on), which Zig's own
+/// x86_64 assembler takes where it refuses `movq %rax, %xmm6`.
+fn setCalleeSaved(comptime count: bool) []const u8 {
+    comptime var text: []const u8 = "";
+    inline for (callee_saved, 0..) |register, index| {
+        if (count and index > 0) text = text ++ "incq %%rax\n";
+        text = text ++ if (register[0] == 'x')
+            "pinsrq $0, %%rax, %%" ++ register ++ "\n"
+        else
+            "movq %%rax, %%" ++ register ++ "\n";
+    }
+    return text;
+}
+
+/// Assembly that stores each of `callee_saved` at `%rax` + 8 * its index.
+fn storeCalleeSaved() []const u8 {
+    comptime var text: []const u8 = "";
+    inline for (callee_saved, 0..) |register, index| {
+        const offset = std.fmt.comptimePrint("{d}", .{8 * index});
+        text = text ++ if (register[0] == 'x')
+            "pextrq $0, %%" ++ register ++ ", " ++ offset ++ "(%%rax)\n"
+        else
+            "movq %%" ++ register ++ ", " ++ offset ++ "(%%rax)\n";
+    }
+    return text;
+}
+
+test "context: a switch keeps the ABI's callee-saved registers, whatever the other fiber did" {
+    if (builtin.cpu.arch != .x86_64) return os.skipTest(@src(), "an x86_64 check");
+    const Check = struct {
+        main: Context = .{ .registers = undefined },
+        fiber: Context = .{ .registers = undefined },
+
+        fn run(argument: *anyopaque) callconv(.c) noreturn {
+            const check: *@This() = @ptrCast(@alignCast(argument));
+            while (true) {
+                // Garbage in every register the ABI says a callee keeps, then back.
+                asm volatile ("movq $-1, %%rax\n" ++ setCalleeSaved(false) ::: x86_clobbers);
+                switchTo(&check.fiber, &check.main);
+            }
+        }
+
+        /// Called from the assembly below as a plain function: the ABI's contract applies.
+        fn roundTrip(check: *@This()) callconv(.c) void {
+            switchTo(&check.main, &check.fiber);
+        }
+    };
+    const stack = try std.testing.allocator.alignedAlloc(u8, .@"16", 64 * 1024);
+    defer std.testing.allocator.free(stack);
+    var check: Check = .{};
+    const stack_top = @intFromPtr(stack.ptr) + stack.len;
+    prepare(&check.fiber, stack, &Check.run, &check);
+    defer finish(stack_top);
+    // Each register set to 0x100 + its index before a call of `roundTrip` and read after it,
+    // all in one block of assembly, so that nothing of the compiler's sits between. The call
+    // gets its argument (rdi, or rcx on Windows), a 16-byte aligned stack and Windows' home
+    // space.
+    var out: [callee_saved.len]u64 = undefined;
+    const argument = if (builtin.os.tag == .windows) "%%rcx" else "%%rdi";
+    asm volatile ("movq %%rsp, %%rax\n" ++
+            "andq $-16, %%rsp\n" ++
+            "pushq %%rax\n" ++
+            "pushq %%r10\n" ++
+            "movq $0x100, %%rax\n" ++
+            setCalleeSaved(true) ++
+            "movq %%r9, " ++ argument ++ "\n" ++
+            "subq $32, %%rsp\n" ++
+            "callq *%%r8\n" ++
+            "addq $32, %%rsp\n" ++
+            "popq %%rax\n" ++
+            storeCalleeSaved() ++
+            "popq %%rsp\n"
+        :
+        : [function] "{r8}" (&Check.roundTrip),
+          [check] "{r9}" (&check),
+          [out] "{r10}" (&out),
+        : x86_clobbers);
+    for (out, 0..) |value, index| {
+        if (value != 0x100 + index) {
+            std.debug.print("{s} was 0x{x} after a switch, not 0x{x}\n", .{
+                callee_saved[index], value, 0x100 + index,
+            });
+            return error.TestUnexpectedResult;
+        }
+    }
+}
+
+test "context: a deep frame on a fiber probes its stack down to the guard page's edge" {
+    // A frame larger than a page makes the compiler probe each page on the way down (Windows'
+    // __chkstk, Zig's inline probes elsewhere): on a fiber's stack, mapped and guarded as the
+    // stack pools map them, every probe must land on a mapped page until the guard.
+    const page_size = std.heap.page_size_min;
+    const stack_bytes = 256 * 1024;
+    const memory = try os.mapAnonymous(stack_bytes);
+    const stack = memory[0..stack_bytes];
+    defer os.unmap(stack);
+    try os.protectNone(@alignCast(stack[0..page_size]));
+    const Deep = struct {
+        main: Context = .{ .registers = undefined },
+        fiber: Context = .{ .registers = undefined },
+        sum: u64 = 0,
+
+        fn run(argument: *anyopaque) callconv(.c) noreturn {
+            const deep: *@This() = @ptrCast(@alignCast(argument));
+            deep.sum = @call(.never_inline, touchFrame, .{});
+            switchTo(&deep.fiber, &deep.main);
+            unreachable; // never resumed
+        }
+
+        /// About 200 KiB of frame, well within the stack above the guard page.
+        fn touchFrame() u64 {
+            var frame: [200 * 1024]u8 = undefined;
+            std.mem.doNotOptimizeAway(&frame);
+            frame[0] = 1;
+            frame[frame.len - 1] = 2;
+            std.mem.doNotOptimizeAway(&frame);
+            return frame[0] + frame[frame.len - 1];
+        }
+    };
+    var deep: Deep = .{};
+    const stack_top = @intFromPtr(stack.ptr) + stack.len;
+    prepare(&deep.fiber, stack, &Deep.run, &deep);
+    defer finish(stack_top);
+    switchTo(&deep.main, &deep.fiber);
+    try std.testing.expectEqual(@as(u64, 3), deep.sum);
+}
+
+test "context: on Windows a fiber runs with its own stack's bounds in the thread block" {
+    if (builtin.os.tag != .windows) return os.skipTest(@src(), "Windows' thread block");
+    const Bounds = struct {
+        main: Context = .{ .registers = undefined },
+        fiber: Context = .{ .registers = undefined },
+        seen: StackBounds = no_stack_bounds,
+
+        fn run(argument: *anyopaque) callconv(.c) noreturn {
+            const bounds: *@This() = @ptrCast(@alignCast(argument));
+            const tib = &std.os.windows.teb().NtTib;
+            bounds.seen = .{
+                .base = @intFromPtr(tib.StackBase),
+                .limit = @intFromPtr(tib.StackLimit),
+            };
+            switchTo(&bounds.fiber, &bounds.main);
+            unreachable; // never resumed
+        }
+    };
+    const stack = try std.testing.allocator.alignedAlloc(u8, .@"16", 64 * 1024);
+    defer std.testing.allocator.free(stack);
+    const tib = &std.os.windows.teb().NtTib;
+    const thread_base = @intFromPtr(tib.StackBase);
+    const thread_limit = @intFromPtr(tib.StackLimit);
+    var bounds: Bounds = .{};
+    prepare(&bounds.fiber, stack, &Bounds.run, &bounds);
+    defer finish(@intFromPtr(stack.ptr) + stack.len);
+    switchTo(&bounds.main, &bounds.fiber);
+    try std.testing.expectEqual(@intFromPtr(stack.ptr) + stack.len, bounds.seen.base);
+    try std.testing.expectEqual(@intFromPtr(stack.ptr), bounds.seen.limit);
+    // Back on the thread's own stack, with its own bounds.
+    try std.testing.expectEqual(thread_base, @intFromPtr(tib.StackBase));
+    try std.testing.expectEqual(thread_limit, @intFromPtr(tib.StackLimit));
 }

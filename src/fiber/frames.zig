@@ -173,7 +173,7 @@ test "frames: a parked fiber's trace climbs from its switch to its start" {
     defer std.testing.allocator.free(stack);
     var pair: Pair = .{};
     const stack_top = @intFromPtr(stack.ptr) + stack.len;
-    context.prepare(&pair.fiber, stack_top, &Pair.run, &pair);
+    context.prepare(&pair.fiber, stack, &Pair.run, &pair);
     defer context.finish(stack_top);
     context.switchTo(&pair.main, &pair.fiber);
     var addresses: [32]usize = undefined;

@@ -46,7 +46,8 @@ pub const mapAnonymous = if (is_linux) linux.mapAnonymous else portable.mapAnony
 pub const unmap = if (is_linux) linux.unmap else portable.unmap;
 /// Makes `page` inaccessible: a guard page.
 pub const protectNone = if (is_linux) linux.protectNone else portable.protectNone;
-/// Gives `memory`'s pages back to the OS now; the next touch maps zeroed pages.
+/// Gives `memory`'s pages back to the OS, their contents lost: at once on Linux (the next
+/// touch maps a zeroed page), when it needs them on Windows.
 pub const adviseDontNeed = if (is_linux) linux.adviseDontNeed else portable.adviseDontNeed;
 /// Keeps transparent huge pages out of `memory` where the OS has them (Linux); advice only.
 pub const adviseNoHugePages = if (is_linux) linux.adviseNoHugePages else portable.noAdvice;
@@ -111,6 +112,7 @@ const portable = struct {
 
     fn mapAnonymous(len: usize) MapError![*]align(page_size) u8 {
         std.debug.assert(len > 0 and len % page_size == 0);
+        if (builtin.os.tag == .windows) return windows_memory.map(len);
         const memory = std.posix.mmap(
             null,
             len,
@@ -126,10 +128,12 @@ const portable = struct {
     }
 
     fn unmap(memory: []align(page_size) u8) void {
+        if (builtin.os.tag == .windows) return windows_memory.release(memory);
         std.posix.munmap(memory);
     }
 
     fn protectNone(page: []align(page_size) u8) MapError!void {
+        if (builtin.os.tag == .windows) return windows_memory.protectNone(page);
         if (std.c.mprotect(page.ptr, page.len, .{}) == 0) return;
         return switch (std.posix.errno(-1)) {
             .NOMEM, .AGAIN => error.SystemResources,
@@ -138,9 +142,82 @@ const portable = struct {
     }
 
     fn adviseDontNeed(memory: []align(page_size) u8) void {
+        if (builtin.os.tag == .windows) return windows_memory.reset(memory);
         // Advice: where the OS declines, the pages stay resident, as after a failed trim.
         std.posix.madvise(memory.ptr, memory.len, std.posix.MADV.DONTNEED) catch {};
     }
+
+    /// Windows' virtual memory, through ntdll as std's page allocator calls it. Committed at
+    /// once, reserve and commit together: Windows charges the commit against its limit (RAM
+    /// and page file) at once, but backs a page only when it is touched, as Linux does.
+    const windows_memory = struct {
+        const windows = std.os.windows;
+
+        fn map(len: usize) MapError![*]align(page_size) u8 {
+            var base: ?*anyopaque = null;
+            var size: windows.SIZE_T = len;
+            const status = windows.ntdll.NtAllocateVirtualMemory(
+                windows.GetCurrentProcess(),
+                @ptrCast(&base),
+                0,
+                &size,
+                .{ .COMMIT = true, .RESERVE = true },
+                .{ .READWRITE = true },
+            );
+            return switch (status) {
+                .SUCCESS => @ptrCast(@alignCast(base.?)),
+                .NO_MEMORY, .COMMITMENT_LIMIT => error.SystemResources,
+                else => error.Unexpected,
+            };
+        }
+
+        /// Releases the whole allocation that begins at `memory` (Windows frees no part of
+        /// one: the stack pools unmap whole slabs only).
+        fn release(memory: []align(page_size) u8) void {
+            var base: ?*anyopaque = memory.ptr;
+            var size: windows.SIZE_T = 0;
+            _ = windows.ntdll.NtFreeVirtualMemory(
+                windows.GetCurrentProcess(),
+                @ptrCast(&base),
+                &size,
+                .{ .RELEASE = true },
+            );
+        }
+
+        fn protectNone(page: []align(page_size) u8) MapError!void {
+            var base: ?*anyopaque = page.ptr;
+            var size: windows.SIZE_T = page.len;
+            var old: windows.PAGE = undefined;
+            const status = windows.ntdll.NtProtectVirtualMemory(
+                windows.GetCurrentProcess(),
+                &base,
+                &size,
+                .{ .NOACCESS = true },
+                &old,
+            );
+            return switch (status) {
+                .SUCCESS => {},
+                .NO_MEMORY, .COMMITMENT_LIMIT => error.SystemResources,
+                else => error.Unexpected,
+            };
+        }
+
+        /// `MEM_RESET`: the pages' contents may go, and Windows takes the pages back when it
+        /// needs them rather than at once (a decommit would be at once, but the commit after
+        /// it can fail, leaving a stack that faults when touched). Advice: a refusal keeps them.
+        fn reset(memory: []align(page_size) u8) void {
+            var base: ?*anyopaque = memory.ptr;
+            var size: windows.SIZE_T = memory.len;
+            _ = windows.ntdll.NtAllocateVirtualMemory(
+                windows.GetCurrentProcess(),
+                @ptrCast(&base),
+                0,
+                &size,
+                .{ .RESET = true },
+                .{ .READWRITE = true },
+            );
+        }
+    };
 
     fn noAdvice(memory: []align(page_size) u8) void {
         _ = memory;

@@ -256,8 +256,7 @@ pub fn start(executor: *Executor, loop_choice: Loop.Choice) InitError!void {
         const len = config.executor_thread_stack_size_bytes;
         const idle_stack = (try os.mapAnonymous(len))[0..len];
         executor.idle_stack = idle_stack;
-        const idle_top = @intFromPtr(idle_stack.ptr) + len;
-        context.prepare(&executor.idle_context, idle_top, &idleEntry, executor);
+        context.prepare(&executor.idle_context, idle_stack, &idleEntry, executor);
         const main_task = &executor.scheduler.main_task;
         main_task.on_cpu.store(true, .monotonic);
         executor.current = main_task;
@@ -961,7 +960,7 @@ fn prepareStart(executor: *Executor, task: *Task) bool {
 fn prepareContext(executor: *Executor, task: *Task) void {
     _ = executor;
     assert(!task.context_ready);
-    context.prepare(&task.context, task.stack.?.top(), &taskEntry, task);
+    context.prepare(&task.context, task.stack.?.memory, &taskEntry, task);
     // Release: a task dump that sees it reads the registers just prepared (task_dump.zig).
     @atomicStore(bool, &task.context_ready, true, .release);
 }

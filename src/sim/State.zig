@@ -535,7 +535,7 @@ pub fn createTask(
         .host = if (sim.current) |spawner| spawner.host else .loopback,
     };
     sim.task_id_next += 1;
-    context_mod.prepare(&task.context, stack.top(), &taskEntry, task);
+    context_mod.prepare(&task.context, stack.memory, &taskEntry, task);
     sim.live.appendAssumeCapacity(task);
     sim.ready.appendAssumeCapacity(task);
     sim.traceEvent(.spawn, task.id, 0);

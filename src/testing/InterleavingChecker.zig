@@ -244,7 +244,7 @@ pub fn run(checker: *Checker, seed: u64, options: Options, bodies: []const Body)
         const thread = &checker.threads[index];
         thread.* = .{ .body = body };
         const stack = checker.stacks[index];
-        context.prepare(&thread.context, @intFromPtr(stack.ptr) + stack.len, fiberMain, checker);
+        context.prepare(&thread.context, stack, fiberMain, checker);
     }
     // Every logical thread is over (finished, or abandoned when the run failed).
     defer for (checker.stacks[0..bodies.len]) |stack| {
@@ -695,7 +695,7 @@ pub fn bodyAt(comptime function: anytype, argument: anytype, comptime index: usi
 /// (`unchecked_reason`), nor on Windows, whose x64 fibers need a switch of their own (the
 /// ABI's callee-saved xmm6-15, rdi and rsi, and the thread block's stack bounds) that weft
 /// does not have yet. Comptime, so that a test's body is not even compiled where it is false.
-const checker_runs = atomic.checked and builtin.os.tag != .windows;
+const checker_runs = atomic.checked;
 
 /// Skips the calling test where the checker cannot run (`checker_runs`), saying why.
 fn skipUnrunnable(src: std.builtin.SourceLocation) error{SkipZigTest} {
