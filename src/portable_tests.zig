@@ -2,18 +2,14 @@
 //! what needs no Linux. build.zig's `cross` step compiles it for macOS, FreeBSD and Windows,
 //! and `test-windows` runs the Windows build under Wine. On Linux root.zig runs these tests
 //! with all the others.
-const builtin = @import("builtin");
-
 test {
     _ = @import("ThreadedRuntime.zig");
     _ = @import("lanes/CpuLane.zig");
     _ = @import("lanes/Lane.zig");
     _ = @import("lanes/named.zig");
-    // weft.Sim's handles are small integers, and Windows' are pointers: not yet there.
-    if (builtin.os.tag != .windows) {
-        _ = @import("sim/Disk.zig");
-        _ = @import("sim/Sim.zig");
-    }
+    _ = @import("sim/Disk.zig");
+    _ = @import("sim/Sim.zig");
     _ = @import("sync/Registry.zig");
     _ = @import("sync/root.zig");
+    _ = @import("testing/sim_test.zig");
 }

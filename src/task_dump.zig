@@ -34,7 +34,6 @@ const os = @import("os/linux.zig");
 const os_thread = @import("os/thread.zig");
 const Mutex = @import("os/Mutex.zig");
 const frames = @import("fiber/frames.zig");
-const symbols = @import("os/symbols.zig");
 const Completion = @import("loop/Completion.zig");
 const Executor = @import("sched/Executor.zig");
 const Scheduler = @import("sched/Scheduler.zig");
@@ -194,7 +193,7 @@ fn writeTask(w: *Io.Writer, item: *const Snapshot, now_ns: u64, now_coarse_ns: u
         try w.writeByte('"');
     };
     try w.writeByte('\n');
-    if (item.trace) |trace| try writeTrace(w, trace);
+    if (item.trace) |trace| try frames.writeTrace(w, trace);
 }
 
 fn writeReason(w: *Io.Writer, item: *const Snapshot, now_ns: u64) !void {
@@ -251,24 +250,6 @@ fn writeEscaped(w: *Io.Writer, text: []const u8) !void {
         else => try w.print("\\x{x:0>2}", .{byte}),
     };
 }
-
-/// Writes `trace`, a line a frame with its function and place where known, and why it ended
-/// early. Also weft.Sim's failure report.
-pub fn writeTrace(w: *Io.Writer, trace: frames.Trace) Io.Writer.Error!void {
-    try symbols.writeReturnAddresses(w, trace.addresses);
-    switch (trace.end) {
-        .complete => {},
-        .truncated => try w.writeAll("    (more frames)\n"),
-        .garbled, .unreadable => try w.writeAll("    (trace cut: the stack changed while " ++
-            "it was read, or holds code without frame pointers)\n"),
-        .unsupported => try w.writeAll("    (no stack trace: " ++ unsupported_reason ++ ")\n"),
-    }
-}
-
-const unsupported_reason = if (frames.available)
-    "process_vm_readv is missing or forbidden"
-else
-    "this build omits frame pointers";
 
 // ---------------------------------------------------------------------------------------------
 // The dump signal.

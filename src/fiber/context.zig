@@ -59,8 +59,9 @@ pub const Context = struct {
 /// against, and MSVC's `__chkstk` compares against: a switch carries them, as the OS's own
 /// `SwitchToFiber` does. (`DeallocationStack`, which names the thread's own stack for its
 /// exit, stays: every thread ends on its own stack.)
-const StackBounds = if (builtin.os.tag == .windows) struct { base: usize, limit: usize } else void;
-const no_stack_bounds: StackBounds = if (builtin.os.tag == .windows) .{ .base = 0, .limit = 0 } else {};
+const StackBounds = if (windows) struct { base: usize, limit: usize } else void;
+const no_stack_bounds: StackBounds = if (windows) .{ .base = 0, .limit = 0 } else {};
+const windows = builtin.os.tag == .windows;
 
 /// Saves the running fiber into `old` and resumes `new`.
 pub inline fn switchTo(old: *Context, new: *Context) void {

@@ -24,13 +24,16 @@
 const std = @import("std");
 const builtin = @import("builtin");
 const assert = std.debug.assert;
-const os = @import("../os/linux.zig");
-const host = @import("../os/host.zig");
+const os = @import("../os/host.zig");
 const context = @import("context.zig");
+const symbols = @import("../os/symbols.zig");
 
-/// Whether this build keeps frame pointers on a target whose chain `walk` knows.
+/// Whether this build keeps frame pointers on a target whose chain `walk` knows. Not Windows
+/// x64's: there a function may set its frame pointer anywhere in its frame (the unwind data
+/// says where), so the saved pointer and the return address are not at fixed places from it.
 pub const available = !builtin.omit_frame_pointer and switch (builtin.cpu.arch) {
-    .x86_64, .aarch64, .riscv64 => true,
+    .x86_64 => builtin.os.tag != .windows,
+    .aarch64, .riscv64 => true,
     else => false,
 };
 
@@ -122,6 +125,24 @@ pub fn walk(pc: usize, fp_first: usize, out: []usize, window: []align(16) u8) Tr
     return .{ .addresses = out[0..count], .end = end };
 }
 
+/// Writes `trace`, a line a frame with its function and place where known, and why it ended
+/// early: task dumps' and weft.Sim's failure reports.
+pub fn writeTrace(w: *std.Io.Writer, trace: Trace) std.Io.Writer.Error!void {
+    try symbols.writeReturnAddresses(w, trace.addresses);
+    switch (trace.end) {
+        .complete => {},
+        .truncated => try w.writeAll("    (more frames)\n"),
+        .garbled, .unreadable => try w.writeAll("    (trace cut: the stack changed while " ++
+            "it was read, or holds code without frame pointers)\n"),
+        .unsupported => try w.writeAll("    (no stack trace: " ++ unsupported_reason ++ ")\n"),
+    }
+}
+
+const unsupported_reason = if (available)
+    "process_vm_readv is missing or forbidden"
+else
+    "this build omits frame pointers";
+
 /// The stack memory a walk copied: `window[0..len]` holds what lies at `base`.
 const Copy = struct {
     window: []align(16) u8,
@@ -135,7 +156,7 @@ const Copy = struct {
             address - copy.base <= copy.len - 16;
         if (!inside) {
             copy.base = address;
-            copy.len = host.readOwnMemory(address, copy.window) catch |err| return switch (err) {
+            copy.len = os.readOwnMemory(address, copy.window) catch |err| return switch (err) {
                 error.Unsupported => error.Unsupported,
                 error.Unexpected => error.Unreadable,
             };

@@ -591,7 +591,7 @@ pub const Pool = struct {
     fn installGuards(
         pool: *Pool,
         slab: []align(page_size) u8,
-    ) (AcquireError || os.UnexpectedError)!void {
+    ) (AcquireError || error{Unexpected})!void {
         assert(pool.guard == .page);
         assert(slab.len == pool.stack_size_bytes * pool.slab_stacks);
         const batch = !pool.guard_splits_mappings and !pool.guard_batch_unsupported;
@@ -615,7 +615,7 @@ pub const Pool = struct {
     fn installGuard(
         pool: *Pool,
         page: []align(page_size) u8,
-    ) (AcquireError || os.UnexpectedError)!void {
+    ) (AcquireError || error{Unexpected})!void {
         assert(page.len == page_size);
         // Guard markers are Linux's; elsewhere a guard is a PROT_NONE page.
         if (builtin.os.tag == .linux and !pool.guard_splits_mappings) {
@@ -667,6 +667,10 @@ pub inline fn checkDepth(stack: Stack, guard: Guard, address: usize) void {
     if (guard == .none and !stack.contains(address)) overflowDetected(stack, address);
 }
 
+/// Why a test of Linux's calls (mincore, the residency scan, RLIMIT_AS and cgroups) is skipped
+/// elsewhere.
+const linux_only = "it checks Linux's own calls (mincore, page tables, rlimits, cgroups)";
+
 test "Pool: stacks are reused and one slab serves many stacks" {
     var pool: Pool = .init(std.testing.allocator, 64 * 1024, .page, null);
     defer pool.deinit();
@@ -693,6 +697,7 @@ test "Pool: stacks are reused and one slab serves many stacks" {
 }
 
 test "Pool: unguarded stacks commit no page until used; depth check bounds" {
+    if (builtin.os.tag != .linux) return host.skipTest(@src(), linux_only);
     var pool: Pool = .init(std.testing.allocator, 16 * 1024, .none, null);
     defer pool.deinit();
     const a = try pool.acquire();
@@ -708,6 +713,7 @@ test "Pool: unguarded stacks commit no page until used; depth check bounds" {
 }
 
 test "Pool: committed bytes count the pages the stacks touched, with the scan and without" {
+    if (builtin.os.tag != .linux) return host.skipTest(@src(), linux_only);
     var pool: Pool = .init(std.testing.allocator, 64 * 1024, .page, null);
     defer pool.deinit();
     const untouched = try pool.acquire();
@@ -801,6 +807,7 @@ fn touchPages(stack: Stack, pages: usize) void {
 }
 
 test "Pool: stacks idle a whole period give their pages back, past the hot set" {
+    if (builtin.os.tag != .linux) return host.skipTest(@src(), linux_only);
     var shared: Shared = .{};
     defer shared.deinit(std.testing.allocator);
     var pool: Pool = .init(std.testing.allocator, 16 * 1024, .page, &shared);
@@ -872,6 +879,7 @@ test "Pool: a stack taken during the period is not given back" {
 }
 
 test "plan: the stacks and the task ceiling fit RLIMIT_AS and memory.max; none fit is named" {
+    if (builtin.os.tag != .linux) return host.skipTest(@src(), linux_only);
     const mib = 1024 * 1024;
     const none = try plan(.none, mib, 2, 1 << 22, 64);
     try std.testing.expectEqual(@as(usize, config.slab_stacks), none.slab_stacks);

@@ -35,6 +35,10 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Allocator = std.mem.Allocator;
 const Io = std.Io;
+const sim_handles = @import("handles.zig");
+/// std's handle type (`std.posix.fd_t`), which the disk's numbers are: `Handle` is what one
+/// names.
+const OsHandle = sim_handles.Handle;
 
 gpa: Allocator,
 root: *Node,
@@ -56,7 +60,7 @@ fault_prng: std.Random.DefaultPrng = .init(0),
 bytes_used: u64 = 0,
 
 /// The first handle number: far above the process's own descriptors.
-pub const handle_base: i32 = 0x4000_0000;
+pub const handle_base: u32 = 0x4000_0000;
 /// Handles open at once, at most.
 pub const handles_max = 1 << 20;
 /// Linux's limits: one name, a whole path, symbolic links followed in one resolution.
@@ -196,8 +200,9 @@ pub fn deinit(disk: *Disk) void {
 
 /// Whether `handle` is one of this disk's numbers (open or not): the Sim's entries send the
 /// others to the real file system.
-pub fn isSimulated(handle: i32) bool {
-    return handle >= handle_base;
+pub fn isSimulated(handle: OsHandle) bool {
+    const value = sim_handles.number(handle) orelse return false;
+    return value >= handle_base;
 }
 
 // ------------------------------------------------------------------------------ path lookup
@@ -398,7 +403,7 @@ pub const OpenOptions = struct {
 };
 
 /// Opens (or creates) `path` from `directory`: a handle number.
-pub fn open(disk: *Disk, directory: *Node, path: []const u8, options: OpenOptions) Error!i32 {
+pub fn open(disk: *Disk, directory: *Node, path: []const u8, options: OpenOptions) Error!OsHandle {
     assert(options.read or options.write);
     const follow = options.follow_symlinks and !(options.create and options.exclusive);
     const resolved = try disk.resolve(directory, path, follow);
@@ -446,7 +451,7 @@ fn reserveHandle(disk: *Disk) Error!void {
     try disk.handles_free.ensureTotalCapacity(disk.gpa, disk.handles.items.len + 1);
 }
 
-fn openHandle(disk: *Disk, handle: Handle) Error!i32 {
+fn openHandle(disk: *Disk, handle: Handle) Error!OsHandle {
     try disk.reserveHandle();
     const index: u32 = disk.handles_free.pop() orelse blk: {
         disk.handles.appendAssumeCapacity(null);
@@ -455,27 +460,27 @@ fn openHandle(disk: *Disk, handle: Handle) Error!i32 {
     assert(disk.handles.items[index] == null);
     disk.handles.items[index] = handle;
     handle.node.opens += 1;
-    return handle_base + @as(i32, @intCast(index));
+    return sim_handles.fromNumber(handle_base + index);
 }
 
 /// The open handle `number`; panics if it is not open (closed, or from before a crash).
-pub fn handleOf(disk: *Disk, number: i32) *Handle {
+pub fn handleOf(disk: *Disk, number: OsHandle) *Handle {
     if (!isSimulated(number)) {
-        std.debug.panic("weft.Sim: handle {d} is not a file of the simulated disk (the cwd, " ++
-            "Dir.cwd(), cannot be closed or used as a file)", .{number});
+        std.debug.panic("weft.Sim: handle {any} is not a file of the simulated disk (the " ++
+            "cwd, Dir.cwd(), cannot be closed or used as a file)", .{number});
     }
-    const index: usize = @intCast(number - handle_base);
+    const index: usize = sim_handles.number(number).? - handle_base;
     if (index < disk.handles.items.len) {
         if (disk.handles.items[index]) |*handle| return handle;
     }
-    std.debug.panic("weft.Sim: file handle {d} is not open on the simulated disk (closed, or " ++
-        "opened before a crash: a crash closes every handle)", .{number});
+    std.debug.panic("weft.Sim: file handle {any} is not open on the simulated disk (closed, " ++
+        "or opened before a crash: a crash closes every handle)", .{number});
 }
 
 /// Takes (or converts to) `lock` for the handle `number` if no other handle's lock conflicts,
 /// as flock(2) with LOCK_NB: a shared lock conflicts with another handle's exclusive one, an
 /// exclusive lock with any other handle's lock. `.none` unlocks. Returns whether it holds it.
-pub fn tryLock(disk: *Disk, number: i32, lock: Io.File.Lock) bool {
+pub fn tryLock(disk: *Disk, number: OsHandle, lock: Io.File.Lock) bool {
     const handle = disk.handleOf(number);
     const node = handle.node;
     const others_shared = node.locks_shared - @intFromBool(handle.lock == .shared);
@@ -519,11 +524,11 @@ pub fn handlesOpen(disk: *const Disk) usize {
     return disk.handles.items.len - disk.handles_free.items.len;
 }
 
-pub fn close(disk: *Disk, number: i32) void {
+pub fn close(disk: *Disk, number: OsHandle) void {
     const handle = disk.handleOf(number);
     const node = handle.node;
     disk.setLock(handle, .none); // flock(2): the lock goes with the last close
-    const index: u32 = @intCast(number - handle_base);
+    const index: u32 = sim_handles.number(number).? - handle_base;
     disk.handles.items[index] = null;
     disk.handles_free.appendAssumeCapacity(index); // reserved as the slot was made
     assert(node.opens > 0);
@@ -646,7 +651,7 @@ pub fn hardLink(
 
 /// Reads at `offset` into `buffers` in turn; fewer bytes than asked only at the end of the
 /// file (0 there).
-pub fn read(disk: *Disk, number: i32, buffers: []const []u8, offset: u64) Error!usize {
+pub fn read(disk: *Disk, number: OsHandle, buffers: []const []u8, offset: u64) Error!usize {
     const handle = disk.handleOf(number);
     if (!handle.read) return error.NotOpenForReading;
     const node = handle.node;
@@ -666,7 +671,7 @@ pub fn read(disk: *Disk, number: i32, buffers: []const []u8, offset: u64) Error!
 
 /// Writes `bytes` at `offset` (at the end for a handle opened to append), filling a gap past
 /// the end with zeros.
-pub fn write(disk: *Disk, number: i32, bytes: []const u8, offset: u64) Error!usize {
+pub fn write(disk: *Disk, number: OsHandle, bytes: []const u8, offset: u64) Error!usize {
     const handle = disk.handleOf(number);
     if (!handle.write) return error.NotOpenForWriting;
     const node = handle.node;
@@ -702,7 +707,7 @@ fn fault(disk: *Disk, percent: u7) bool {
     return disk.fault_prng.random().uintLessThan(u8, 100) < percent;
 }
 
-pub fn setLength(disk: *Disk, number: i32, length: u64) Error!void {
+pub fn setLength(disk: *Disk, number: OsHandle, length: u64) Error!void {
     const handle = disk.handleOf(number);
     if (!handle.write) return error.NotOpenForWriting;
     const node = handle.node;
@@ -713,7 +718,7 @@ pub fn setLength(disk: *Disk, number: i32, length: u64) Error!void {
 }
 
 /// Makes the node behind `number` durable: a file's bytes, or a directory's entries.
-pub fn sync(disk: *Disk, number: i32) Error!void {
+pub fn sync(disk: *Disk, number: OsHandle) Error!void {
     const node = disk.handleOf(number).node;
     switch (node.kind) {
         .file, .sym_link => {
@@ -767,7 +772,7 @@ fn syncEntries(disk: *Disk, directory: *Node) Error!void {
 pub fn stat(disk: *Disk, node: *const Node) Io.File.Stat {
     _ = disk;
     return .{
-        .inode = node.inode,
+        .inode = @intCast(node.inode), // i64 on Windows, far from full
         // Saturated to the OS's type (16 bits on macOS), as a file system there would cap it.
         .nlink = std.math.lossyCast(@FieldType(Io.File.Stat, "nlink"), switch (node.kind) {
             // A directory: its name, its `.`, and each subdirectory's `..`.

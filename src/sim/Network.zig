@@ -37,9 +37,10 @@ const Io = std.Io;
 const net = Io.net;
 const Allocator = std.mem.Allocator;
 const State = @import("State.zig");
+const handles = @import("handles.zig");
 
 pub const Handle = net.Socket.Handle;
-const handle_base: Handle = 1 << 28;
+const handle_base: u32 = 1 << 28;
 
 /// How a link between two hosts behaves; `Options.link` for every link, `Sim.setLink` for one
 /// pair of hosts.
@@ -210,13 +211,20 @@ pub fn get(network: *Network, handle: Handle) *Socket {
 /// The simulated socket behind `handle`, closed or not, or null for a real descriptor (below
 /// the handles the network gives out).
 pub fn find(network: *Network, handle: Handle) ?*Socket {
-    const index = std.math.sub(Handle, handle, handle_base) catch return null;
+    const value = handles.number(handle) orelse return null;
+    if (value < handle_base) return null;
+    const index = value - handle_base;
     if (index >= network.sockets.items.len) unknown(handle);
-    return network.sockets.items[@intCast(index)];
+    return network.sockets.items[index];
+}
+
+/// What a task blocked on `socket` waits for, in its report.
+fn socketWait(socket: *const Socket) State.Wait {
+    return .{ .socket = handles.number(socket.handle).? };
 }
 
 fn unknown(handle: Handle) noreturn {
-    std.debug.panic("weft.Sim: socket handle {d} is not an open simulated socket (closed " ++
+    std.debug.panic("weft.Sim: socket handle {any} is not an open simulated socket (closed " ++
         "already, or a real descriptor)", .{handle});
 }
 
@@ -225,7 +233,7 @@ fn create(network: *Network, kind: Kind, address: net.IpAddress) error{OutOfMemo
     try network.sockets.ensureUnusedCapacity(network.gpa, 1);
     const socket = try network.gpa.create(Socket);
     socket.* = .{
-        .handle = handle_base + @as(Handle, @intCast(network.sockets.items.len)),
+        .handle = handles.fromNumber(handle_base + @as(u32, @intCast(network.sockets.items.len))),
         .kind = kind,
         .host = state.currentTask().host,
         .address = address,
@@ -508,7 +516,7 @@ pub fn connect(
             }
             return network.establish(found, destination);
         }
-        const wait: State.Wait = .{ .socket = found.handle };
+        const wait = socketWait(found);
         const wake = network.waitOn(&network.connect_waiters, wait, true, deadline) catch
             return error.SystemResources;
         switch (wake) {
@@ -577,7 +585,7 @@ pub fn accept(network: *Network, listener: *Socket) AcceptError!*Socket {
     const state = network.stateOf();
     // Bounded by the connections that arrive; a cancelation point while none waits.
     while (listener.backlog.items.len == 0) {
-        const wait: State.Wait = .{ .socket = listener.handle };
+        const wait = socketWait(listener);
         const wake = network.waitOn(&listener.waiters, wait, true, null) catch
             return error.SystemResources;
         if (wake == .canceled) {
@@ -629,7 +637,7 @@ pub fn write(network: *Network, socket: *Socket, parts: []const []const u8) Writ
             };
             return length;
         }
-        _ = network.waitOn(&socket.waiters, .{ .socket = socket.handle }, false, null) catch
+        _ = network.waitOn(&socket.waiters, socketWait(socket), false, null) catch
             return error.SystemResources;
     }
 }
@@ -647,7 +655,7 @@ fn queueSegment(
     try to.inbound.append(network.gpa, .{ .bytes = bytes, .deliver_ns = deliver_ns, .end = end });
     to.last_deliver_ns = deliver_ns;
     to.inbound_bytes += bytes.len;
-    state.traceEvent(.delivery, @intCast(to.handle), deliver_ns);
+    state.traceEvent(.delivery, handles.number(to.handle).?, deliver_ns);
     network.wakeAll(to);
 }
 
@@ -676,7 +684,7 @@ pub fn read(network: *Network, socket: *Socket, buffers: []const []u8) ReadError
         } else if (socket.peer == null) {
             return 0; // the peer is gone and everything it sent was read
         }
-        const wait: State.Wait = .{ .socket = socket.handle };
+        const wait: State.Wait = socketWait(socket);
         const wake = network.waitOn(&socket.waiters, wait, true, next_ns) catch
             return error.SystemResources;
         if (wake == .canceled) {
@@ -849,7 +857,7 @@ pub fn send(
                 return if (index == 0) error.SystemResources else index;
             };
             const queued = to.datagrams.items[to.datagrams.items.len - 1];
-            state.traceEvent(.delivery, @intCast(to.handle), queued.deliver_ns);
+            state.traceEvent(.delivery, handles.number(to.handle).?, queued.deliver_ns);
             network.wakeAll(to);
         };
     }
@@ -875,7 +883,7 @@ pub fn receive(
         if (next_ns) |due| if (due <= state.now_ns) {
             return .{ null, network.takeDatagrams(socket, messages, data_buffer, peek) };
         };
-        const wait: State.Wait = .{ .socket = socket.handle };
+        const wait: State.Wait = socketWait(socket);
         const wake = network.waitOn(&socket.waiters, wait, true, next_ns) catch
             return .{ error.SystemResources, 0 };
         if (wake == .canceled) {
@@ -913,7 +921,7 @@ pub fn waitAny(network: *Network, sockets: []const *Socket, deadline_ns: ?u64) S
         socket.waiters.append(network.gpa, task) catch break;
         listed += 1;
     }
-    const first: Handle = if (sockets.len > 0) sockets[0].handle else 0;
+    const first: u32 = if (sockets.len > 0) handles.number(sockets[0].handle).? else 0;
     const wake = state.park(.{ .socket = first }, true, deadline_ns);
     for (sockets[0..listed]) |socket| removeWaiter(&socket.waiters, task);
     return wake;

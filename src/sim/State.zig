@@ -4,6 +4,7 @@
 const State = @This();
 
 const std = @import("std");
+const builtin = @import("builtin");
 const assert = std.debug.assert;
 const Io = std.Io;
 const Allocator = std.mem.Allocator;
@@ -17,7 +18,6 @@ const files = @import("files.zig");
 const Disk = @import("Disk.zig");
 const config = @import("../config.zig");
 const frames = @import("../fiber/frames.zig");
-const task_dump = @import("../task_dump.zig");
 
 gpa: Allocator,
 options: Options,
@@ -76,8 +76,10 @@ pub const Options = struct {
     /// Names the run: the schedule, the user's random bytes and every injected choice derive
     /// from it. `WEFT_SEED=n` in the environment overrides it, to replay a failure.
     seed: u64,
-    /// Each task's stack.
-    stack_size_bytes: usize = 256 * 1024,
+    /// Each task's stack: 256 KiB, and 2 MiB on Windows, where std.Io.Threaded's file calls
+    /// (a Sim with real files) hold 64 KiB path buffers several deep: 1 MiB overflowed in a
+    /// Debug build, 2 MiB did not (`test-windows`).
+    stack_size_bytes: usize = if (builtin.os.tag == .windows) 2 * 1024 * 1024 else 256 * 1024,
     /// Virtual time added by each scheduling step and each clock read.
     tick_ns: u64 = 1_000,
     /// Where `Clock.real` starts (2026-01-01T00:00:00Z); the other clocks start at 0.
@@ -380,7 +382,7 @@ pub fn writeReport(sim: *const State, writer: *Io.Writer) Io.Writer.Error!void {
         var addresses: [report_frames_max]usize = undefined;
         var window: [4096]u8 align(16) = undefined;
         const trace = frames.parked(&task.context, &addresses, &window);
-        task_dump.writeTrace(writer, trace) catch |err| switch (err) {
+        frames.writeTrace(writer, trace) catch |err| switch (err) {
             error.WriteFailed => return error.WriteFailed,
         };
     }
@@ -402,8 +404,8 @@ pub const Wait = union(enum) {
     /// A task's id.
     await: u64,
     group: usize,
-    /// A simulated socket's handle (a read, write, accept or connect).
-    socket: Network.Handle,
+    /// A simulated socket's handle, as its number (a read, write, accept or connect).
+    socket: u32,
 };
 
 pub const Wake = enum { woken, timeout, canceled };

@@ -20,6 +20,7 @@ const Dir = Io.Dir;
 const Threaded = Io.Threaded;
 const State = @import("State.zig");
 const Disk = @import("Disk.zig");
+const sim_handles = @import("handles.zig");
 const fs_dir = @import("../fs/dir.zig");
 
 const base = Threaded.io(@constCast(&Threaded.init_single_threaded)).vtable.*;
@@ -80,7 +81,7 @@ pub const entries = .{
 /// descriptor (or a Sim with real files).
 pub fn diskOf(sim: *State, handle: std.posix.fd_t) ?*Disk {
     const disk = if (sim.disk) |*disk| disk else return null;
-    if (handle == std.posix.AT.FDCWD or Disk.isSimulated(handle)) return disk;
+    if (sim_handles.isCwd(handle) or Disk.isSimulated(handle)) return disk;
     return null;
 }
 
@@ -95,7 +96,7 @@ fn operationOn(userdata: ?*anyopaque, handle: std.posix.fd_t, name: [:0]const u8
 
 /// The directory node behind `dir`: the root for the cwd.
 fn dirNode(disk: *Disk, dir: Dir) Disk.Error!*Disk.Node {
-    if (dir.handle == std.posix.AT.FDCWD) return disk.root;
+    if (sim_handles.isCwd(dir.handle)) return disk.root;
     const node = disk.handleOf(dir.handle).node;
     if (node.kind != .directory) return error.NotDir;
     return node;
@@ -402,7 +403,7 @@ fn dirRead(
         buffer[copied] = .{
             .name = reader.buffer[filled..][0..name.len],
             .kind = disk.stat(nodes[reader.end]).kind,
-            .inode = nodes[reader.end].inode,
+            .inode = @intCast(nodes[reader.end].inode), // i64 on Windows, far from full
         };
         filled += name.len;
         copied += 1;

@@ -5,7 +5,7 @@
 //! (tools/qemu/run.sh runs them both ways). Nothing else is skipped: every other test runs on
 //! aarch64 as it does on x86_64.
 const std = @import("std");
-const os = @import("../os/linux.zig");
+const os = @import("../os/host.zig");
 
 /// What qemu-user (7.2, as checked) lacks, each with its proof under tools/qemu/.
 pub const Limitation = enum {

@@ -6,9 +6,10 @@ const Io = std.Io;
 const testing = std.testing;
 const Sim = @import("../sim/Sim.zig");
 const sync = @import("../sync/root.zig");
-const os = @import("../os/linux.zig");
+const os = @import("../os/host.zig");
 const frames = @import("../fiber/frames.zig");
 const qemu = @import("qemu.zig");
+const wine = @import("wine.zig");
 const builtin = @import("builtin");
 
 const ns_per_s = std.time.ns_per_s;
@@ -398,6 +399,7 @@ fn filesAndUnsimulated(io: Io, dir: Io.Dir) !void {
 
 test "sim: files are real, processes fail cleanly, random bytes come from the seed" {
     try skipInExecutorRuns();
+    try wine.skipUnderWine(.delete_file, @src());
     var tmp = testing.tmpDir(.{});
     defer tmp.cleanup();
     var sim = try Sim.init(testing.allocator, .{ .seed = 5 });
@@ -537,6 +539,7 @@ fn fileFaults(io: Io, dir: Io.Dir, expect: FaultCase) !void {
 
 test "sim: file faults from the seed: EIO, ENOSPC, short transfers, fsync failure" {
     try skipInExecutorRuns();
+    try wine.skipUnderWine(.delete_file, @src());
     var tmp = testing.tmpDir(.{});
     defer tmp.cleanup();
     try tmp.dir.writeFile(testing.io, .{ .sub_path = "sim-faults.txt", .data = "x" });
@@ -607,10 +610,13 @@ test "sim: virtual time never goes backwards, under 200 seeds" {
 /// Runs `misuse` in a forked child with its stderr on a pipe, and expects the child to panic
 /// with `message`: the Sim's misuse checks end a process, so they are tested in one.
 pub fn expectChildPanics(comptime misuse: fn () void, message: []const u8) !void {
+    // A child process made by fork(2): Linux's here (tests of other OSes skip).
+    if (builtin.os.tag != .linux) return os.skipTest(@src(), "a forked child: Linux only");
     const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
+    const linux_os = @import("../os/linux.zig");
     var fds: [2]i32 = undefined;
     if (linux.errno(linux.pipe2(&fds, .{ .CLOEXEC = true })) != .SUCCESS) return error.NoPipe;
-    const pid_rc = os.fork();
+    const pid_rc = linux_os.fork();
     if (linux.errno(pid_rc) != .SUCCESS) return error.NoFork;
     if (pid_rc == 0) {
         _ = linux.dup2(fds[1], 2);
