@@ -9,12 +9,15 @@
 //!                           macOS, FreeBSD and Windows (no run)
 //!   ./zigw build test-aarch64   the tests for aarch64-linux under qemu-user (epoll)
 //!   ./zigw build test-windows   the portable tests for x86_64-windows under Wine
+//!   ./zigw build test-threaded  the portable tests with weft.Runtime over std.Io.Threaded
 const std = @import("std");
 const std_tests = @import("build/std_tests.zig");
 
 /// weft's own build options (`@import("build_options")` in src/), given to every module whose
 /// root is src/root.zig. Set once in `build`.
 var weft_options: *std.Build.Step.Options = undefined;
+/// The same with `threaded` set: what `test-threaded` builds with.
+var threaded_options: *std.Build.Step.Options = undefined;
 
 pub fn build(b: *std.Build) void {
     const target = b.standardTargetOptions(.{});
@@ -38,6 +41,10 @@ pub fn build(b: *std.Build) void {
         "implementation on Linux: fibers (default) or std.Io.Threaded (every other OS's)") orelse
         .fibers;
     weft_options.addOption(bool, "threaded", backend == .threaded);
+    threaded_options = b.addOptions();
+    threaded_options.addOption(bool, "coverage", false);
+    threaded_options.addOption(bool, "metrics", metrics);
+    threaded_options.addOption(bool, "threaded", true);
 
     const weft = b.addModule("weft", .{
         .root_source_file = b.path("src/root.zig"),
@@ -63,6 +70,7 @@ pub fn build(b: *std.Build) void {
     addBenchmarks(b, target);
     addCrossCheck(b, optimize, aarch64_tests);
     addOtherOses(b, optimize);
+    addThreadedTests(b, target, optimize);
     std_tests.add(b, target, optimize, weftModule(b, target, optimize));
 }
 
@@ -290,16 +298,39 @@ fn portableTests(
     triple: []const u8,
     optimize: std.builtin.OptimizeMode,
 ) *std.Build.Step.Compile {
+    return portableTestsWith(b, crossTarget(b, triple), b.fmt("test-{s}", .{triple}), optimize, weft_options);
+}
+
+fn portableTestsWith(
+    b: *std.Build,
+    target: std.Build.ResolvedTarget,
+    name: []const u8,
+    optimize: std.builtin.OptimizeMode,
+    options: *std.Build.Step.Options,
+) *std.Build.Step.Compile {
     const module = b.createModule(.{
         .root_source_file = b.path("src/portable_tests.zig"),
-        .target = crossTarget(b, triple),
+        .target = target,
         .optimize = optimize,
     });
-    module.addOptions("build_options", weft_options);
-    return b.addTest(.{
-        .root_module = module,
-        .name = b.fmt("test-{s}", .{triple}),
-    });
+    module.addOptions("build_options", options);
+    return b.addTest(.{ .root_module = module, .name = name });
+}
+
+/// The tests of what needs no Linux, on Linux with `weft.Runtime` over std.Io.Threaded (the
+/// runtime every other OS has), and without `WEFT_BACKEND`, which that runtime refuses when it
+/// names a loop: the fallback path tested where CI runs.
+fn addThreadedTests(
+    b: *std.Build,
+    target: std.Build.ResolvedTarget,
+    optimize: std.builtin.OptimizeMode,
+) void {
+    const step = b.step("test-threaded", "Run the tests of what needs no Linux with " ++
+        "weft.Runtime over std.Io.Threaded, natively");
+    const tests = portableTestsWith(b, target, "test-threaded", optimize, threaded_options);
+    const run = b.addRunArtifact(tests);
+    run.setName("test (threaded)");
+    step.dependOn(&run.step);
 }
 
 fn crossTarget(b: *std.Build, triple: []const u8) std.Build.ResolvedTarget {
