@@ -147,6 +147,7 @@ test {
     _ = @import("os/Mutex.zig");
     _ = @import("os/SpinLock.zig");
     _ = @import("os/atomic.zig");
+    _ = @import("os/host.zig");
     _ = @import("os/linux.zig");
     _ = @import("os/memory_limits.zig");
     _ = @import("os/thread.zig");
