@@ -717,14 +717,21 @@ pub fn setLength(disk: *Disk, number: OsHandle, length: u64) Error!void {
     node.mtime_ns = disk.now_ns;
 }
 
-/// Makes the node behind `number` durable: a file's bytes, or a directory's entries.
+/// Makes the node behind `number` durable: a file's bytes, or a directory's entries; a file's
+/// durable sectors then take `disk_faults`' flips.
 pub fn sync(disk: *Disk, number: OsHandle) Error!void {
     const node = disk.handleOf(number).node;
+    try disk.makeDurable(node);
+    if (node.kind == .file) disk.corruptSectors(node.durable_data.items);
+}
+
+/// A file's (or link's) bytes, or a directory's entries, as they are now become what a crash
+/// keeps of `node`.
+fn makeDurable(disk: *Disk, node: *Node) Error!void {
     switch (node.kind) {
         .file, .sym_link => {
             node.durable_data.clearRetainingCapacity();
             try node.durable_data.appendSlice(disk.gpa, node.data.items);
-            if (node.kind == .file) disk.corruptSectors(node.durable_data.items);
         },
         .directory => try disk.syncEntries(node),
     }
@@ -911,15 +918,10 @@ fn copyTree(
     }
 }
 
-/// Makes every file's bytes and every directory's entries durable, as after a sync of each.
+/// Makes every file's bytes and every directory's entries durable, as after a sync of each
+/// (without the flips of `disk_faults`: what a program starts with is what was put there).
 pub fn syncAll(disk: *Disk) Error!void {
-    for (disk.nodes.items) |node| switch (node.kind) {
-        .file, .sym_link => {
-            node.durable_data.clearRetainingCapacity();
-            try node.durable_data.appendSlice(disk.gpa, node.data.items);
-        },
-        .directory => try disk.syncEntries(node),
-    };
+    for (disk.nodes.items) |node| try disk.makeDurable(node);
 }
 
 // ------------------------------------------------------------------------------ crash
