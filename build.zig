@@ -266,7 +266,7 @@ fn addCrossCheck(
 
 /// The operating systems weft builds for beside Linux, where `weft.Runtime` is the same API
 /// over std.Io.Threaded (src/platform.zig): `cross` compiles the tests of what needs no Linux
-/// (src/portable_tests.zig) and the examples that use nothing else, for each; `test-windows`
+/// (src/portable_tests.zig) and every example that builds there (`buildsOn`); `test-windows`
 /// runs the x86_64 Windows tests under Wine (Debian's `wine`), as `test-aarch64` runs
 /// aarch64's under qemu. macOS and FreeBSD are compiled only: nothing here runs them.
 fn addOtherOses(b: *std.Build, optimize: std.builtin.OptimizeMode) void {
@@ -274,12 +274,13 @@ fn addOtherOses(b: *std.Build, optimize: std.builtin.OptimizeMode) void {
     const triples = [_][]const u8{
         "x86_64-macos", "aarch64-macos", "x86_64-freebsd", "x86_64-windows", "aarch64-windows",
     };
-    const examples = [_][]const u8{ "hello", "sync", "cpu", "lane", "registry", "sim_disk" };
+    const examples = listZigFiles(b, "examples");
     for (triples) |triple| {
         const target = crossTarget(b, triple);
         const tests = portableTests(b, triple, optimize);
         cross.step.dependOn(&tests.step);
         for (examples) |name| {
+            if (!buildsOn(target, name)) continue;
             const example_name = b.fmt("{s}-{s}", .{ name, triple });
             const example = exampleExecutable(b, example_name, name, target, optimize);
             cross.step.dependOn(&example.step);
