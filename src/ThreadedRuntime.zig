@@ -21,6 +21,7 @@ const os = @import("os/host.zig");
 const CpuLane = @import("lanes/CpuLane.zig");
 const Metrics = @import("Metrics.zig");
 const options_mod = @import("options.zig");
+const threaded_futures = @import("std_io/threaded_futures.zig");
 
 state: *State,
 
@@ -115,8 +116,10 @@ pub fn deinit(rt: ThreadedRuntime) void {
     state.gpa.destroy(state);
 }
 
+/// std.Io.Threaded's `Io`, with futures a `weft.sync.select` can wait for among other arms
+/// (src/std_io/threaded_futures.zig).
 pub fn io(rt: ThreadedRuntime) Io {
-    return rt.state.threaded.io();
+    return threaded_futures.io(&rt.state.threaded);
 }
 
 /// As on the fiber runtime: `function(args...)` on the CPU lane, the caller waiting.

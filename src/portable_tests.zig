@@ -9,7 +9,13 @@ test {
     _ = @import("lanes/named.zig");
     _ = @import("sim/Disk.zig");
     _ = @import("sim/Sim.zig");
+    _ = @import("std_io/threaded_futures.zig");
     _ = @import("sync/Registry.zig");
     _ = @import("sync/root.zig");
+    _ = @import("testing/cpu_test.zig");
+    _ = @import("testing/lane_test.zig");
+    _ = @import("testing/registry_test.zig");
+    _ = @import("testing/select_test.zig");
     _ = @import("testing/sim_test.zig");
+    _ = @import("testing/sync_test.zig");
 }

@@ -164,6 +164,7 @@ test {
     _ = @import("server/http/head.zig");
     _ = @import("sim/Disk.zig");
     _ = @import("std_io/iovecs.zig");
+    _ = @import("std_io/threaded_futures.zig");
     _ = @import("sync/Barrier.zig");
     _ = @import("sync/Notify.zig");
     _ = @import("sync/Registry.zig");

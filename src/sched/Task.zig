@@ -114,7 +114,7 @@ wait_reason: atomic.Value(u64) = .init(0),
 slot: u32 = 0,
 
 pub const allocation_align = 64;
-pub const awaiter_finished: usize = 2;
+pub const awaiter_finished = Waiter.awaiter_finished;
 
 pub const WaitState = enum(u8) { running, waiting, waiting_cancelable, notified };
 pub const CancelState = enum(u8) { none, requested, acknowledged };

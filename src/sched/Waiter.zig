@@ -4,7 +4,11 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const os = @import("../os/linux.zig");
-const Task = @import("Task.zig");
+const platform = @import("../platform.zig");
+/// Opaque where the fiber runtime does not compile: select's callbacks use this file on every
+/// OS, and naming Task.zig there would analyse the fiber runtime (and, in a test build, its
+/// tests). No task is ever encoded there.
+const Task = if (platform.fibers_supported) @import("Task.zig") else opaque {};
 
 pub const Waiter = union(enum) {
     task: *Task,
@@ -26,8 +30,8 @@ pub const Waiter = union(enum) {
     /// Packs a waiter into one word: the low two bits tag the kind (all three types are at
     /// least 4-aligned).
     pub fn encode(waiter: Waiter) usize {
-        comptime assert(@alignOf(Task) >= 4 and @alignOf(ThreadWaiter) >= 4);
-        comptime assert(@alignOf(Callback) >= 4);
+        comptime assert(@alignOf(ThreadWaiter) >= 4 and @alignOf(Callback) >= 4);
+        if (platform.fibers_supported) comptime assert(@alignOf(Task) >= 4);
         return switch (waiter) {
             .task => |task| @intFromPtr(task),
             .thread => |thread| @intFromPtr(thread) | 1,
@@ -55,6 +59,10 @@ pub const Waiter = union(enum) {
 
     /// Encoded words at or below this value are sentinels, never waiters.
     pub const sentinel_max = 7;
+
+    /// The sentinel in a future's awaiter slot once its task ended (`Task.awaiter`, and the
+    /// threaded runtime's futures, std_io/threaded_futures.zig).
+    pub const awaiter_finished: usize = 2;
 };
 
 /// A function to run when the awaited thing happens. Thread-safe to call from any thread; it

@@ -92,14 +92,21 @@ const config = @import("../config.zig");
 const WaitQueue = @import("WaitQueue.zig");
 const Executor = @import("../sched/Executor.zig");
 const Lane = @import("../lanes/Lane.zig");
-// Only a caller on weft's `Io` (or on `std.Io.Threaded`) outside a task is known to be its OS
-// thread (see `callerOf`).
+// Only a caller on weft's `Io` (or on `std.Io.Threaded`, bare or as the threaded runtime's)
+// outside a task is known to be its OS thread (see `callerOf`).
 // Null where the fiber runtime does not compile (src/platform.zig).
 const weft_vtable: ?*const Io.VTable = if (platform.fibers_supported)
     &@import("../std_io/vtable.zig").vtable
 else
     null;
 const threaded_vtable = Io.Threaded.io(undefined).vtable;
+const threaded_futures = @import("../std_io/threaded_futures.zig");
+
+/// Whether each task of `io` is an OS thread: std.Io.Threaded's, bare or under the threaded
+/// runtime's futures.
+fn isThreadedIo(io: Io) bool {
+    return io.vtable == threaded_vtable or threaded_futures.isThreadedIo(io);
+}
 
 /// A registered resource's name: its slot and the slot's generation when it was registered.
 pub const Id = enum(u64) {
@@ -225,10 +232,10 @@ const holder_unknown: usize = 0;
 /// thread with a false `Deadlock`.)
 fn callerOf(io: Io) usize {
     if (!platform.fibers_supported) {
-        return if (io.vtable == threaded_vtable) threadId() else holder_unknown;
+        return if (isThreadedIo(io)) threadId() else holder_unknown;
     }
     if (Executor.currentTask() != null) return Executor.callerId();
-    if (io.vtable == weft_vtable or io.vtable == threaded_vtable) return Executor.callerId();
+    if (io.vtable == weft_vtable or isThreadedIo(io)) return Executor.callerId();
     return holder_unknown;
 }
 

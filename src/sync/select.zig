@@ -18,7 +18,8 @@
 //!   `error.Closed` when the channel is closed and drained;
 //! - `.send = .{ ch, value }`: completes with `error{Closed}!void`; `error.Closed` means the
 //!   channel was closed and the value was not sent;
-//! - `.future = f` (`*std.Io.Future(R)` from weft's `io.async`/`io.concurrent`): completes
+//! - `.future = f` (`*std.Io.Future(R)` from a weft runtime's `io.async`/`io.concurrent`,
+//!   the fiber runtime's or the threaded one's): completes
 //!   with `R` once the future's task has finished (the future is then awaited: a later
 //!   `f.await(io)` returns the same result again, as std's `await` is idempotent).
 //! Any arm may be an optional pointer: `null` disables it (as a nil channel does in Go). The
@@ -37,8 +38,9 @@
 //!   at a random arm so that no arm starves; `.order = .in_order` tries them as written
 //!   (a priority order). Waiting arms are queued in their channels like any blocked
 //!   send/recv, in arrival order.
-//! - `.future` arms need weft's `Io` (std.Io offers no way to wait for a future without
-//!   awaiting it): with another `Io`, a select with a future arm fails with
+//! - `.future` arms need a weft runtime's `Io` (std.Io offers no way to wait for a future
+//!   without awaiting it; weft's futures have a slot where a select registers): with another
+//!   `Io`, such as a bare std.Io.Threaded, a select with a future arm fails with
 //!   `error.UnsupportedIo`. Channel arms work on any `Io`.
 //!
 //! ## How
@@ -76,6 +78,8 @@ const weft_vtable: ?*const Io.VTable = if (platform.fibers_supported)
     &@import("../std_io/vtable.zig").vtable
 else
     null;
+/// The threaded runtime's futures have an awaiter slot too (std.Io.Threaded's have none).
+const threaded_futures = @import("../std_io/threaded_futures.zig");
 
 /// Which arm is tried first when several are ready.
 pub const Order = enum {
@@ -242,7 +246,8 @@ const FutureArm = struct {
     arm: u16 = 0,
     io: Io = undefined,
     done: atomic.Value(u32) = .init(0),
-    task: ?*Task = null,
+    /// The future's awaiter slot, once registered (`awaiterOf`).
+    awaiter: ?*atomic.Value(usize) = null,
 
     fn fired(callback: *waiter_mod.Callback) void {
         const future_arm: *FutureArm = @fieldParentPtr("callback", callback);
@@ -259,16 +264,26 @@ const FutureArm = struct {
     }
 };
 
-/// Whether `io` hands out futures that are weft's tasks: weft's own, or, in tests, the
-/// interleaving checker's (whose scenarios make tasks of their own to finish).
+/// Whether `io` hands out futures with an awaiter slot: weft's tasks (the fiber runtime's, or,
+/// in tests, the interleaving checker's, whose scenarios make tasks of their own to finish)
+/// or the threaded runtime's.
 fn futuresSupported(io: Io) bool {
     if (io.vtable == weft_vtable) return true;
+    if (threaded_futures.isThreadedIo(io)) return true;
     return builtin.is_test and Checker.isCheckerIo(io);
 }
 
-fn taskOf(any_future: *Io.AnyFuture) *Task {
-    return @ptrCast(@alignCast(any_future));
+/// The slot where a future's finishing task publishes its end (`Task.awaiter`'s protocol,
+/// which the threaded runtime's futures follow too).
+fn awaiterOf(io: Io, any_future: *Io.AnyFuture) *atomic.Value(usize) {
+    if (threaded_futures.isThreadedIo(io)) return threaded_futures.awaiterOf(any_future);
+    // `futuresSupported` admits no other `Io` where weft's tasks do not compile.
+    if (!platform.fibers_supported) unreachable;
+    const task: *Task = @ptrCast(@alignCast(any_future));
+    return &task.awaiter;
 }
+
+const awaiter_finished = waiter_mod.Waiter.awaiter_finished;
 
 /// Per-thread state of the random start (only read between two blocking points).
 threadlocal var start_random: u32 = 0x9E37_79B9;
@@ -417,7 +432,7 @@ fn Runner(comptime Arms: type, comptime S: type) type {
         fn futureReady(run: *Run, comptime j: usize) bool {
             const future = run.futureOf(j) orelse return false;
             const any_future = future.any_future orelse return true; // ran inline
-            return taskOf(any_future).awaiter.load(.acquire) == Task.awaiter_finished;
+            return awaiterOf(run.io, any_future).load(.acquire) == awaiter_finished;
         }
 
         fn awaitFuture(run: *Run, index: usize) S.Result {
@@ -462,12 +477,12 @@ fn Runner(comptime Arms: type, comptime S: type) type {
                     const state = &run.states[j];
                     state.* = .{ .selector = &run.selector, .arm = j, .io = run.io };
                     if (future.any_future) |any_future| {
-                        const task = taskOf(any_future);
-                        state.task = task;
+                        const awaiter = awaiterOf(run.io, any_future);
+                        state.awaiter = awaiter;
                         const encoded = waiter_mod.Waiter.encode(.{ .callback = &state.callback });
                         // Acq_rel pairs with the finishing task's swap (its result is visible).
-                        if (task.awaiter.cmpxchgStrong(0, encoded, .acq_rel, .acquire)) |previous| {
-                            assert(previous == Task.awaiter_finished); // someone else awaits it
+                        if (awaiter.cmpxchgStrong(0, encoded, .acq_rel, .acquire)) |previous| {
+                            assert(previous == awaiter_finished); // someone else awaits it
                             const value = WaitQueue.Selector.decided(j, future_finished);
                             _ = run.selector.tryDecide(value);
                         } else {
@@ -525,8 +540,8 @@ fn Runner(comptime Arms: type, comptime S: type) type {
                 if (comptime Spec(field.type).kind == .future) if (run.registered[j]) {
                     const state = &run.states[j];
                     const encoded = waiter_mod.Waiter.encode(.{ .callback = &state.callback });
-                    if (state.task.?.awaiter.cmpxchgStrong(encoded, 0, .acquire, .acquire)) |v| {
-                        assert(v == Task.awaiter_finished);
+                    if (state.awaiter.?.cmpxchgStrong(encoded, 0, .acquire, .acquire)) |v| {
+                        assert(v == awaiter_finished);
                         // The task finished and calls (or called) `fired`: wait until it is done
                         // with our memory. Short: `fired` never blocks.
                         while (state.done.load(.acquire) == 0) {
@@ -800,7 +815,7 @@ const FutureScenario = struct {
 
     /// The checker's `Io.await`: the task finished (the select saw it), its result is ready.
     pub fn awaitFuture(any_future: *Io.AnyFuture, result: []u8) void {
-        const task = taskOf(any_future);
+        const task: *Task = @ptrCast(@alignCast(any_future));
         assert(task.awaiter.load(.acquire) == Task.awaiter_finished);
         const fake: *Fake = @fieldParentPtr("task", task);
         @memcpy(result, std.mem.asBytes(&fake.result));

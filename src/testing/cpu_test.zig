@@ -6,9 +6,12 @@
 const std = @import("std");
 const Io = std.Io;
 const testing = std.testing;
-const Runtime = @import("../Runtime.zig");
+const Runtime = @import("runtime.zig").Runtime;
 const CpuLane = @import("../lanes/CpuLane.zig");
-const os = @import("../os/linux.zig");
+const os = @import("../os/host.zig");
+/// Nice values and time slices: read only in tests that skip where `thread_tuning_supported`
+/// does not hold (off Linux this file is never analysed).
+const linux = @import("../os/linux.zig");
 const weft_config = @import("../config.zig");
 const deadline = @import("deadline.zig");
 
@@ -23,14 +26,16 @@ fn checked(seed: u64, rounds: u32) error{NoRounds}!u64 {
     return fnv(seed, rounds);
 }
 
-fn currentTid() i32 {
-    return os.currentTid();
+fn currentTid() std.Thread.Id {
+    return std.Thread.getCurrentId();
 }
 
 fn currentNice() ?i32 {
-    return os.threadNice();
+    return linux.threadNice();
 }
 
+/// Why the priority and time-slice tests are skipped off Linux.
+const no_tuning = "threads' nice values and time slices are Linux's";
 /// Why the nice-value tests are skipped where the value cannot be read.
 const no_nice = "no nice value readable (sched_getattr)";
 /// Why the time-slice tests are skipped on older kernels.
@@ -50,20 +55,23 @@ test "CpuLane: compute returns the job's result; its error set is kept" {
 }
 
 test "CpuLane: jobs run on their own threads, at a lowered priority" {
-    var rt = try Runtime.init(testing.allocator, .{ .cpu = .{ .nice = 3 } });
+    // Off Linux a nice value is refused (InvalidOptions): the threads part still runs there.
+    const nice: u8 = if (os.thread_tuning_supported) 3 else 0;
+    var rt = try Runtime.init(testing.allocator, .{ .cpu = .{ .nice = nice } });
     defer rt.deinit();
     const io = rt.io();
     const worker_tid = try rt.compute(io, currentTid, .{});
-    try testing.expect(worker_tid != os.currentTid());
-    const caller_nice = os.threadNice() orelse return os.skipTest(@src(), no_nice);
+    try testing.expect(worker_tid != currentTid());
+    try testing.expectEqual(CpuLane.cpusAvailable(), rt.state.cpu.threads());
+    if (!os.thread_tuning_supported) return os.skipTest(@src(), no_tuning);
+    const caller_nice = linux.threadNice() orelse return os.skipTest(@src(), no_nice);
     const worker_nice = (try rt.compute(io, currentNice, .{})) orelse
         return os.skipTest(@src(), no_nice);
     try testing.expectEqual(@min(caller_nice + 3, 19), worker_nice);
-    try testing.expectEqual(CpuLane.cpusAvailable(), rt.state.cpu.threads());
 }
 
 fn currentSlice() ?u64 {
-    return os.threadSlice();
+    return linux.threadSlice();
 }
 
 /// Whether this kernel applies custom slices to fair-class threads (Linux 6.12 on): tried on
@@ -71,8 +79,8 @@ fn currentSlice() ?u64 {
 fn kernelHasCustomSlices() !bool {
     const Probe = struct {
         fn run(supported: *bool) void {
-            const slice_ns = 2 * os.thread_slice_ns_min;
-            supported.* = os.setThreadSlice(slice_ns) and os.threadSlice() == slice_ns;
+            const slice_ns = 2 * linux.thread_slice_ns_min;
+            supported.* = linux.setThreadSlice(slice_ns) and linux.threadSlice() == slice_ns;
         }
     };
     var supported = false;
@@ -82,26 +90,28 @@ fn kernelHasCustomSlices() !bool {
 }
 
 test "CpuLane: workers get the short time slice, keeping their lowered priority" {
+    if (!os.thread_tuning_supported) return os.skipTest(@src(), no_tuning);
     var rt = try Runtime.init(testing.allocator, .{ .cpu = .{ .nice = 2 } });
     defer rt.deinit();
     const io = rt.io();
     if (!try kernelHasCustomSlices()) return os.skipTest(@src(), no_slices);
     const worker_slice = (try rt.compute(io, currentSlice, .{})).?;
     try testing.expectEqual(weft_config.cpu_lane_slice_ns_default.?, worker_slice);
-    const caller_nice = os.threadNice() orelse return os.skipTest(@src(), no_nice);
+    const caller_nice = linux.threadNice() orelse return os.skipTest(@src(), no_nice);
     const worker_nice = (try rt.compute(io, currentNice, .{})) orelse
         return os.skipTest(@src(), no_nice);
     try testing.expectEqual(@min(caller_nice + 2, 19), worker_nice); // not reset by the slice
 }
 
 test "CpuLane: a time slice below the kernel's range is raised to its minimum" {
+    if (!os.thread_tuning_supported) return os.skipTest(@src(), no_tuning);
     const short_ns = 10 * std.time.ns_per_us;
     var rt = try Runtime.init(testing.allocator, .{ .cpu = .{ .slice_ns = short_ns } });
     defer rt.deinit();
     const io = rt.io();
     if (!try kernelHasCustomSlices()) return os.skipTest(@src(), no_slices);
     const worker_slice = (try rt.compute(io, currentSlice, .{})).?;
-    try testing.expectEqual(@as(u64, os.thread_slice_ns_min), worker_slice);
+    try testing.expectEqual(@as(u64, linux.thread_slice_ns_min), worker_slice);
 }
 
 test "Lane: a time slice outside the kernel's range is InvalidOptions" {

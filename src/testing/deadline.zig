@@ -26,7 +26,8 @@
 const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
-const Runtime = @import("../Runtime.zig");
+const platform = @import("../platform.zig");
+const Runtime = @import("runtime.zig").Runtime;
 const State = @import("../std_io/State.zig");
 const task_io = @import("../std_io/task.zig");
 
@@ -78,8 +79,10 @@ pub fn awaitGroup(io: Io, group: *Io.Group) Result(Io.Group.await) {
 /// Calls `function(args...)` on a task of `io`'s runtime and returns its result once it
 /// returns; if it has not within `timeout_ns`, writes the task dump to stderr, cancels the
 /// task and returns `error.WaiterNeverResumed` once it ended (or panics if it does not end
-/// within 1 s of the cancel). Without a weft runtime behind `io` (std.Io.Threaded, for a test
-/// shared between them) it calls `function` directly, unwatched. A cancelation point.
+/// within 1 s of the cancel). On the fiber runtime, without a weft runtime behind `io`
+/// (std.Io.Threaded, for a test shared between them) it calls `function` directly,
+/// unwatched; in a threaded build (every `Io` std's) it watches with no task dump. A
+/// cancelation point.
 pub fn runWithin(
     io: Io,
     timeout_ns: u64,
@@ -99,6 +102,7 @@ pub fn runReporting(
     args: std.meta.ArgsTuple(@TypeOf(function)),
 ) Result(function) {
     assert(timeout_ns > 0);
+    if (!platform.fibers) return runThreaded(io, timeout_ns, out, function, args);
     const state = State.of(io) orelse return @call(.auto, function, args);
     var done: std.atomic.Value(u32) = .init(0);
     var future = try io.concurrent(Watched(function).call, .{ io, &done, args });
@@ -124,6 +128,53 @@ pub fn runReporting(
         timeout_ns / std.time.ns_per_ms,
         cancel_grace_ns / std.time.ns_per_ms,
     });
+}
+
+/// `runReporting` on the threaded runtime: the same watch and report, without a task dump (its
+/// tasks are the OS's threads, not weft's to list), and the cancel from a task of its own:
+/// here a cancel request is `future.cancel`, which also awaits, and the wait may not end.
+fn runThreaded(
+    io: Io,
+    timeout_ns: u64,
+    out: ?*Io.Writer.Allocating,
+    comptime function: anytype,
+    args: std.meta.ArgsTuple(@TypeOf(function)),
+) Result(function) {
+    var done: std.atomic.Value(u32) = .init(0);
+    var future = try io.concurrent(Watched(function).call, .{ io, &done, args });
+    if (try waitDone(io, &future, &done, timeout_ns)) return future.await(io);
+    var text: Io.Writer.Allocating = .init(std.heap.page_allocator);
+    defer text.deinit();
+    const report_text = out orelse &text;
+    writeReport(null, &report_text.writer, timeout_ns) catch {};
+    const Future = @TypeOf(future);
+    var canceler = io.concurrent(cancelFuture(Future), .{ &future, io }) catch |err| {
+        std.debug.print("{s}", .{report_text.written()});
+        std.debug.panic("deadline: a wait did not end within {d} ms, and no task could " ++
+            "cancel it: {t}", .{ timeout_ns / std.time.ns_per_ms, err });
+    };
+    const ended = try waitDone(io, &canceler, &done, cancel_grace_ns);
+    if (ended) {
+        report_text.writer.writeAll("deadline: the wait ended when canceled\n") catch {};
+        if (out == null) std.debug.print("{s}", .{report_text.written()});
+        canceler.await(io);
+        return error.WaiterNeverResumed;
+    }
+    std.debug.print("{s}", .{report_text.written()});
+    std.debug.panic("deadline: a wait did not end within {d} ms, nor within {d} ms of its " ++
+        "cancel: a waiter never resumed, and the test cannot reclaim it", .{
+        timeout_ns / std.time.ns_per_ms,
+        cancel_grace_ns / std.time.ns_per_ms,
+    });
+}
+
+/// The canceler's task: `future.cancel`, its result dropped (the wait was given up on).
+fn cancelFuture(comptime Future: type) fn (*Future, Io) void {
+    return struct {
+        fn cancel(future: *Future, io: Io) void {
+            discard(future.cancel(io));
+        }
+    }.cancel;
 }
 
 /// The task that does the wait: `function`, then `done` set to 1 and woken.
@@ -188,14 +239,16 @@ fn reportThread(rt: Runtime, w: *Io.Writer, timeout_ns: u64, done: *std.atomic.V
     rt.io().futexWake(u32, &done.raw, 1);
 }
 
-fn writeReport(rt: Runtime, w: *Io.Writer, timeout_ns: u64) Io.Writer.Error!void {
-    try w.print("deadline: a wait did not end within {d} ms: a waiter never resumed? " ++
-        "The wait is the task named \"{s}\" (with state=await task=N, it awaits task N); " ++
-        "what each task waits for:\n", .{
+/// The report; null `rt` on the threaded runtime, which has no task dump to add.
+fn writeReport(rt: ?Runtime, w: *Io.Writer, timeout_ns: u64) Io.Writer.Error!void {
+    try w.print("deadline: a wait did not end within {d} ms: a waiter never resumed? ", .{
         timeout_ns / std.time.ns_per_ms,
-        task_name,
     });
-    try rt.dumpTasks(w);
+    const runtime = rt orelse return w.writeAll("(No task dump: on std.Io.Threaded each " ++
+        "task is an OS thread; a debugger lists their stacks.)\n");
+    try w.print("The wait is the task named \"{s}\" (with state=await task=N, it awaits " ++
+        "task N); what each task waits for:\n", .{task_name});
+    try runtime.dumpTasks(w);
 }
 
 /// Drops a result whatever its type: a wait given up on returns `error.Canceled` or anything.

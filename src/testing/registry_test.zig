@@ -9,7 +9,7 @@
 const std = @import("std");
 const Io = std.Io;
 const testing = std.testing;
-const Runtime = @import("../Runtime.zig");
+const Runtime = @import("runtime.zig").Runtime;
 const Registry = @import("../sync/Registry.zig").Registry;
 const deadline = @import("deadline.zig");
 

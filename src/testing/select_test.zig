@@ -6,7 +6,7 @@
 const std = @import("std");
 const Io = std.Io;
 const testing = std.testing;
-const Runtime = @import("../Runtime.zig");
+const Runtime = @import("runtime.zig").Runtime;
 const sync = @import("../sync/root.zig");
 const deadline = @import("deadline.zig");
 
@@ -271,9 +271,10 @@ test "select: timeout and cancelation take nothing and leave no node behind" {
 /// only a race opens that window. On one, nothing runs between the waiter's wake-up and its
 /// withdrawal, so a send comes before it (its futex wake wins, the wait returns normally and
 /// nothing is re-armed: why a send followed by a cancel never reached the path) or after it
-/// (the receive took nothing). So the test's `Io` is weft's with a futex wait that, on its
+/// (the receive took nothing). So the test's `Io` is the runtime's with a futex wait that, on its
 /// first `error.Canceled`, sends the value itself before returning: what a sender on another
-/// executor does when it wins that race.
+/// executor does when it wins that race. (On std.Io.Threaded the window is the same: between
+/// the canceled wait's return and the withdrawal.)
 const LateSend = struct {
     channel: *U32Channel,
     value: u32,
@@ -284,18 +285,17 @@ const LateSend = struct {
     /// Whether the send found the waiter and handed it the value (not buffered, not full).
     handed: std.atomic.Value(bool) = .init(false),
 
+    /// The runtime's table with `futexWait` replaced: any runtime's, weft's or std's.
+    vtable: Io.VTable = undefined,
+
     /// The one staged now: the vtable entry has nowhere else to find it (its userdata is the
     /// runtime's). Tests run one at a time.
     var staged: ?*LateSend = null;
 
-    const vtable: Io.VTable = blk: {
-        var table = weft_vtable;
-        table.futexWait = futexWait;
-        break :blk table;
-    };
-
-    fn ioOf(runtime_io: Io) Io {
-        return .{ .userdata = runtime_io.userdata, .vtable = &vtable };
+    fn ioOf(late: *LateSend) Io {
+        late.vtable = late.io.vtable.*;
+        late.vtable.futexWait = futexWait;
+        return .{ .userdata = late.io.userdata, .vtable = &late.vtable };
     }
 
     fn futexWait(
@@ -304,8 +304,8 @@ const LateSend = struct {
         expected: u32,
         timeout: Io.Timeout,
     ) Io.Cancelable!void {
-        return weft_vtable.futexWait(userdata, ptr, expected, timeout) catch |err| {
-            const late = staged.?;
+        const late = staged.?;
+        return late.io.vtable.futexWait(userdata, ptr, expected, timeout) catch |err| {
             if (late.canceled_waits.fetchAdd(1, .monotonic) == 0) {
                 const waiting = late.channel.waiting().receivers;
                 late.channel.trySend(late.io, late.value) catch return err; // checked below
@@ -315,8 +315,6 @@ const LateSend = struct {
         };
     }
 };
-
-const weft_vtable = @import("../std_io/vtable.zig").vtable;
 
 /// Receives by select (or by plain recv) on `late_io`, records the value, then reaches a
 /// cancelation point, where a request re-armed by the receive must surface.
@@ -343,7 +341,7 @@ test "select and recv: a value handed over before a canceled receive withdraws i
                 LateSend.staged = &late;
                 defer LateSend.staged = null;
                 var got: u32 = 0;
-                const late_io = LateSend.ioOf(io);
+                const late_io = late.ioOf();
                 const args = .{ late_io, &a, &b, by_select, &got };
                 var future = try io.concurrent(receiveThenCheck, args);
                 try waitQueued(io, &a, 0, 1);

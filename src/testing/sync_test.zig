@@ -6,9 +6,12 @@ const std = @import("std");
 const assert = std.debug.assert;
 const Io = std.Io;
 const testing = std.testing;
-const Runtime = @import("../Runtime.zig");
-const sync = @import("../sync/root.zig");
+const platform = @import("../platform.zig");
+const Runtime = @import("runtime.zig").Runtime;
+const os = @import("../os/host.zig");
+/// Task states, for the tests of weft's own futex (where std.Io.Threaded's is the kernel's).
 const task_parked = @import("parked.zig");
+const sync = @import("../sync/root.zig");
 const deadline = @import("deadline.zig");
 
 /// The future type of `function`'s result.
@@ -291,6 +294,21 @@ fn receiversWaiting(channel: *sync.Channel(u32)) bool {
     return channel.waiting().receivers > 0;
 }
 
+/// Waits until `count` tasks wait in `channel`'s queue of `side` (a state the channel reports
+/// on any Io: a waiter is queued under its lock before it parks).
+fn waitChannelWaiters(
+    io: Io,
+    channel: *sync.Channel(u32),
+    comptime side: enum { senders, receivers },
+    count: u32,
+) !void {
+    var polls: u32 = 0;
+    while (@field(channel.waiting(), @tagName(side)) != count) : (polls += 1) {
+        if (polls == 100_000) return error.StateNeverReached;
+        try io.sleep(.fromMicroseconds(20), .awake);
+    }
+}
+
 test "Channel: close lets receivers drain, then Closed; blocked senders get Closed" {
     try withRuntime(struct {
         fn body(io: Io) !void {
@@ -371,9 +389,9 @@ test "Channel: close wakes every blocked receiver, and every blocked sender, wit
             var empty: sync.Channel(u32) = .init(&empty_buffer);
             var receivers_ended: std.atomic.Value(u32) = .init(0);
             var receivers: [3]FutureOf(receiverCounted) = undefined;
-            for (&receivers) |*receiver| {
+            for (&receivers, 1..) |*receiver, parked| {
                 receiver.* = try io.concurrent(receiverCounted, .{ io, &empty, &receivers_ended });
-                try task_parked.waitParked(io, receiver, .cancelable);
+                try waitChannelWaiters(io, &empty, .receivers, @intCast(parked));
             }
             empty.close(io);
             try expectAllEnded(io, &receivers_ended, &receivers, "receivers");
@@ -387,7 +405,7 @@ test "Channel: close wakes every blocked receiver, and every blocked sender, wit
             for (&senders, 0..) |*sender, value| {
                 const args = .{ io, &full, @as(u32, @intCast(value)), &senders_ended };
                 sender.* = try io.concurrent(senderCounted, args);
-                try task_parked.waitParked(io, sender, .cancelable);
+                try waitChannelWaiters(io, &full, .senders, @intCast(value + 1));
             }
             full.close(io);
             try expectAllEnded(io, &senders_ended, &senders, "senders");
@@ -1556,6 +1574,7 @@ fn futexWaiter(io: Io, word: *const u32, returned: *std.atomic.Value(u32)) Io.Ca
 }
 
 test "futex: a wake of one wakes the oldest waiter only; the next stays parked" {
+    if (!platform.fibers) return os.skipTest(@src(), "weft's futex: std.Io.Threaded's is the OS's");
     try withRuntime(struct {
         fn body(io: Io) !void {
             var word: u32 = 0;
