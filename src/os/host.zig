@@ -242,7 +242,11 @@ const portable = struct {
                 limit.cur = limit.max;
             } else |_| {}
         }
-        return .{ .soft = limit.cur, .hard = limit.max };
+        // FreeBSD's rlim_t is signed (its infinity is maxInt(i64)); no limit is negative.
+        return .{
+            .soft = std.math.cast(u64, limit.cur) orelse 0,
+            .hard = std.math.cast(u64, limit.max) orelse 0,
+        };
     }
 
     fn refuse(increment: u8) bool {
