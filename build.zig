@@ -539,10 +539,11 @@ fn sortNames(names: [][]const u8) void {
 }
 
 /// Names (without `.zig`) of the Zig files directly inside `sub_path`, sorted.
-/// The examples that need Linux for now: those that serve with `weft.Server` (a compile
-/// error says so elsewhere) and the demo (the benchmarks' harness, Linux's). `examples`
-/// leaves them out off Linux and builds every other one there.
-const linux_examples = [_][]const u8{ "serve", "http_hello", "observe", "sim", "demo" };
+/// The examples that need Linux: weft-serve (the benchmarks' server: its defaults are the
+/// fiber runtime's `SO_REUSEPORT` listeners and signals), observe (a stall and a task dump,
+/// the fiber runtime's) and the demo (the benchmarks' harness, Linux's). `examples` leaves
+/// them out off Linux and builds every other one there.
+const linux_examples = [_][]const u8{ "serve", "observe", "demo" };
 
 fn buildsOn(target: std.Build.ResolvedTarget, name: []const u8) bool {
     if (target.result.os.tag == .linux) return true;

@@ -16,6 +16,10 @@ test {
     _ = @import("testing/lane_test.zig");
     _ = @import("testing/registry_test.zig");
     _ = @import("testing/select_test.zig");
+    _ = @import("testing/server_shapes_test.zig");
+    _ = @import("testing/sim_disk_test.zig");
+    _ = @import("testing/sim_net_test.zig");
+    _ = @import("testing/sim_sync_test.zig");
     _ = @import("testing/sim_test.zig");
     _ = @import("testing/sync_test.zig");
 }

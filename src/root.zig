@@ -16,11 +16,9 @@ const platform = @import("platform.zig");
 /// Linux (and on Linux built with `-Dbackend=threaded`) the same API over `std.Io.Threaded`.
 pub const Runtime = if (platform.fibers) @import("Runtime.zig") else @import("ThreadedRuntime.zig");
 /// One connection handler served `.single`, `.threaded` or `.forked`; `Server.http` serves
-/// HTTP/1.1 with std.http.Server.
-pub const Server = if (platform.fibers_supported)
-    @import("server/Server.zig")
-else
-    @compileError("weft.Server runs on Linux only for now (see the README's platform table)");
+/// HTTP/1.1 with std.http.Server. On the threaded runtime (off Linux) `.single` and
+/// `.threaded` with a shared listener.
+pub const Server = @import("server/Server.zig");
 /// Fiber-aware sync primitives and channels (Notify, Oneshot, Channel, ...).
 pub const sync = @import("sync/root.zig");
 /// A bounded pool of OS threads for blocking calls (and `Lane.Sharded`).
@@ -202,6 +200,7 @@ test {
     _ = @import("testing/runtime_test.zig");
     _ = @import("testing/scheduler_test.zig");
     _ = @import("testing/select_test.zig");
+    _ = @import("testing/server_shapes_test.zig");
     _ = @import("testing/server_stop_test.zig");
     _ = @import("testing/server_test.zig");
     _ = @import("testing/sim_disk_test.zig");

@@ -19,7 +19,7 @@ const BufferPool = @This();
 const std = @import("std");
 const assert = std.debug.assert;
 const config = @import("../config.zig");
-const os = @import("../os/linux.zig");
+const os = @import("../os/host.zig");
 const SpinLock = @import("../os/SpinLock.zig");
 
 /// Guards every field: taken by connection tasks on any executor and by the reaper, for a

@@ -44,10 +44,16 @@ const net = Io.net;
 const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const config = @import("../config.zig");
+const platform = @import("../platform.zig");
 const os = @import("../os/linux.zig");
+const host = @import("../os/host.zig");
 const memory_limits = @import("../os/memory_limits.zig");
 const socket = @import("../net/socket.zig");
-const Runtime = @import("../Runtime.zig");
+/// weft.Runtime as root.zig chooses it (src/platform.zig): each worker runs one.
+const Runtime = if (platform.fibers)
+    @import("../Runtime.zig")
+else
+    @import("../ThreadedRuntime.zig");
 const Worker = @import("Worker.zig");
 const LiveTasks = @import("../sched/LiveTasks.zig");
 pub const http = @import("http.zig");
@@ -62,10 +68,12 @@ options: Options,
 /// The bound address (the port resolved when `options.address` asked for port 0).
 address: net.IpAddress,
 /// One listener per worker for `.threaded` with `.reuse_port`, one shared listener otherwise.
-listener_fds: [config.server_workers_max]socket.fd_t = undefined,
+listener_fds: [config.server_workers_max]net.Socket.Handle = undefined,
 listener_count: u32 = 0,
 /// Set by `stop`; read by the forked supervisor's loop.
 stopping: std.atomic.Value(bool) = .init(false),
+/// The threaded runtime's workers wait on it (`Worker.Stop.word`): 1 once `stop` was called.
+stop_word: std.atomic.Value(u32) = .init(0),
 
 pub const Shape = union(enum) {
     single,
@@ -82,7 +90,9 @@ pub const Shape = union(enum) {
     }
 };
 
-/// How the workers of `.threaded` get their connections.
+/// How the workers of `.threaded` get their connections. On the threaded runtime (off Linux,
+/// and with `-Dbackend=threaded`) only `.shared` holds, the default there: `SO_REUSEPORT`
+/// spreads connections over a group on Linux only.
 ///
 /// The default, `.reuse_port`, had the better keep-alive median over 19 interleaved runs of
 /// `bench/http.sh weft-threaded2 weft-threaded2-shared` on the 2-core test machine (wrk -c50:
@@ -105,7 +115,7 @@ pub const Options = struct {
     shape: Shape = .single,
     /// `.threaded` only (`.single` has one listener; `.forked` always shares one, see
     /// `supervisor.zig`).
-    listeners: Listeners = .reuse_port,
+    listeners: Listeners = if (platform.fibers) .reuse_port else .shared,
     /// Per worker.
     connections_max: u32 = config.server_connections_max_default,
     /// What a worker with `connections_max` open does with a new connection: by default it
@@ -129,6 +139,7 @@ pub const Options = struct {
     drain_idle_grace_ns: u64 = config.server_drain_idle_grace_ns_default,
     /// `.single`/`.threaded`: SIGINT and SIGTERM call `stop` while `run` runs (one server per
     /// process). The forked supervisor always handles them, and each forked worker its own.
+    /// Linux only for now (`error.InvalidOptions` elsewhere).
     stop_on_signals: bool = false,
     runtime: Runtime.Options = .{},
 };
@@ -167,7 +178,7 @@ pub const Report = struct {
         exited: u8,
         /// Killed by this signal: SIGABRT for a panic or an abort, SIGKILL from the
         /// supervisor at the drain deadline or from elsewhere, SIGSEGV for a fault.
-        signalled: linux.SIG,
+        signalled: Signal,
         /// Reaped by another (the program set SIGCHLD to SIG_IGN): how it ended is unknown.
         lost,
 
@@ -185,7 +196,7 @@ pub const Report = struct {
                 .none => try writer.writeAll("not ended"),
                 .exited => |status| try writer.print("exited with status {d}", .{status}),
                 .signalled => |sig| try writer.print("killed by signal SIG{s} ({d})", .{
-                    std.enums.tagName(linux.SIG, sig) orelse "?", @intFromEnum(sig),
+                    std.enums.tagName(Signal, sig) orelse "?", @intFromEnum(sig),
                 }),
                 .lost => try writer.writeAll("exited (status lost: reaped elsewhere)"),
             }
@@ -203,13 +214,18 @@ pub const Report = struct {
     };
 };
 
+/// A signal, by Linux's names where `.forked` runs (elsewhere no worker process is forked, so
+/// no exit is `.signalled`).
+const Signal = if (builtin.os.tag == .linux) linux.SIG else enum(u32) { _ };
+
 /// Workers at most (`Shape`).
 pub const workers_max = config.server_workers_max;
 /// The listen backlog: connections the kernel queues before `accept` takes them.
 pub const backlog = config.server_backlog;
 
 pub const InitError = error{
-    /// No workers, more than `workers_max`, `connections_max` or a timeout of 0.
+    /// No workers, more than `workers_max`, `connections_max` or a timeout of 0; on the
+    /// threaded runtime, a shape or option only the fiber runtime has (`threaded_refused`).
     InvalidOptions,
     /// Another socket listens on the address (with or without `SO_REUSEPORT`).
     AddressInUse,
@@ -226,7 +242,13 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Server {
     const workers = options.shape.workers();
     if (workers == 0 or workers > config.server_workers_max) return error.InvalidOptions;
     try validateLimits(options);
+    if (!platform.fibers) try refuseOffFibers(options);
     var server: Server = .{ .gpa = gpa, .options = options, .address = options.address };
+    if (!platform.fibers) {
+        server.listener_fds[0] = try openListenerStd(&server.address);
+        server.listener_count = 1;
+        return server;
+    }
     errdefer server.closeListeners();
     const shared = switch (options.shape) {
         .single, .forked => true,
@@ -252,6 +274,18 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Server {
     assert(server.listener_count >= 1);
     assert(server.address.getPort() != 0);
     return server;
+}
+
+/// On the threaded runtime: `error.InvalidOptions` for what only the fiber runtime's server
+/// does. `.forked` (its supervisor is built on Linux's process calls), `.reuse_port`
+/// listeners (a balanced `SO_REUSEPORT` group is Linux's), and `stop_on_signals` off Linux.
+fn refuseOffFibers(options: Options) error{InvalidOptions}!void {
+    switch (options.shape) {
+        .single => {},
+        .threaded => if (options.listeners == .reuse_port) return error.InvalidOptions,
+        .forked => return error.InvalidOptions,
+    }
+    if (options.stop_on_signals and !platform.fibers_supported) return error.InvalidOptions;
 }
 
 /// `error.InvalidOptions` unless the connection bound and every timeout are usable.
@@ -288,7 +322,7 @@ pub fn serve(
     var worker: Worker = undefined;
     try worker.init(gpa, io, listener.socket, handler, server.limits());
     defer worker.deinit(gpa);
-    return .{ .workers = try worker.run(null) };
+    return .{ .workers = try worker.run(.listener_shutdown) };
 }
 
 /// Closes the listeners. Call after `run` returned.
@@ -298,7 +332,14 @@ pub fn deinit(server: *Server) void {
 }
 
 fn closeListeners(server: *Server) void {
-    for (server.listener_fds[0..server.listener_count]) |fd| os.closeFd(fd);
+    for (server.listener_fds[0..server.listener_count]) |fd| {
+        if (platform.fibers) {
+            os.closeFd(fd);
+        } else {
+            const listener: net.Socket = .{ .handle = fd, .address = server.address };
+            listener.close(Io.Threaded.global_single_threaded.io());
+        }
+    }
     server.listener_count = 0;
 }
 
@@ -307,10 +348,16 @@ pub fn port(server: *const Server) u16 {
 }
 
 /// Stops accepting in every worker; each then drains. Returns at once. Thread-safe and
-/// async-signal-safe (an atomic store and `shutdown(2)` calls), so a signal handler may call
-/// it. Calling it more than once is harmless.
+/// async-signal-safe (atomic stores and `shutdown(2)` calls, or on the threaded runtime a
+/// futex wake), so a signal handler may call it. Calling it more than once is harmless.
 pub fn stop(server: *Server) void {
     server.stopping.store(true, .release); // pairs with the acquire load in the supervisor
+    if (!platform.fibers) {
+        // Each worker's waiter on the word cancels its accept (`Worker.Stop.word`).
+        server.stop_word.store(1, .release);
+        host.futexWake(&server.stop_word, std.math.maxInt(u32));
+        return;
+    }
     for (server.listener_fds[0..server.listener_count]) |fd| {
         // ENOTCONN after the first call; nothing else can fail on a listener we own.
         _ = linux.shutdown(fd, linux.SHUT.RDWR);
@@ -336,7 +383,8 @@ pub fn run(server: *Server, handler: Handler) RunError!Report {
     return switch (server.options.shape) {
         .single => server.runSingle(handler),
         .threaded => server.runThreaded(handler),
-        .forked => supervisor.run(server, handler, serveOn),
+        // Refused by `init` on the threaded runtime (`refuseOffFibers`).
+        .forked => if (platform.fibers) supervisor.run(server, handler, serveOn) else unreachable,
     };
 }
 
@@ -349,14 +397,14 @@ fn runSingle(server: *Server, handler: Handler) RunError!Report {
 
 /// Runs worker `index` on a new runtime on the calling thread, over its own listener or the
 /// shared one, until `stop` or, when `stop_fd` (an eventfd) is not null, until it is
-/// signalled (`Worker.run`). Every error is a start failure, logged here (where it happens,
-/// so that the address space in use is the failing worker's), so that each shape logs it
-/// alike.
+/// signalled (`Worker.run`, `Worker.Stop`). Every error is a start failure, logged here
+/// (where it happens, so that the address space in use is the failing worker's), so that
+/// each shape logs it alike.
 fn serveOn(
     server: *Server,
     index: u32,
     handler: Handler,
-    stop_fd: ?linux.fd_t,
+    stop_fd: ?std.posix.fd_t,
 ) RunError!Worker.Report {
     assert(index < server.options.shape.workers());
     assert(server.listener_count == 1 or server.listener_count == server.options.shape.workers());
@@ -379,7 +427,13 @@ fn serveOn(
         return startFailed(index, err, runtime_options);
     };
     defer worker.deinit(server.gpa);
-    return worker.run(stop_fd) catch |err| switch (err) {
+    const stop_by: Worker.Stop = if (!platform.fibers)
+        .{ .word = &server.stop_word }
+    else if (stop_fd) |fd|
+        .{ .eventfd = fd }
+    else
+        .listener_shutdown;
+    return worker.run(stop_by) catch |err| switch (err) {
         error.Canceled => unreachable, // the runtime's main task is never canceled
         error.ConcurrencyUnavailable => |e| startFailed(index, e, runtime_options),
     };
@@ -398,6 +452,8 @@ fn startFailed(index: u32, err: RunError, runtime: Runtime.Options) RunError {
 /// (`Server.Options.runtime`).
 fn logStartFailure(index: u32, err: RunError, runtime: Runtime.Options) void {
     const log = std.log.scoped(.weft_server);
+    // The limits below are Linux's, and the task table and fiber stacks the fiber runtime's.
+    if (!platform.fibers) return log.err("worker {d} cannot start: {t}", .{ index, err });
     switch (err) {
         error.SystemResources,
         error.OutOfMemory,
@@ -500,12 +556,13 @@ fn threadMain(server: *Server, index: u32, handler: Handler, result: *ThreadResu
 /// SIGINT and SIGTERM handlers that call `stop` on one server, and the previous handlers.
 const Signals = struct {
     installed: bool = false,
-    previous: [2]linux.Sigaction = undefined,
+    previous: [2]if (platform.fibers_supported) linux.Sigaction else void = undefined,
 
     var target: std.atomic.Value(?*Server) = .init(null);
-    const signals = [2]linux.SIG{ .INT, .TERM };
+    const signals = [2]Signal{ .INT, .TERM };
 
     pub fn install(s: *Signals, server: *Server) void {
+        if (!platform.fibers_supported) unreachable; // refused by `init` (`refuseOffFibers`)
         assert(!s.installed);
         // One server per process owns the signals.
         assert(target.swap(server, .acq_rel) == null);
@@ -521,6 +578,7 @@ const Signals = struct {
     }
 
     pub fn restore(s: *Signals) void {
+        if (!platform.fibers_supported) return; // never installed there
         if (!s.installed) return;
         for (signals, &s.previous) |sig, *previous| {
             assert(linux.sigaction(sig, previous, null) == 0);
@@ -529,10 +587,35 @@ const Signals = struct {
         s.installed = false;
     }
 
-    fn onSignal(_: linux.SIG) callconv(.c) void {
+    fn onSignal(_: Signal) callconv(.c) void {
         if (target.load(.acquire)) |server| server.stop();
     }
 };
+
+/// The threaded runtime's listener, through std.Io: on every OS std.Io.Threaded's own calls
+/// make the socket that its accept then waits on. `reuse_address` (SO_REUSEADDR, on POSIX
+/// with SO_REUSEPORT): a restarted server binds while old connections sit in TIME_WAIT; the
+/// price on POSIX is that another socket of the same user setting both may join the port
+/// instead of failing with `AddressInUse` (the fiber runtime's listener sets SO_REUSEADDR
+/// alone). Windows' SO_REUSEADDR lets any socket take the port: not set there.
+fn openListenerStd(address: *net.IpAddress) InitError!net.Socket.Handle {
+    const io = Io.Threaded.global_single_threaded.io();
+    const listener = address.listen(io, .{
+        .kernel_backlog = config.server_backlog,
+        .reuse_address = builtin.os.tag != .windows,
+    }) catch |err| return switch (err) {
+        error.AddressInUse,
+        error.AddressUnavailable,
+        error.AddressFamilyUnsupported,
+        error.ProcessFdQuotaExceeded,
+        error.SystemFdQuotaExceeded,
+        error.SystemResources,
+        => |e| e,
+        else => error.Unexpected, // TCP over IPv4/6 is always there; a privileged port
+    };
+    address.* = listener.socket.address;
+    return listener.socket.handle;
+}
 
 const ListenerKind = enum { exclusive, reuse_port };
 

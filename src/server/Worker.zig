@@ -10,7 +10,8 @@
 //! already reused.
 //! `Server.stop` shuts the listener down (`shutdown(2)` wakes the pending accept with
 //! `SocketNotListening`, as std's `AcceptError` documents). A forked worker, whose listener
-//! other processes share, stops alone through an eventfd instead (`acceptUntilSignalled`).
+//! other processes share, stops alone through an eventfd instead, and a worker on the
+//! threaded runtime through a word whose waiter cancels its accept (`Stop`).
 //!
 //! Connection phases (`Connection.Phase`), owned by the connection's task:
 //!
@@ -54,7 +55,7 @@ const Io = std.Io;
 const net = Io.net;
 const assert = std.debug.assert;
 const config = @import("../config.zig");
-const os = @import("../os/linux.zig");
+const platform = @import("../platform.zig");
 const SpinLock = @import("../os/SpinLock.zig");
 const Metrics = @import("../Metrics.zig");
 const State = @import("../std_io/State.zig");
@@ -305,9 +306,14 @@ pub fn init(
     for (slots) |*slot| slot.* = .{ .worker = worker };
     // Lowest index on top, so that a lightly loaded worker scans few slots.
     for (free_slots, 0..) |*entry, i| entry.* = @intCast(limits.connections_max - 1 - i);
+    // Windows' accept names what it accepts (a TCP stream here); elsewhere nothing.
+    const accept_options: net.Server.AcceptOptions = if (net.Server.AcceptOptions == void)
+        {}
+    else
+        .{ .mode = .stream, .protocol = .tcp };
     worker.* = .{
         .io = io,
-        .listener = .{ .socket = listener, .options = {} },
+        .listener = .{ .socket = listener, .options = accept_options },
         .handler = handler,
         .limits = limits,
         .slots = slots,
@@ -342,49 +348,65 @@ pub const StartError = error{
 
 pub const RunError = StartError || Io.Cancelable;
 
-/// Accepts and serves until the listener is shut down (`Server.stop`) or, when `stop_fd` is
-/// not null, until that eventfd is signalled; then drains. Returns this worker's report. Runs
-/// on the runtime's executor thread. `stop_fd` is the caller's; it stays open.
+/// How a worker learns that its server stops accepting.
+pub const Stop = union(enum) {
+    /// The listener is shut down (`shutdown(2)`: Linux wakes the pending accept with
+    /// `SocketNotListening`): `Server.stop` on the fiber runtime, or the caller of `serve`.
+    listener_shutdown,
+    /// This eventfd is signalled: a forked worker, whose listener other processes share, and
+    /// `shutdown(2)` acts on the socket, not on one process's descriptor, so it would stop them
+    /// all. An eventfd because a signal handler may write one (async-signal-safe) and a task
+    /// can wait on it like any read; rejected: a `signalfd`, whose blocked signal mask every
+    /// process a handler spawns would inherit through `exec`.
+    eventfd: std.posix.fd_t,
+    /// This word turns nonzero, and its setter wakes it (a futex wake): `Server.stop` on the
+    /// threaded runtime. Its accept is std.Io.Threaded's blocking one, which a shutdown does
+    /// not wake off Linux (a BSD listener refuses `shutdown(2)`); the cancel of its task does,
+    /// on every OS (std.Io's contract for a cancelation point).
+    word: *const std.atomic.Value(u32),
+};
+
+/// Accepts and serves until `stop` says so, then drains. Returns this worker's report. Runs
+/// on the runtime's main task. What `stop` names is the caller's; it stays valid.
 ///
 /// Fails with a `StartError` before its first accept when its own tasks cannot start: a
 /// worker that could start no connection's task would otherwise accept every connection
 /// only to close it (`Report.rejected_no_task`), looking alive while serving nothing.
-pub fn run(worker: *Worker, stop_fd: ?std.posix.fd_t) RunError!Report {
+pub fn run(worker: *Worker, stop: Stop) RunError!Report {
     const io = worker.io;
     // A task like a connection's: when it cannot start, neither could they.
     var reaper = try io.concurrent(reap, .{worker});
     defer reaper.cancel(io) catch {};
     // `weft.Metrics` of the runtime reports this worker while it runs (after the drain, too).
-    const state = State.of(io);
+    const state = if (platform.fibers) State.of(io) else null;
     if (state) |s| s.attachServer(.{ .context = worker, .readFn = readFigures });
     defer if (state) |s| s.detachServer();
     // Canceled or not, the connections are drained before the worker's memory goes.
-    const accepted = if (stop_fd) |fd| worker.acceptUntilSignalled(fd) else worker.acceptLoop();
+    const accepted = switch (stop) {
+        .listener_shutdown => worker.acceptLoop(),
+        .eventfd, .word => worker.acceptUntilSignalled(stop),
+    };
     worker.drain();
     assert(worker.free_count == worker.limits.connections_max);
     try accepted;
     return worker.report;
 }
 
-/// `acceptLoop` until `stop_fd` is signalled (or the listener is shut down), for a forked
-/// worker: its listener is shared with the other workers' processes, and `shutdown(2)` acts
-/// on the socket, not on one process's descriptor, so it would stop them all. The accept
-/// loop and a task reading the eventfd run side by side; whichever ends first cancels the
-/// other (a canceled accept returns `error.Canceled` on both backends; one it completed
-/// despite the cancel still hands its connection to `startConnection`). An eventfd because
-/// a signal handler may write one (async-signal-safe) and a task can wait on it like any
-/// read; rejected: a `signalfd`, whose blocked signal mask every process a handler spawns
-/// would inherit through `exec`.
+/// `acceptLoop` until `stop` (an eventfd or a word, `Stop`) is signalled, or the listener is
+/// shut down. The accept loop and a task waiting for the signal run side by side; whichever
+/// ends first cancels the other (a canceled accept returns `error.Canceled` on every
+/// runtime; one it completed despite the cancel still hands its connection to
+/// `startConnection`).
 ///
 /// A task that cannot start fails it with `error.ConcurrencyUnavailable`, before any accept.
-/// Rejected: accepting on the calling task with the eventfd unread, a worker that only its
+/// Rejected: accepting on the calling task with the signal unwatched, a worker that only its
 /// supervisor's SIGKILL, after the drain deadline, would stop.
-fn acceptUntilSignalled(worker: *Worker, stop_fd: std.posix.fd_t) RunError!void {
+fn acceptUntilSignalled(worker: *Worker, stop: Stop) RunError!void {
     const io = worker.io;
     const Ended = union(enum) { accept: Io.Cancelable!void, signalled: Io.Cancelable!void };
     var buffer: [2]Ended = undefined;
     var select: Io.Select(Ended) = .init(io, &buffer);
-    try select.concurrent(.signalled, awaitSignalled, .{ io, stop_fd });
+    try select.concurrent(.signalled, awaitSignalled, .{ io, stop });
     select.concurrent(.accept, acceptLoop, .{worker}) catch |err| {
         select.cancelDiscard();
         return err;
@@ -401,9 +423,18 @@ fn acceptUntilSignalled(worker: *Worker, stop_fd: std.posix.fd_t) RunError!void 
     };
 }
 
+/// Returns once `stop` is signalled. Cancelation point.
+fn awaitSignalled(io: Io, stop: Stop) Io.Cancelable!void {
+    switch (stop) {
+        .listener_shutdown => unreachable, // `acceptLoop` alone sees it
+        .eventfd => |fd| return awaitEventFd(io, fd),
+        .word => |word| while (word.load(.acquire) == 0) try io.futexWait(u32, &word.raw, 0),
+    }
+}
+
 /// Returns once `stop_fd` (an eventfd, blocking: io_uring completes a read of a non-blocking
 /// one with `EAGAIN` instead of waiting) is signalled. Cancelation point.
-fn awaitSignalled(io: Io, stop_fd: std.posix.fd_t) Io.Cancelable!void {
+fn awaitEventFd(io: Io, stop_fd: std.posix.fd_t) Io.Cancelable!void {
     const file: Io.File = .{ .handle = stop_fd, .flags = .{ .nonblocking = false } };
     var counter: [@sizeOf(u64)]u8 = undefined;
     _ = file.readStreaming(io, &.{&counter}) catch |err| switch (err) {

@@ -25,7 +25,12 @@ const config = @import("../config.zig");
 const Worker = @import("Worker.zig");
 const head = @import("http/head.zig");
 const Body = @import("http/Body.zig");
-const Runtime = @import("../Runtime.zig");
+const platform = @import("../platform.zig");
+/// weft.Runtime as root.zig chooses it (src/platform.zig), for its metrics.
+const Runtime = if (platform.fibers)
+    @import("../Runtime.zig")
+else
+    @import("../ThreadedRuntime.zig");
 
 pub const Request = std.http.Server.Request;
 pub const RespondError = Request.ExpectContinueError;

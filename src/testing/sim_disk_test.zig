@@ -8,6 +8,7 @@ const File = Io.File;
 const testing = std.testing;
 const Sim = @import("../sim/Sim.zig");
 const sim_test = @import("sim_test.zig");
+const wine = @import("wine.zig");
 
 /// Writes `label: ok` or `label: ErrorName` to `log`.
 fn note(log: *Io.Writer, label: []const u8, result: anytype) void {
@@ -337,6 +338,7 @@ fn exerciseSimulated(io: Io, log: *Io.Writer) !void {
 
 test "sim disk: std's file and directory calls give the real file system's results" {
     try sim_test.skipInExecutorRuns();
+    try wine.skipUnderWine(.delete_file, @src()); // a real temporary directory
     // The disk lists a directory in the order its entries were made, a real one in its own
     // order: the listing's lines are compared sorted.
     var real_log_buffer: [64 * 1024]u8 = undefined;
@@ -899,6 +901,7 @@ fn readFixtureAgain(io: Io) !void {
 
 test "sim disk: a real directory tree copied in is there, durable, for the run" {
     try sim_test.skipInExecutorRuns();
+    try wine.skipUnderWine(.delete_file, @src()); // a real temporary directory
     const real = testing.io;
     var tmp = testing.tmpDir(.{ .iterate = true });
     defer tmp.cleanup();

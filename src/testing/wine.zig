@@ -11,11 +11,16 @@ pub const Limitation = enum {
     /// NtSetInformationFile's FileDispositionInformationEx is NOT_IMPLEMENTED: std's
     /// `deleteFile` fails, so a test's temporary directory cannot be cleaned up.
     delete_file,
+    /// The AFD ioctls behind std's Windows sockets (bind, socket options) are not there:
+    /// std's `listen` fails, so nothing can serve over loopback.
+    afd_sockets,
 
     fn reason(limitation: Limitation) []const u8 {
         return switch (limitation) {
             .delete_file => "Wine: no FileDispositionInformationEx, so std's deleteFile " ++
                 "fails with NOT_IMPLEMENTED (tools/wine/delete_file.zig)",
+            .afd_sockets => "Wine: no AFD bind ioctl, so std's listen fails with " ++
+                "BAD_DEVICE_TYPE (tools/wine/listen.zig)",
         };
     }
 };

@@ -1,0 +1,186 @@
+//! weft.Server's shapes that run on every runtime, `.single` and `.threaded` with a shared
+//! listener, on the runtime this build has: the fiber runtime on Linux (where server_test.zig
+//! tests every shape in depth), the threaded one on other OSes and with `-Dbackend=threaded`
+//! (`./zigw build test-threaded`), where `stop` cancels each worker's accept through a word
+//! (`Worker.Stop.word`) instead of shutting the listener down.
+//!
+//! The client is a plain std.Io.Threaded of the test's own, over loopback. Bounded: `finish`
+//! panics if `run` has not returned within `stop_limit_ns` of `stop` (a stop that never ends
+//! fails by name, not at the runner's limit); the server's drain timeout bounds a client's
+//! wait for a close. Under Wine these skip: std's Windows sockets need AFD ioctls Wine lacks.
+const std = @import("std");
+const Io = std.Io;
+const net = Io.net;
+const testing = std.testing;
+const platform = @import("../platform.zig");
+const Server = @import("../server/Server.zig");
+const os = @import("../os/host.zig");
+const wine = @import("wine.zig");
+
+const hello = Server.http.Fixed("Hello World");
+const request_get = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+const response_body = "Hello World";
+/// Far above what a stop takes (milliseconds past the drain): a hang guard.
+const stop_limit_ns = 10 * std.time.ns_per_s;
+
+/// A server running `run` on a thread of its own until `finish`.
+const Running = struct {
+    server: Server,
+    thread: std.Thread = undefined,
+    result: Server.RunError!Server.Report = error.WorkerStartFailed,
+    /// 1 once `run` returned and `result` is written (release).
+    done: std.atomic.Value(u32) = .init(0),
+
+    fn start(running: *Running, options: Server.Options) !void {
+        running.* = .{ .server = try Server.init(testing.allocator, options) };
+        errdefer running.server.deinit();
+        running.thread = try std.Thread.spawn(.{}, main, .{running});
+    }
+
+    fn main(running: *Running) void {
+        running.result = running.server.run(Server.http.handler(&hello.http_handler));
+        running.done.store(1, .release);
+        os.futexWake(&running.done, 1);
+    }
+
+    fn address(running: *const Running) net.IpAddress {
+        return .{ .ip4 = .loopback(running.server.port()) };
+    }
+
+    /// Stops the server and returns its report; panics if `run` does not return in time.
+    fn finish(running: *Running) !Server.Report {
+        running.server.stop();
+        const start_ns = os.monotonicNs();
+        while (running.done.load(.acquire) == 0) {
+            const waited_ns = os.monotonicNs() - start_ns;
+            if (waited_ns >= stop_limit_ns) std.debug.panic("server: run did not return " ++
+                "within {d} s of stop", .{stop_limit_ns / std.time.ns_per_s});
+            os.futexWait(&running.done, 0, stop_limit_ns - waited_ns);
+        }
+        running.thread.join();
+        defer running.server.deinit();
+        return running.result;
+    }
+};
+
+/// A keep-alive client connection over the test's own std.Io.Threaded.
+const Client = struct {
+    stream: net.Stream,
+    reader: net.Stream.Reader,
+    writer: net.Stream.Writer,
+    read_buffer: [1024]u8 = undefined,
+    write_buffer: [256]u8 = undefined,
+
+    fn connect(client: *Client, io: Io, address: net.IpAddress) !void {
+        client.stream = try address.connect(io, .{ .mode = .stream });
+        client.reader = client.stream.reader(io, &client.read_buffer);
+        client.writer = client.stream.writer(io, &client.write_buffer);
+    }
+
+    /// Sends a GET and reads its response through the body (`Content-Length: 11`).
+    fn get(client: *Client) !void {
+        try client.writer.interface.writeAll(request_get);
+        try client.writer.interface.flush();
+        const in = &client.reader.interface;
+        const status = try in.takeDelimiterInclusive('\n');
+        try testing.expect(std.mem.startsWith(u8, status, "HTTP/1.1 200"));
+        while (true) {
+            const line = try in.takeDelimiterInclusive('\n');
+            if (std.mem.eql(u8, line, "\r\n")) break;
+        }
+        try testing.expectEqualStrings(response_body, try in.take(response_body.len));
+    }
+
+    /// Whether the server closed the connection: a read returns the end of the stream.
+    fn expectClosed(client: *Client) !void {
+        try testing.expectError(error.EndOfStream, client.reader.interface.takeByte());
+    }
+
+    fn close(client: *Client, io: Io) void {
+        client.stream.close(io);
+    }
+};
+
+test "server shapes: .single serves keep-alive requests and stops on stop" {
+    try wine.skipUnderWine(.afd_sockets, @src());
+    var client_io: Io.Threaded = .init(testing.allocator, .{});
+    defer client_io.deinit();
+    const io = client_io.io();
+    var running: Running = undefined;
+    try running.start(.{ .address = .{ .ip4 = .loopback(0) } });
+    var clients: [2]Client = undefined;
+    for (&clients) |*client| try client.connect(io, running.address());
+    for (0..3) |_| for (&clients) |*client| try client.get();
+    for (&clients) |*client| client.close(io);
+    const report = try running.finish();
+    try testing.expectEqual(@as(u64, 2), report.workers.accepted);
+    try testing.expectEqual(@as(u64, 6), report.workers.requests);
+}
+
+test "server shapes: .threaded workers share one listener; stop ends every worker" {
+    try wine.skipUnderWine(.afd_sockets, @src());
+    var client_io: Io.Threaded = .init(testing.allocator, .{});
+    defer client_io.deinit();
+    const io = client_io.io();
+    var running: Running = undefined;
+    try running.start(.{
+        .address = .{ .ip4 = .loopback(0) },
+        .shape = .{ .threaded = 2 },
+        .listeners = .shared,
+    });
+    var clients: [4]Client = undefined;
+    for (&clients) |*client| try client.connect(io, running.address());
+    for (0..2) |_| for (&clients) |*client| try client.get();
+    for (&clients) |*client| client.close(io);
+    const report = try running.finish();
+    try testing.expectEqual(@as(u64, 4), report.workers.accepted);
+    try testing.expectEqual(@as(u64, 8), report.workers.requests);
+}
+
+test "server shapes: a stop closes an idle keep-alive connection at the drain" {
+    try wine.skipUnderWine(.afd_sockets, @src());
+    var client_io: Io.Threaded = .init(testing.allocator, .{});
+    defer client_io.deinit();
+    const io = client_io.io();
+    var running: Running = undefined;
+    try running.start(.{
+        .address = .{ .ip4 = .loopback(0) },
+        .drain_timeout_ns = 2 * std.time.ns_per_s,
+        .drain_idle_grace_ns = 50 * std.time.ns_per_ms,
+    });
+    var client: Client = undefined;
+    try client.connect(io, running.address());
+    defer client.close(io);
+    try client.get();
+    const report = try running.finish();
+    try client.expectClosed();
+    try testing.expectEqual(@as(u64, 1), report.workers.requests);
+    try testing.expectEqual(@as(u64, 1), report.workers.closed_idle_at_drain);
+}
+
+test "server shapes: on the threaded runtime, the fiber runtime's shapes are InvalidOptions" {
+    if (platform.fibers) return os.skipTest(@src(), "the fiber runtime serves every shape");
+    const address: net.IpAddress = .{ .ip4 = .loopback(0) };
+    try testing.expectError(
+        error.InvalidOptions,
+        Server.init(testing.allocator, .{ .address = address, .shape = .{ .forked = 2 } }),
+    );
+    try testing.expectError(error.InvalidOptions, Server.init(testing.allocator, .{
+        .address = address,
+        .shape = .{ .threaded = 2 },
+        .listeners = .reuse_port,
+    }));
+    if (!platform.fibers_supported) {
+        try testing.expectError(
+            error.InvalidOptions,
+            Server.init(testing.allocator, .{ .address = address, .stop_on_signals = true }),
+        );
+    }
+    // The default listeners there are the shared one: a default `.threaded` shape listens.
+    try wine.skipUnderWine(.afd_sockets, @src());
+    var server = try Server.init(testing.allocator, .{
+        .address = address,
+        .shape = .{ .threaded = 2 },
+    });
+    server.deinit();
+}
