@@ -158,6 +158,7 @@ test {
     _ = @import("sched/futex.zig");
     _ = @import("sched/overflow.zig");
     _ = @import("server/BufferPool.zig");
+    _ = @import("server/Server.zig");
     _ = @import("server/http/Body.zig");
     _ = @import("server/http/head.zig");
     _ = @import("sim/Disk.zig");

@@ -138,8 +138,8 @@ pub const Options = struct {
     /// `Connection: close` (at most half of `drain_timeout_ns` is used); 0 shuts them at once.
     drain_idle_grace_ns: u64 = config.server_drain_idle_grace_ns_default,
     /// `.single`/`.threaded`: SIGINT and SIGTERM call `stop` while `run` runs (one server per
-    /// process). The forked supervisor always handles them, and each forked worker its own.
-    /// Linux only for now (`error.InvalidOptions` elsewhere).
+    /// process); on Windows, Ctrl+C, Ctrl+Break, the console's close and the system's
+    /// shutdown. The forked supervisor always handles them, and each forked worker its own.
     stop_on_signals: bool = false,
     runtime: Runtime.Options = .{},
 };
@@ -277,15 +277,14 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!Server {
 }
 
 /// On the threaded runtime: `error.InvalidOptions` for what only the fiber runtime's server
-/// does. `.forked` (its supervisor is built on Linux's process calls), `.reuse_port`
-/// listeners (a balanced `SO_REUSEPORT` group is Linux's), and `stop_on_signals` off Linux.
+/// does: `.forked` (its supervisor is built on Linux's process calls) and `.reuse_port`
+/// listeners (a balanced `SO_REUSEPORT` group is Linux's).
 fn refuseOffFibers(options: Options) error{InvalidOptions}!void {
     switch (options.shape) {
         .single => {},
         .threaded => if (options.listeners == .reuse_port) return error.InvalidOptions,
         .forked => return error.InvalidOptions,
     }
-    if (options.stop_on_signals and !platform.fibers_supported) return error.InvalidOptions;
 }
 
 /// `error.InvalidOptions` unless the connection bound and every timeout are usable.
@@ -553,44 +552,102 @@ fn threadMain(server: *Server, index: u32, handler: Handler, result: *ThreadResu
     };
 }
 
-/// SIGINT and SIGTERM handlers that call `stop` on one server, and the previous handlers.
+/// SIGINT and SIGTERM handlers that call `stop` on one server, and the previous handlers. On
+/// Windows, which has no such signals, a console control handler does the same for Ctrl+C,
+/// Ctrl+Break, the console's close and the system's shutdown (it runs on a thread of its own,
+/// where `stop`'s futex wake is allowed).
 const Signals = struct {
     installed: bool = false,
-    previous: [2]if (platform.fibers_supported) linux.Sigaction else void = undefined,
+    previous: [2]if (is_windows) void else std.posix.Sigaction = undefined,
 
     var target: std.atomic.Value(?*Server) = .init(null);
-    const signals = [2]Signal{ .INT, .TERM };
+    const is_windows = builtin.os.tag == .windows;
+    const signals = if (is_windows) {} else [2]std.posix.SIG{ .INT, .TERM };
 
     pub fn install(s: *Signals, server: *Server) void {
-        if (!platform.fibers_supported) unreachable; // refused by `init` (`refuseOffFibers`)
         assert(!s.installed);
         // One server per process owns the signals.
         assert(target.swap(server, .acq_rel) == null);
-        const action: linux.Sigaction = .{
-            .handler = .{ .handler = &onSignal },
-            .mask = linux.sigemptyset(),
-            .flags = linux.SA.RESTART,
-        };
-        for (signals, &s.previous) |sig, *previous| {
-            assert(linux.sigaction(sig, &action, previous) == 0);
+        if (is_windows) {
+            // Fails only for a handler that is not a function, or too many of them.
+            if (!SetConsoleCtrlHandler(&onConsoleEvent, .TRUE).toBool()) {
+                std.log.scoped(.weft_server).err("cannot handle Ctrl+C: {t}; stop it by " ++
+                    "`stop` alone", .{std.os.windows.GetLastError()});
+                assert(target.swap(null, .acq_rel) == server);
+                return;
+            }
+        } else {
+            const action: std.posix.Sigaction = .{
+                .handler = .{ .handler = &onSignal },
+                .mask = std.posix.sigemptyset(),
+                .flags = std.posix.SA.RESTART,
+            };
+            for (signals, &s.previous) |sig, *previous| std.posix.sigaction(sig, &action, previous);
         }
         s.installed = true;
     }
 
     pub fn restore(s: *Signals) void {
-        if (!platform.fibers_supported) return; // never installed there
         if (!s.installed) return;
-        for (signals, &s.previous) |sig, *previous| {
-            assert(linux.sigaction(sig, previous, null) == 0);
+        if (is_windows) {
+            assert(SetConsoleCtrlHandler(&onConsoleEvent, .FALSE).toBool()); // installed above
+        } else {
+            for (signals, &s.previous) |sig, *previous| std.posix.sigaction(sig, previous, null);
         }
         assert(target.swap(null, .acq_rel) != null);
         s.installed = false;
     }
 
-    fn onSignal(_: Signal) callconv(.c) void {
+    fn onSignal(_: std.posix.SIG) callconv(.c) void {
         if (target.load(.acquire)) |server| server.stop();
     }
+
+    /// Handled (so the process goes on to drain) for the events a stop answers; the rest go to
+    /// the next handler. The close and shutdown events end the process when handlers return,
+    /// so a drain there is as long as Windows allows (5 s for a close).
+    fn onConsoleEvent(event: std.os.windows.DWORD) callconv(.winapi) std.os.windows.BOOL {
+        const ctrl_c = 0;
+        const ctrl_break = 1;
+        const ctrl_close = 2;
+        const ctrl_shutdown = 6;
+        switch (event) {
+            ctrl_c, ctrl_break, ctrl_close, ctrl_shutdown => {},
+            else => return .FALSE,
+        }
+        const server = target.load(.acquire) orelse return .FALSE;
+        server.stop();
+        return .TRUE;
+    }
+
+    extern "kernel32" fn SetConsoleCtrlHandler(
+        handler: ?*const fn (event: std.os.windows.DWORD) callconv(.winapi) std.os.windows.BOOL,
+        add: std.os.windows.BOOL,
+    ) callconv(.winapi) std.os.windows.BOOL;
 };
+
+test "Signals: SIGTERM (on Windows a console Ctrl+C) calls stop; restore puts the previous back" {
+    const address: net.IpAddress = .{ .ip4 = .loopback(0) };
+    // No listener: `stop` only marks the server stopping (and wakes nobody).
+    var server: Server = .{
+        .gpa = std.testing.allocator,
+        .options = .{ .address = address },
+        .address = address,
+    };
+    var signals: Signals = .{};
+    signals.install(&server);
+    defer signals.restore();
+    try std.testing.expect(signals.installed);
+    if (Signals.is_windows) {
+        // What the console's thread calls on Ctrl+C (generating the event would reach every
+        // process of the console, the test runner's included).
+        try std.testing.expect(Signals.onConsoleEvent(0).toBool());
+    } else {
+        try std.posix.raise(.TERM);
+    }
+    // A signal raised on this thread is handled before `raise` returns.
+    try std.testing.expect(server.stopping.load(.acquire));
+    if (!platform.fibers) try std.testing.expectEqual(@as(u32, 1), server.stop_word.load(.acquire));
+}
 
 /// The threaded runtime's listener, through std.Io: on every OS std.Io.Threaded's own calls
 /// make the socket that its accept then waits on. `reuse_address` (SO_REUSEADDR, on POSIX

@@ -170,12 +170,6 @@ test "server shapes: on the threaded runtime, the fiber runtime's shapes are Inv
         .shape = .{ .threaded = 2 },
         .listeners = .reuse_port,
     }));
-    if (!platform.fibers_supported) {
-        try testing.expectError(
-            error.InvalidOptions,
-            Server.init(testing.allocator, .{ .address = address, .stop_on_signals = true }),
-        );
-    }
     // The default listeners there are the shared one: a default `.threaded` shape listens.
     try wine.skipUnderWine(.afd_sockets, @src());
     var server = try Server.init(testing.allocator, .{
