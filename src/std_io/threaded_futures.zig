@@ -176,11 +176,7 @@ fn await(
     result: []u8,
     result_alignment: Alignment,
 ) void {
-    const future: *Future = @ptrCast(@alignCast(any_future));
-    inner.await(userdata, future.std_future, result, result_alignment);
-    // std's task has ended, so `run` is done with the future.
-    assert(future.awaiter.load(.acquire) == awaiter_finished);
-    future.destroy(threadedOf(userdata).allocator);
+    end(userdata, any_future, result, result_alignment, inner.await);
 }
 
 fn cancel(
@@ -189,8 +185,20 @@ fn cancel(
     result: []u8,
     result_alignment: Alignment,
 ) void {
+    end(userdata, any_future, result, result_alignment, inner.cancel);
+}
+
+/// std's `await` or `cancel` (`std_end`) of the future's std future, then ours freed: std's
+/// task has ended, so `run` is done with it.
+fn end(
+    userdata: ?*anyopaque,
+    any_future: *Io.AnyFuture,
+    result: []u8,
+    result_alignment: Alignment,
+    comptime std_end: @FieldType(Io.VTable, "await"),
+) void {
     const future: *Future = @ptrCast(@alignCast(any_future));
-    inner.cancel(userdata, future.std_future, result, result_alignment);
+    std_end(userdata, future.std_future, result, result_alignment);
     assert(future.awaiter.load(.acquire) == awaiter_finished);
     future.destroy(threadedOf(userdata).allocator);
 }

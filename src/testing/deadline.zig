@@ -102,67 +102,57 @@ pub fn runReporting(
     args: std.meta.ArgsTuple(@TypeOf(function)),
 ) Result(function) {
     assert(timeout_ns > 0);
-    if (!platform.fibers) return runThreaded(io, timeout_ns, out, function, args);
-    const state = State.of(io) orelse return @call(.auto, function, args);
+    // The fiber runtime calls a wait on another `Io` directly; in a threaded build every `Io`
+    // is std's, the threaded runtime's among them, and each wait is watched.
+    const state = if (platform.fibers)
+        State.of(io) orelse return @call(.auto, function, args)
+    else {};
     var done: std.atomic.Value(u32) = .init(0);
     var future = try io.concurrent(Watched(function).call, .{ io, &done, args });
     if (try waitDone(io, &future, &done, timeout_ns)) return future.await(io);
     var text: Io.Writer.Allocating = .init(std.heap.page_allocator);
     defer text.deinit();
     const report_text = out orelse &text;
-    report(io, .{ .state = state }, &report_text.writer, timeout_ns);
-    // A request, not `future.cancel`: that would block on the very wait that does not end.
-    task_io.taskOf(future.any_future.?).requestCancel();
-    const ended = try waitDone(io, &future, &done, cancel_grace_ns);
-    if (ended) {
-        assert(done.load(.acquire) == 1);
-        report_text.writer.writeAll("deadline: the wait ended when canceled\n") catch {};
-        if (out == null) std.debug.print("{s}", .{report_text.written()});
-        discard(future.await(io));
-        return error.WaiterNeverResumed;
+    if (platform.fibers) {
+        report(io, .{ .state = state }, &report_text.writer, timeout_ns);
+        // A request, not `future.cancel`: that would block on the very wait that does not end.
+        task_io.taskOf(future.any_future.?).requestCancel();
+        if (try waitDone(io, &future, &done, cancel_grace_ns)) {
+            endedWhenCanceled(report_text, out != null);
+            discard(future.await(io));
+            return error.WaiterNeverResumed;
+        }
+    } else {
+        // No task dump: the threaded runtime's tasks are the OS's threads, not weft's to list.
+        // Its only cancel request is `future.cancel`, which also awaits: a task of its own
+        // makes it, since the wait may not end.
+        writeReport(null, &report_text.writer, timeout_ns) catch {};
+        const Future = @TypeOf(future);
+        var canceler = io.concurrent(cancelFuture(Future), .{ &future, io }) catch
+            giveUp(report_text, timeout_ns);
+        if (try waitDone(io, &canceler, &done, cancel_grace_ns)) {
+            endedWhenCanceled(report_text, out != null);
+            canceler.await(io);
+            return error.WaiterNeverResumed;
+        }
     }
-    // The process ends here: the report goes to stderr, even when the caller asked for it.
-    std.debug.print("{s}", .{report_text.written()});
-    std.debug.panic("deadline: a wait did not end within {d} ms, nor within {d} ms of its " ++
-        "cancel: a waiter never resumed, and the test cannot reclaim it (task dump above)", .{
-        timeout_ns / std.time.ns_per_ms,
-        cancel_grace_ns / std.time.ns_per_ms,
-    });
+    giveUp(report_text, timeout_ns);
 }
 
-/// `runReporting` on the threaded runtime: the same watch and report, without a task dump (its
-/// tasks are the OS's threads, not weft's to list), and the cancel from a task of its own:
-/// here a cancel request is `future.cancel`, which also awaits, and the wait may not end.
-fn runThreaded(
-    io: Io,
-    timeout_ns: u64,
-    out: ?*Io.Writer.Allocating,
-    comptime function: anytype,
-    args: std.meta.ArgsTuple(@TypeOf(function)),
-) Result(function) {
-    var done: std.atomic.Value(u32) = .init(0);
-    var future = try io.concurrent(Watched(function).call, .{ io, &done, args });
-    if (try waitDone(io, &future, &done, timeout_ns)) return future.await(io);
-    var text: Io.Writer.Allocating = .init(std.heap.page_allocator);
-    defer text.deinit();
-    const report_text = out orelse &text;
-    writeReport(null, &report_text.writer, timeout_ns) catch {};
-    const Future = @TypeOf(future);
-    var canceler = io.concurrent(cancelFuture(Future), .{ &future, io }) catch |err| {
-        std.debug.print("{s}", .{report_text.written()});
-        std.debug.panic("deadline: a wait did not end within {d} ms, and no task could " ++
-            "cancel it: {t}", .{ timeout_ns / std.time.ns_per_ms, err });
-    };
-    const ended = try waitDone(io, &canceler, &done, cancel_grace_ns);
-    if (ended) {
-        report_text.writer.writeAll("deadline: the wait ended when canceled\n") catch {};
-        if (out == null) std.debug.print("{s}", .{report_text.written()});
-        canceler.await(io);
-        return error.WaiterNeverResumed;
-    }
+/// The report's end when the canceled wait ended; written to stderr unless the caller asked
+/// for the report.
+fn endedWhenCanceled(report_text: *Io.Writer.Allocating, caller_has_report: bool) void {
+    report_text.writer.writeAll("deadline: the wait ended when canceled\n") catch {};
+    if (!caller_has_report) std.debug.print("{s}", .{report_text.written()});
+}
+
+/// Ends the process: the wait did not end when canceled (or could not be canceled), so the
+/// test cannot reclaim its memory. The report goes to stderr, even when the caller asked
+/// for it.
+fn giveUp(report_text: *Io.Writer.Allocating, timeout_ns: u64) noreturn {
     std.debug.print("{s}", .{report_text.written()});
     std.debug.panic("deadline: a wait did not end within {d} ms, nor within {d} ms of its " ++
-        "cancel: a waiter never resumed, and the test cannot reclaim it", .{
+        "cancel: a waiter never resumed, and the test cannot reclaim it (report above)", .{
         timeout_ns / std.time.ns_per_ms,
         cancel_grace_ns / std.time.ns_per_ms,
     });

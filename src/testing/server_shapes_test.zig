@@ -30,6 +30,8 @@ const Running = struct {
     result: Server.RunError!Server.Report = error.WorkerStartFailed,
     /// 1 once `run` returned and `result` is written (release).
     done: std.atomic.Value(u32) = .init(0),
+    /// Set by the first `finish`, which joined the thread and closed the listener.
+    finished: bool = false,
 
     fn start(running: *Running, options: Server.Options) !void {
         running.* = .{ .server = try Server.init(testing.allocator, options) };
@@ -48,7 +50,11 @@ const Running = struct {
     }
 
     /// Stops the server and returns its report; panics if `run` does not return in time.
+    /// Once: an `errdefer` that finishes a server a failed client left running must not
+    /// finish one the test already finished.
     fn finish(running: *Running) !Server.Report {
+        if (running.finished) return running.result;
+        running.finished = true;
         running.server.stop();
         const start_ns = os.monotonicNs();
         while (running.done.load(.acquire) == 0) {
@@ -101,38 +107,45 @@ const Client = struct {
     }
 };
 
-test "server shapes: .single serves keep-alive requests and stops on stop" {
-    try wine.skipUnderWine(.afd_sockets, @src());
+/// Serves `clients_count` keep-alive connections of `requests` GETs each with `options`, then
+/// stops the server and returns its report.
+fn serveClients(
+    options: Server.Options,
+    comptime clients_count: usize,
+    requests: usize,
+) !Server.Report {
     var client_io: Io.Threaded = .init(testing.allocator, .{});
     defer client_io.deinit();
     const io = client_io.io();
     var running: Running = undefined;
-    try running.start(.{ .address = .{ .ip4 = .loopback(0) } });
-    var clients: [2]Client = undefined;
-    for (&clients) |*client| try client.connect(io, running.address());
-    for (0..3) |_| for (&clients) |*client| try client.get();
-    for (&clients) |*client| client.close(io);
-    const report = try running.finish();
+    try running.start(options);
+    // A failed client still stops the server (its error is the test's).
+    errdefer _ = running.finish() catch {};
+    var clients: [clients_count]Client = undefined;
+    var connected: usize = 0;
+    defer for (clients[0..connected]) |*client| client.close(io);
+    for (&clients) |*client| {
+        try client.connect(io, running.address());
+        connected += 1;
+    }
+    for (0..requests) |_| for (&clients) |*client| try client.get();
+    return running.finish();
+}
+
+test "server shapes: .single serves keep-alive requests and stops on stop" {
+    try wine.skipUnderWine(.afd_sockets, @src());
+    const report = try serveClients(.{ .address = .{ .ip4 = .loopback(0) } }, 2, 3);
     try testing.expectEqual(@as(u64, 2), report.workers.accepted);
     try testing.expectEqual(@as(u64, 6), report.workers.requests);
 }
 
 test "server shapes: .threaded workers share one listener; stop ends every worker" {
     try wine.skipUnderWine(.afd_sockets, @src());
-    var client_io: Io.Threaded = .init(testing.allocator, .{});
-    defer client_io.deinit();
-    const io = client_io.io();
-    var running: Running = undefined;
-    try running.start(.{
+    const report = try serveClients(.{
         .address = .{ .ip4 = .loopback(0) },
         .shape = .{ .threaded = 2 },
         .listeners = .shared,
-    });
-    var clients: [4]Client = undefined;
-    for (&clients) |*client| try client.connect(io, running.address());
-    for (0..2) |_| for (&clients) |*client| try client.get();
-    for (&clients) |*client| client.close(io);
-    const report = try running.finish();
+    }, 4, 2);
     try testing.expectEqual(@as(u64, 4), report.workers.accepted);
     try testing.expectEqual(@as(u64, 8), report.workers.requests);
 }
@@ -148,6 +161,7 @@ test "server shapes: a stop closes an idle keep-alive connection at the drain" {
         .drain_timeout_ns = 2 * std.time.ns_per_s,
         .drain_idle_grace_ns = 50 * std.time.ns_per_ms,
     });
+    errdefer _ = running.finish() catch {};
     var client: Client = undefined;
     try client.connect(io, running.address());
     defer client.close(io);
