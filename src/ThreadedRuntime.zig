@@ -142,8 +142,9 @@ pub fn metrics(rt: ThreadedRuntime) Metrics {
     return .collectLanesOnly(rt.state.started_ns, rt.state.cpu.figures());
 }
 
-/// Null: an `Io` alone does not say which runtime it belongs to here (every
-/// std.Io.Threaded's `Io` looks alike). Code that has the runtime calls `metrics()`.
+/// Null: an `Io` is not resolved to its runtime here (its userdata is std.Io.Threaded's, and
+/// only the threaded futures' VTable marks it as weft's). Code that has the runtime calls
+/// `metrics()`.
 pub fn metricsOf(io_any: Io) ?Metrics {
     _ = io_any;
     return null;

@@ -35,6 +35,12 @@
 //!
 //! Every fd weft opens is close-on-exec; a forked worker inherits the listener and nothing
 //! else from the supervisor, which holds no runtime.
+//!
+//! On the threaded runtime (every OS but Linux, and Linux with `-Dbackend=threaded`) the
+//! workers' runtimes are std.Io.Threaded's: `.single` and `.threaded` with a shared listener
+//! opened through std.Io, stopped through a word each worker's waiter watches
+//! (`Worker.Stop.word`); `.forked` and `.reuse_port` are `error.InvalidOptions` there
+//! (docs/SERVER.md, "Off Linux").
 const Server = @This();
 
 const std = @import("std");
