@@ -312,9 +312,11 @@ pub const ServeError = error{ InvalidOptions, OutOfMemory } || Worker.StartError
 /// sockets). Applies `options`' connection bound and timeouts (its address, shape,
 /// listeners, signals and runtime are `run`'s). Returns, after draining as `run` does, once
 /// the listener is shut down (`(net.Stream{ .socket = listener.socket }).shutdown(io,
-/// .both)`, what `stop` does to `run`'s listeners); if canceled, it drains and returns
-/// `error.Canceled`; if `io` cannot start the worker's own tasks, it returns
-/// `error.ConcurrencyUnavailable` before accepting. The listener stays open: it is the caller's.
+/// .both)`, what `stop` does to the fiber runtime's listeners: a pending accept wakes so on
+/// Linux and under weft.Sim, not on a BSD or Windows listener); if canceled (the way to stop
+/// it on every OS), it drains and returns `error.Canceled`; if `io` cannot start the worker's
+/// own tasks, it returns `error.ConcurrencyUnavailable` before accepting. The listener stays
+/// open: it is the caller's.
 pub fn serve(
     gpa: std.mem.Allocator,
     io: Io,

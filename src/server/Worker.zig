@@ -307,10 +307,8 @@ pub fn init(
     // Lowest index on top, so that a lightly loaded worker scans few slots.
     for (free_slots, 0..) |*entry, i| entry.* = @intCast(limits.connections_max - 1 - i);
     // Windows' accept names what it accepts (a TCP stream here); elsewhere nothing.
-    const accept_options: net.Server.AcceptOptions = if (net.Server.AcceptOptions == void)
-        {}
-    else
-        .{ .mode = .stream, .protocol = .tcp };
+    const accept_options: net.Server.AcceptOptions =
+        if (net.Server.AcceptOptions == void) {} else .{ .mode = .stream, .protocol = .tcp };
     worker.* = .{
         .io = io,
         .listener = .{ .socket = listener, .options = accept_options },
