@@ -231,7 +231,7 @@ pub const backlog = config.server_backlog;
 
 pub const InitError = error{
     /// No workers, more than `workers_max`, `connections_max` or a timeout of 0; on the
-    /// threaded runtime, a shape or option only the fiber runtime has (`threaded_refused`).
+    /// threaded runtime, a shape or option only the fiber runtime has (`refuseOffFibers`).
     InvalidOptions,
     /// Another socket listens on the address (with or without `SO_REUSEPORT`).
     AddressInUse,
