@@ -143,9 +143,10 @@ pub const Options = struct {
     /// How long a stop keeps reading idle keep-alive connections, answering what arrives with
     /// `Connection: close` (at most half of `drain_timeout_ns` is used); 0 shuts them at once.
     drain_idle_grace_ns: u64 = config.server_drain_idle_grace_ns_default,
-    /// `.single`/`.threaded`: SIGINT and SIGTERM call `stop` while `run` runs (one server per
-    /// process); on Windows, Ctrl+C, Ctrl+Break, the console's close and the system's
-    /// shutdown. The forked supervisor always handles them, and each forked worker its own.
+    /// `.single`/`.threaded`: SIGINT and SIGTERM call `stop` while `run` runs; on Windows,
+    /// Ctrl+C, Ctrl+Break, the console's close and the system's shutdown. One server per
+    /// process: another's `run` with it meanwhile fails with `error.SignalsTaken`. The forked
+    /// supervisor always handles them, and each forked worker its own.
     stop_on_signals: bool = false,
     runtime: Runtime.Options = .{},
 };
@@ -381,6 +382,9 @@ pub const RunError = error{
     /// `.threaded`: a worker thread could not be spawned. `.forked`: a worker process could
     /// not be forked, or could not make its stop eventfd or its serving thread.
     WorkerStartFailed,
+    /// `stop_on_signals` while another server of this process runs with it: one server per
+    /// process owns SIGINT and SIGTERM. Returned before anything is served.
+    SignalsTaken,
 } || Worker.StartError || Runtime.InitError || error{OutOfMemory};
 
 /// Serves until `stop` (or a signal, see `Options.stop_on_signals`), then drains. Blocks the
@@ -397,7 +401,7 @@ pub fn run(server: *Server, handler: Handler) RunError!Report {
 
 fn runSingle(server: *Server, handler: Handler) RunError!Report {
     var signals: Signals = .{};
-    if (server.options.stop_on_signals) signals.install(server);
+    if (server.options.stop_on_signals) try signals.install(server);
     defer signals.restore();
     return .{ .workers = try server.serveOn(0, handler, null) };
 }
@@ -518,7 +522,7 @@ fn runThreaded(server: *Server, handler: Handler) RunError!Report {
     const workers = server.options.shape.workers();
     assert(server.listener_count == 1 or server.listener_count == workers);
     var signals: Signals = .{};
-    if (server.options.stop_on_signals) signals.install(server);
+    if (server.options.stop_on_signals) try signals.install(server);
     defer signals.restore();
 
     var results: [config.server_workers_max]ThreadResult = @splat(.running);
@@ -572,10 +576,13 @@ const Signals = struct {
     const is_windows = builtin.os.tag == .windows;
     const signals = if (is_windows) {} else [2]std.posix.SIG{ .INT, .TERM };
 
-    pub fn install(s: *Signals, server: *Server) void {
+    /// `error.SignalsTaken` while another server's handlers are installed.
+    pub fn install(s: *Signals, server: *Server) error{SignalsTaken}!void {
         assert(!s.installed);
-        // One server per process owns the signals.
-        assert(target.swap(server, .acq_rel) == null);
+        // One server per process owns the signals: a second is the caller's misuse.
+        if (target.cmpxchgStrong(null, server, .acq_rel, .acquire) != null) {
+            return error.SignalsTaken;
+        }
         if (is_windows) {
             // Fails only for a handler that is not a function, or too many of them.
             if (!SetConsoleCtrlHandler(&onConsoleEvent, .TRUE).toBool()) {
@@ -633,7 +640,7 @@ const Signals = struct {
     ) callconv(.winapi) std.os.windows.BOOL;
 };
 
-test "Signals: SIGTERM (on Windows a console Ctrl+C) calls stop; restore puts the previous back" {
+test "Signals: SIGTERM (on Windows a console Ctrl+C) calls stop; one server holds them" {
     const address: net.IpAddress = .{ .ip4 = .loopback(0) };
     // No listener: `stop` only marks the server stopping (and wakes nobody).
     var server: Server = .{
@@ -642,9 +649,14 @@ test "Signals: SIGTERM (on Windows a console Ctrl+C) calls stop; restore puts th
         .address = address,
     };
     var signals: Signals = .{};
-    signals.install(&server);
+    try signals.install(&server);
     defer signals.restore();
     try std.testing.expect(signals.installed);
+    // A second server cannot take them while the first holds them.
+    var second = server;
+    var second_signals: Signals = .{};
+    try std.testing.expectError(error.SignalsTaken, second_signals.install(&second));
+    try std.testing.expect(!second_signals.installed);
     if (Signals.is_windows) {
         // What the console's thread calls on Ctrl+C (generating the event would reach every
         // process of the console, the test runner's included).
