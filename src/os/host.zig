@@ -29,6 +29,14 @@ pub const yieldThread = if (is_linux) linux.yieldThread else portable.yieldThrea
 /// The value of environment variable `name` copied into `buffer`; null when unset or longer.
 pub const getEnv = if (is_linux) linux.getEnv else portable.getEnv;
 
+/// Whether environment variable `name` is set to "1": a flag a build step sets for its
+/// tests (WEFT_QEMU, WEFT_WINE).
+pub fn envFlag(name: []const u8) bool {
+    var buffer: [8]u8 = undefined;
+    const value = getEnv(name, &buffer) orelse return false;
+    return std.mem.eql(u8, value, "1");
+}
+
 /// Raises the calling thread's nice value by `increment`; false where it cannot (see
 /// `thread_tuning_supported`).
 pub const lowerThreadPriority = if (is_linux) linux.lowerThreadPriority else portable.refuse;

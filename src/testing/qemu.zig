@@ -44,9 +44,7 @@ pub const Limitation = enum {
 
 /// Whether the tests run under qemu-user (the build step says so; nothing is detected).
 pub fn underQemu() bool {
-    var buffer: [8]u8 = undefined;
-    const value = os.getEnv("WEFT_QEMU", &buffer) orelse return false;
-    return std.mem.eql(u8, value, "1");
+    return os.envFlag("WEFT_QEMU");
 }
 
 /// Skips the calling test under qemu-user, saying where and why on one line (`at`: `@src()`;

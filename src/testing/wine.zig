@@ -27,9 +27,7 @@ pub const Limitation = enum {
 
 /// Whether the tests run under Wine (the build step says so; nothing is detected).
 pub fn underWine() bool {
-    var buffer: [8]u8 = undefined;
-    const value = os.getEnv("WEFT_WINE", &buffer) orelse return false;
-    return std.mem.eql(u8, value, "1");
+    return os.envFlag("WEFT_WINE");
 }
 
 /// Skips the calling test under Wine, saying where and why on one line (`at`: `@src()`).
