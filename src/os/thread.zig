@@ -62,21 +62,25 @@ fn addModuleTls(
 
 pub const SpawnError = std.Thread.SpawnError;
 
-/// What a thread started by `spawn` is, and where its stack lies.
+/// What a thread started by `spawn` is, and where its stack starts.
 pub const Named = struct {
     /// For the user: "executor", "lane worker".
     what: []const u8,
     /// The option that sizes its stack, named in an overflow's message.
     option: []const u8,
-    /// The mapping its stack pointer was in when it started: [low, high).
-    low: usize,
-    high: usize,
+    /// A frame address taken as the thread started: inside its stack's mapping, near the top.
+    start_address: usize,
+    /// The stack size asked of the thread library: the mapping is about this far below
+    /// `start_address` (`stackMapping` reads where exactly).
+    stack_bytes: usize,
 };
 
-/// Set as the thread starts; read by the SIGSEGV handler (a thread-local load: signal-safe).
+/// Set as the thread starts, with no system call (the thread must take no descriptor behind
+/// its starter's back: a process at its descriptor limit would see an open fail at random);
+/// read by the SIGSEGV handler (a thread-local load: signal-safe).
 threadlocal var named: ?Named = null;
 
-/// The calling thread's record, if `spawn` started it and its stack range could be read.
+/// The calling thread's record, if `spawn` started it (on Linux).
 pub fn current() ?Named {
     return named;
 }
@@ -100,14 +104,20 @@ pub fn spawn(
         fn run(
             what_: []const u8,
             option_: []const u8,
+            stack_bytes_: usize,
             args_: @TypeOf(args),
         ) @typeInfo(@TypeOf(function)).@"fn".return_type.? {
-            recordStack(what_, option_);
+            if (builtin.os.tag == .linux) named = .{
+                .what = what_,
+                .option = option_,
+                .start_address = @frameAddress(),
+                .stack_bytes = stack_bytes_,
+            };
             return @call(.auto, function, args_);
         }
     };
     const config: std.Thread.SpawnConfig = .{ .stack_size = stack_bytes, .allocator = gpa };
-    return std.Thread.spawn(config, Entry.run, .{ what, option, args }) catch |err| {
+    return std.Thread.spawn(config, Entry.run, .{ what, option, stack_bytes, args }) catch |err| {
         log.err("cannot start {s} thread: {t} (stack {d} bytes: {d} for its work, {d} of " ++
             "static TLS; raise ulimit -u or free memory)", .{
             what, err, stack_bytes, work_stack_bytes, staticTlsBytes(),
@@ -116,14 +126,15 @@ pub fn spawn(
     };
 }
 
-/// Finds the mapping the stack pointer is in, in /proc/self/maps; leaves `named` null if it
-/// cannot (no /proc): an overflow is then reported as a plain fault.
-fn recordStack(what: []const u8, option: []const u8) void {
-    if (builtin.os.tag != .linux) return; // no /proc/self/maps: overflows report as faults
+/// The mapping `address` lies in, [low, high), from /proc/self/maps; null without /proc or
+/// a descriptor to read it with. Async-signal-safe (system calls and the caller's stack only):
+/// the SIGSEGV handler asks it for the stack of the faulting thread, so a thread start costs
+/// no read of the whole map, and no descriptor.
+pub fn mappingOf(address: usize) ?[2]usize {
+    if (builtin.os.tag != .linux) return null; // no /proc/self/maps
     const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
-    const sp = @frameAddress();
     const fd_rc = linux.open("/proc/self/maps", .{ .CLOEXEC = true }, 0);
-    if (linux.errno(fd_rc) != .SUCCESS) return;
+    if (linux.errno(fd_rc) != .SUCCESS) return null;
     const fd: i32 = @intCast(fd_rc);
     defer _ = linux.close(fd);
     var buffer: [4096]u8 = undefined;
@@ -131,20 +142,17 @@ fn recordStack(what: []const u8, option: []const u8) void {
     // Bounded by the file's length: every pass consumes what it read, or ends.
     while (true) {
         const rc = linux.read(fd, buffer[len..].ptr, buffer.len - len);
-        if (linux.errno(rc) != .SUCCESS or rc == 0) return;
+        if (linux.errno(rc) != .SUCCESS or rc == 0) return null;
         len += rc;
         var start: usize = 0;
         while (std.mem.indexOfScalarPos(u8, buffer[0..len], start, '\n')) |end| {
             if (parseRange(buffer[start..end])) |range| {
-                if (range[0] <= sp and sp < range[1]) {
-                    named = .{ .what = what, .option = option, .low = range[0], .high = range[1] };
-                    return;
-                }
+                if (range[0] <= address and address < range[1]) return range;
             }
             start = end + 1;
         }
         // Keep the partial last line; a line longer than the buffer is no mapping's.
-        if (start == 0 and len == buffer.len) return;
+        if (start == 0 and len == buffer.len) return null;
         std.mem.copyForwards(u8, buffer[0 .. len - start], buffer[start..len]);
         len -= start;
     }
@@ -161,22 +169,29 @@ fn parseRange(line: []const u8) ?[2]usize {
 
 test "thread: a small work stack is enough in any program, libc or not" {
     // 16 KiB of work: glibc's static TLS (std's 256 KiB signal stack among it) comes on top.
-    var seen: ?Named = null;
+    const Seen = struct { record: ?Named, start: ?[2]usize, deep: ?[2]usize };
+    var seen: Seen = undefined;
     const thread = try spawn("test", "none", 16 * 1024, std.testing.allocator, struct {
-        fn run(out: *?Named) void {
+        fn run(out: *Seen) void {
             var frame: [8 * 1024]u8 = undefined;
             std.mem.doNotOptimizeAway(&frame);
-            out.* = current();
+            out.record = current();
+            out.start = if (out.record) |record| mappingOf(record.start_address) else null;
+            out.deep = mappingOf(@intFromPtr(&frame));
         }
     }.run, .{&seen});
     thread.join();
     // Off Linux nothing tells a thread its stack's bounds (no /proc/self/maps): it ran, and an
     // overflow there is reported as a plain fault.
-    if (builtin.os.tag != .linux) return std.testing.expectEqual(@as(?Named, null), seen);
-    // The thread knew its stack: at least the work size, around its frames.
-    const stack = seen.?;
-    try std.testing.expectEqualStrings("test", stack.what);
-    try std.testing.expect(stack.high - stack.low >= 16 * 1024);
+    if (builtin.os.tag != .linux) return std.testing.expectEqual(@as(?Named, null), seen.record);
+    // The thread knew where its stack starts; the mapping there holds its deeper frames too,
+    // and at least the work size.
+    const record = seen.record.?;
+    try std.testing.expectEqualStrings("test", record.what);
+    try std.testing.expectEqual(stackBytes(16 * 1024), record.stack_bytes);
+    const stack = seen.start.?;
+    try std.testing.expectEqual(stack, seen.deep.?);
+    try std.testing.expect(stack[1] - stack[0] >= 16 * 1024);
     if (builtin.link_libc) {
         try std.testing.expect(staticTlsBytes() > 0);
         try std.testing.expect(stackBytes(16 * 1024) > 16 * 1024 + staticTlsBytes());

@@ -147,13 +147,22 @@ fn overflowed(fault_address: usize) ?*Task {
 /// std's or glibc's threads), and the reach of a frame that skipped past it.
 const thread_guard_window_bytes = 64 * 1024;
 
-/// This thread's record (a thread weft started: an executor, a lane worker) if
-/// `fault_address` lies just below its stack.
-fn threadOverflowed(fault_address: usize) ?os_thread.Named {
+/// A thread weft started whose stack overflowed, and that stack's mapping.
+const ThreadOverflow = struct { named: os_thread.Named, low: usize, high: usize };
+
+/// This thread's record (a thread weft started: an executor, a lane worker) and its stack's
+/// mapping, if `fault_address` lies just below that stack. The mapping is read only for a fault
+/// that can be one (at most a stack's size below where the thread started), from
+/// /proc/self/maps: the thread's start read nothing (os/thread.zig).
+fn threadOverflowed(fault_address: usize) ?ThreadOverflow {
     const thread = os_thread.current() orelse return null;
-    if (fault_address >= thread.low) return null;
-    if (thread.low - fault_address > thread_guard_window_bytes) return null;
-    return thread;
+    if (fault_address >= thread.start_address) return null;
+    const reach_bytes = thread.stack_bytes + page_size + thread_guard_window_bytes;
+    if (thread.start_address - fault_address > reach_bytes) return null;
+    const range = os_thread.mappingOf(thread.start_address) orelse return null;
+    if (fault_address >= range[0]) return null;
+    if (range[0] - fault_address > thread_guard_window_bytes) return null;
+    return .{ .named = thread, .low = range[0], .high = range[1] };
 }
 
 fn inGuardPage(stack: Stack, address: usize) bool {
@@ -174,13 +183,13 @@ fn report(task: *Task, stack: Stack, fault_address: usize) void {
     writeLine(line);
 }
 
-fn reportThread(thread: os_thread.Named, fault_address: usize) void {
+fn reportThread(thread: ThreadOverflow, fault_address: usize) void {
     var buffer: [400]u8 = undefined;
     const line = std.fmt.bufPrint(&buffer, "weft: stack overflow in {s} thread {d}: it used " ++
         "all of its stack 0x{x}-0x{x} ({d} bytes; fault at 0x{x}). Raise {s}, or recurse " ++
         "less.\n", .{
-        thread.what,              linux.gettid(), thread.low,    thread.high,
-        thread.high - thread.low, fault_address,  thread.option,
+        thread.named.what,        linux.gettid(), thread.low,          thread.high,
+        thread.high - thread.low, fault_address,  thread.named.option,
     }) catch |err| switch (err) {
         // An option name longer than any weft gives: say what fits.
         error.NoSpaceLeft => &buffer,

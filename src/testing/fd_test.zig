@@ -17,6 +17,7 @@ const Runtime = @import("../Runtime.zig");
 const Server = @import("../server/Server.zig");
 const os = @import("../os/linux.zig");
 const parked = @import("parked.zig");
+const os_thread = @import("../os/thread.zig");
 
 const loopback: net.IpAddress = .{ .ip4 = .loopback(0) };
 
@@ -57,9 +58,9 @@ pub fn openFdCount() !usize {
 }
 
 /// Whether `fd` is open on a /proc file. Leak counts leave these out: besides the listing's own
-/// descriptor, every thread weft starts (a lane worker, at any time) reads /proc/self/maps
-/// briefly to find its stack (os/thread.zig), so such a descriptor may come and go between
-/// two counts. A descriptor closed since the listing was read is not one.
+/// descriptor, the runtime's samplers hold /proc files as executors and watchdogs come and go
+/// (schedstat, loadavg, pagemap), and an overflow report reads /proc/self/maps. A descriptor
+/// closed since the listing was read is not one.
 pub fn isProcfs(fd: i32) bool {
     var path_buffer: [32]u8 = undefined;
     const path = std.fmt.bufPrintZ(&path_buffer, "/proc/self/fd/{d}", .{fd}) catch unreachable;
@@ -128,6 +129,50 @@ pub const Exhaustion = struct {
         _ = linux.setrlimit(.NOFILE, &exhaustion.saved);
     }
 };
+
+test "thread: a thread weft starts at the fd limit takes no descriptor, and knows its stack" {
+    // A thread that read /proc/self/maps as it started took a descriptor behind its starter's
+    // back: with one left, the starter's next open failed now and then; with none, the thread
+    // had no record, and an overflow on its stack was a plain fault.
+    const source = linux.open("/", .{ .DIRECTORY = true, .CLOEXEC = true }, 0);
+    try testing.expectEqual(linux.E.SUCCESS, linux.errno(source));
+    defer _ = linux.close(@intCast(source));
+    var exhaustion: Exhaustion = undefined;
+    try exhaustion.start(@intCast(source));
+    defer exhaustion.end();
+    const Started = struct {
+        /// 1 once the thread has its record; 2 once the test is done with the thread.
+        state: std.atomic.Value(u32) = .init(0),
+        record: ?os_thread.Named = null,
+
+        fn run(started: *@This()) void {
+            started.record = os_thread.current();
+            started.state.store(1, .release);
+            os.futexWake(&started.state, 1);
+            while (started.state.load(.acquire) == 1) os.futexWait(&started.state, 1, null);
+        }
+    };
+    var started: Started = .{};
+    const thread = try os_thread.spawn("test", "none", 64 * 1024, null, Started.run, .{&started});
+    defer {
+        started.state.store(2, .release);
+        os.futexWake(&started.state, 1);
+        thread.join();
+    }
+    while (started.state.load(.acquire) == 0) os.futexWait(&started.state, 0, null);
+    const record = started.record orelse return error.TestExpectedRecord;
+    try testing.expectEqualStrings("test", record.what);
+    // The one descriptor freed is this thread's to take.
+    exhaustion.len -= 1;
+    _ = linux.close(exhaustion.fillers[exhaustion.len]);
+    const opened = linux.open("/", .{ .DIRECTORY = true, .CLOEXEC = true }, 0);
+    try testing.expectEqual(linux.E.SUCCESS, linux.errno(opened));
+    _ = linux.close(@intCast(opened));
+    // What an overflow's report reads, while the thread lives: the mapping its stack is in.
+    const stack = os_thread.mappingOf(record.start_address) orelse
+        return error.TestExpectedMapping;
+    try testing.expect(stack[0] < record.start_address and record.start_address < stack[1]);
+}
 
 /// A plain blocking TCP socket, made while descriptors are plentiful; its connect needs none.
 fn rawSocket() !i32 {
