@@ -151,6 +151,7 @@ test {
     _ = @import("os/thread.zig");
     _ = @import("sched/LiveTasks.zig");
     _ = @import("sched/RunQueue.zig");
+    _ = @import("sched/Reporter.zig");
     _ = @import("sched/Scheduler.zig");
     _ = @import("sched/Task.zig");
     _ = @import("sched/Timers.zig");

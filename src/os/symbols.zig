@@ -8,6 +8,7 @@
 //! `std.testing.allocator` (which records a trace) waited 1.2-2.4 s for the watchdog's report
 //! of it (pg.zig's suite on weft). The cost: what both load is loaded twice.
 const std = @import("std");
+const builtin = @import("builtin");
 const Io = std.Io;
 const Mutex = @import("Mutex.zig");
 
@@ -76,3 +77,15 @@ const SymbolCache = struct {
 };
 
 var symbol_cache: SymbolCache = .{};
+
+/// For tests: holds the lock every lookup takes, as the first load of a module's debug
+/// information holds it for seconds; lookups wait until `releaseForTesting`.
+pub fn holdForTesting() void {
+    comptime std.debug.assert(builtin.is_test);
+    symbol_cache.lock.lock();
+}
+
+pub fn releaseForTesting() void {
+    comptime std.debug.assert(builtin.is_test);
+    symbol_cache.lock.unlock();
+}

@@ -23,8 +23,9 @@
 //! preemption uses: ignored by default, so a stray one harms nothing), whose handler follows
 //! the frame pointers from the interrupted registers (fiber/frames.zig: the stack copied with
 //! `process_vm_readv`, so an unreadable address is an error, not a fault), and records the return
-//! addresses; the watchdog looks up their symbols on its own thread. The handler takes no
-//! lock and never waits. (Rejected: freezing the thread in the handler while the watchdog
+//! addresses; the watchdog's reporter thread names them and logs the report, so that the
+//! watchdog goes on looking while the debug information loads (Reporter.zig). The handler
+//! takes no lock and never waits. (Rejected: freezing the thread in the handler while the watchdog
 //! unwinds its stack with std's DWARF unwinder. It gives deeper traces through frame-pointer-
 //! less code such as the vDSO, but the unwinder takes std.debug's lock, which the frozen
 //! thread may hold, in a panic or in the testing allocator's stack capture: a deadlock, seen
@@ -39,12 +40,12 @@ const builtin = @import("builtin");
 const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const assert = std.debug.assert;
 const config = @import("../config.zig");
-const symbols = @import("../os/symbols.zig");
 const os = @import("../os/linux.zig");
 const Mutex = @import("../os/Mutex.zig");
 const Histogram = @import("../os/Histogram.zig");
 const os_thread = @import("../os/thread.zig");
 const Executor = @import("Executor.zig");
+const Reporter = @import("Reporter.zig");
 const Scheduler = @import("Scheduler.zig");
 const Task = @import("Task.zig");
 const frames = @import("../fiber/frames.zig");
@@ -130,10 +131,8 @@ trace_last_ns: u64 = 0,
 /// Each executor thread's `/proc/self/task/TID/schedstat`, or null where it cannot be read:
 /// opened by `start`, closed by `stop`.
 schedstat_fds: [watched_max]?os.fd_t = @splat(null),
-/// Test builds keep the first reports for the tests (`keptReport`).
-reports_lock: Mutex = .{},
-kept_reports: if (builtin.is_test) [kept_reports_max]KeptReport else void = undefined,
-reports: u32 = 0,
+/// Names the stacks of the reports and logs them, on a thread of its own (Reporter.zig).
+reporter: Reporter = .{},
 
 /// Executors the watchdog may look at: every executor, and the spare.
 const watched_max = config.executors_max + 1;
@@ -170,7 +169,7 @@ pub const Sample = struct {
 };
 
 /// Frames kept of a stalling stack.
-const frames_max = 32;
+const frames_max = Reporter.frames_max;
 /// How long the watchdog waits for a thread to take its sampling signal.
 const sample_wait_ns = 100 * std.time.ns_per_ms;
 
@@ -215,6 +214,7 @@ pub fn stop(watchdog: *Watchdog) void {
     os.futexWake(&watchdog.stopping, 1);
     thread.join();
     watchdog.thread = null;
+    watchdog.reporter.stop();
     for (&watchdog.schedstat_fds) |*fd| {
         if (fd.*) |open_fd| os.closeFd(open_fd);
         fd.* = null;
@@ -253,9 +253,9 @@ fn lookAtAll(watchdog: *Watchdog, threshold_ns: u64, look_ns: u64, now_ns: u64) 
     const hold_min_ns = watchdog.holdMinNs(look_ns, now_ns);
     const watched = watchdog.watchedLen();
     assert(watched <= watched_max);
-    // Reports are written after every executor was helped: the first one's stack takes long
-    // to symbolize (the debug information's first load), and the tasks held up would wait
-    // for it.
+    // Reports are made after every executor was helped: taking a stack waits for the
+    // stalled thread's signal handler (up to `sample_wait_ns`), and the tasks held up would
+    // wait for it.
     var stalled_ns: [watched_max]?u64 = @splat(null);
     var any_held = false;
     for (0..watched) |index| {
@@ -330,7 +330,7 @@ fn look(
     if (activity != seen.activity) {
         if (seen.reported) {
             // The executor stamped the end when it went back to the scheduler; the watchdog
-            // may have been busy symbolizing meanwhile.
+            // may have been busy meanwhile (waiting for a stack sample, say).
             const end_ns = executor.stall_end_ns.load(.monotonic);
             const ended_ns = if (end_ns != 0) end_ns else now_ns;
             watchdog.noteHeld(executor.index, ended_ns -| seen.since_ns);
@@ -672,16 +672,22 @@ fn reportStall(
     held_ns: u64,
     threshold_ns: u64,
 ) void {
-    var report_buffer: [report_bytes_max]u8 = undefined;
-    var writer: std.Io.Writer = .fixed(&report_buffer);
+    var entry: Reporter.Entry = .{};
+    var writer = entry.writer();
     // The stack first (it names the task), the words before it.
-    var stack_buffer: [report_bytes_max / 2]u8 = undefined;
-    var stack_writer: std.Io.Writer = .fixed(&stack_buffer);
     var name_buffer: [LiveTasks.name_bytes_max]u8 = undefined;
     var described: ?LiveTasks.Description = null;
+    var no_stack: ?[]const u8 = null;
     const tasks = &watchdog.scheduler.tasks;
-    const task =
-        sampleStack(executor, seen.activity, &stack_writer, tasks, &name_buffer, &described);
+    const task = sampleStack(
+        executor,
+        seen.activity,
+        &entry,
+        &no_stack,
+        tasks,
+        &name_buffer,
+        &described,
+    );
     seen.task_address = if (task) |t| @intFromPtr(t) else 0;
     seen.task_id = if (described) |d| d.id else 0;
     writer.print("stall: task 0x{x}", .{seen.task_address}) catch {};
@@ -693,20 +699,23 @@ fn reportStall(
     writer.print(" has run on executor {d} for {d} ms without going back " ++
         "to the scheduler (threshold {d} ms); every other task of that executor waits " ++
         "meanwhile. Move long computations to rt.compute (weft.CpuLane) and blocking calls to " ++
-        "a weft.Lane. Its stack now:\n{s}", .{
+        "a weft.Lane. Its stack now:\n", .{
         executor.index,
         held_ns / std.time.ns_per_ms,
         threshold_ns / std.time.ns_per_ms,
-        stack_writer.buffered(),
-    }) catch {}; // a report too long for the buffer is cut
-    watchdog.publish(writer.buffered());
+    }) catch {}; // words too long for the entry are cut
+    if (no_stack) |reason| writer.print("(no stack: {s})\n", .{reason}) catch {};
+    entry.setText(&writer);
+    // Named and logged by the reporter's thread: the first lookup loads the debug
+    // information, and this thread must go on looking meanwhile (Reporter.zig).
+    watchdog.reporter.push(&entry);
 }
 
 fn reportEnd(watchdog: *Watchdog, executor_index: u32, seen: Seen, end_ns: u64) void {
     watchdog.stall_time.record(end_ns -| seen.since_ns);
-    var report_buffer: [256]u8 = undefined;
-    const report = std.fmt.bufPrint(
-        &report_buffer,
+    var entry: Reporter.Entry = .{};
+    var writer = entry.writer();
+    writer.print(
         "stall ended: task 0x{x} (id {d}) ran on executor {d} for {d} ms in all",
         .{
             seen.task_address,
@@ -714,78 +723,48 @@ fn reportEnd(watchdog: *Watchdog, executor_index: u32, seen: Seen, end_ns: u64) 
             executor_index,
             (end_ns -| seen.since_ns) / std.time.ns_per_ms,
         },
-    ) catch unreachable; // the buffer fits the longest numbers
-    watchdog.publish(report);
+    ) catch unreachable; // the entry fits the longest numbers
+    entry.setText(&writer);
+    watchdog.reporter.push(&entry);
 }
 
-/// Room for one report, stack included.
-const report_bytes_max = 16 * 1024;
-
-/// Logs a report. Test builds keep the first `kept_reports_max` too, for the tests to read.
-fn publish(watchdog: *Watchdog, report: []const u8) void {
-    log.warn("{s}", .{report});
-    if (!builtin.is_test) return;
-    watchdog.reports_lock.lock();
-    defer watchdog.reports_lock.unlock();
-    if (watchdog.reports < kept_reports_max) {
-        const kept = &watchdog.kept_reports[watchdog.reports];
-        @memcpy(kept.bytes[0..report.len], report);
-        kept.len = report.len;
-    }
-    watchdog.reports += 1;
-}
-
-const kept_reports_max = 4;
-
-const KeptReport = struct { bytes: [report_bytes_max]u8, len: usize };
-
-/// For tests: how many reports were published so far, and a copy of report `index` (from 0,
-/// below `kept_reports_max`) into `buffer` if there was one.
+/// For tests: how many reports were logged so far, and a copy of report `index` (from 0,
+/// below 4) into `buffer` if there was one.
 pub fn keptReport(
     watchdog: *Watchdog,
     index: u32,
-    buffer: *[report_bytes_max]u8,
+    buffer: *[Reporter.report_bytes_max]u8,
 ) struct { []u8, u32 } {
-    comptime assert(builtin.is_test);
-    assert(index < kept_reports_max);
-    watchdog.reports_lock.lock();
-    defer watchdog.reports_lock.unlock();
-    if (index >= watchdog.reports) return .{ buffer[0..0], watchdog.reports };
-    const kept = &watchdog.kept_reports[index];
-    @memcpy(buffer[0..kept.len], kept.bytes[0..kept.len]);
-    return .{ buffer[0..kept.len], watchdog.reports };
+    return watchdog.reporter.keptReport(index, buffer);
 }
 
-/// Has `executor`'s thread record the stack of the code it runs, and writes it with its
-/// symbols to `writer`. Returns the task it was running, and sets `described` to its id and
-/// name (sched/LiveTasks.zig) if it still lives: they are read before the symbols are looked
-/// up, which can take long enough (the debug information's first load) for the task to end.
+/// Has `executor`'s thread record the stack of the code it runs, into `entry`'s frames, or sets
+/// `no_stack` to why not. Returns the task it was running, and sets `described` to its id and
+/// name (sched/LiveTasks.zig) if it still lives.
 fn sampleStack(
     executor: *Executor,
     activity: u64,
-    writer: *std.Io.Writer,
+    entry: *Reporter.Entry,
+    no_stack: *?[]const u8,
     tasks: *LiveTasks,
     name_buffer: *[LiveTasks.name_bytes_max]u8,
     described: *?LiveTasks.Description,
 ) ?*Task {
     if (builtin.sanitize_thread or !std.options.allow_stack_tracing) {
-        writer.writeAll("(no stack: not taken in this build)\n") catch {};
+        no_stack.* = "not taken in this build";
         return null;
     }
     const sample = &executor.stall_sample;
     if (takeSample(executor)) |reason| {
-        writer.print("(no stack: {s})\n", .{reason}) catch {};
+        no_stack.* = reason;
         return null;
     }
     if (sample.activity != activity) {
-        writer.writeAll("(no stack: the stall ended before it was taken)\n") catch {};
+        no_stack.* = "the stall ended before it was taken";
         return null;
     }
     if (sample.task) |task| described.* = tasks.describe(@intFromPtr(task), name_buffer);
-    // Named through weft's own debug information, not std.debug's: its first load holds a
-    // lock the stalled thread's own stack traces would wait for (os/symbols.zig).
-    symbols.writeReturnAddresses(writer, sample.addresses[0..sample.addresses_len]) catch {};
-    if (!sample.complete) writer.writeAll("    (more frames)\n") catch {};
+    entry.setFrames(sample.addresses[0..sample.addresses_len], !sample.complete);
     return sample.task;
 }
 

@@ -15,6 +15,7 @@ const fs_test = @import("fs_test.zig");
 const io_wait = @import("../sched/io_wait.zig");
 const Executor = @import("../sched/Executor.zig");
 const Completion = @import("../loop/Completion.zig");
+const symbols = @import("../os/symbols.zig");
 
 /// The function a stall report's stack must name. Never inlined, so that it has a frame.
 noinline fn computeInlineForStallTest(duration_ns: u64) void {
@@ -319,6 +320,58 @@ test "stall: a sleeper's timer on a held executor fires on time, and it runs on 
         return error.TestUnexpectedResult;
     }
     try testing.expect(rt.metrics().stall_timers_fired >= 1);
+}
+
+test "stall: while a report's symbols load, the watchdog goes on firing a held executor's timers" {
+    try qemu.skipUnderQemu(.process_vm_readv, @src());
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    if (!stacks_taken) return os.skipTest(@src(), "no stacks taken in this build");
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2 });
+    defer rt.deinit();
+    const io = rt.io();
+    const Sleeper = struct {
+        woken_ns: std.atomic.Value(u64) = .init(0),
+
+        /// Due well after the stall is found (the default threshold, 50 ms, and a look).
+        const sleep_ms = 150;
+
+        fn sleep(sleeper: *@This(), io_: Io) Io.Cancelable!void {
+            try io_.sleep(.fromMilliseconds(sleep_ms), .awake);
+            sleeper.woken_ns.store(os.monotonicNs(), .release);
+        }
+    };
+    var sleeper: Sleeper = .{};
+    // The first load of the debug information holds the lookups for seconds: held here for
+    // the whole stall. The stall's report waits for it; the watchdog must not.
+    symbols.holdForTesting();
+    var held = true;
+    defer if (held) symbols.releaseForTesting();
+    const start_ns = os.monotonicNs();
+    // Armed on this executor, which the main task then holds for 400 ms.
+    var future = io.async(Sleeper.sleep, .{ &sleeper, io });
+    defer future.cancel(io) catch {};
+    computeInlineForStallTest(400 * std.time.ns_per_ms);
+    const stalls = rt.metrics().stalls;
+    symbols.releaseForTesting();
+    held = false;
+    try future.await(io);
+    const woken_ms = (sleeper.woken_ns.load(.acquire) - start_ns) / std.time.ns_per_ms;
+    // A watchdog that named the stack itself waited at its first report, and the timer fired
+    // when the hold ended, at 400 ms.
+    if (woken_ms < Sleeper.sleep_ms or woken_ms > 300) {
+        std.debug.print("the sleeper woke after {d} ms; timers fired by the watchdog: {d}\n", .{
+            woken_ms, rt.metrics().stall_timers_fired,
+        });
+        return error.TestUnexpectedResult;
+    }
+    try testing.expectEqual(@as(u64, 1), stalls);
+    // The report, named once the lookups could go on, and its end after it.
+    const watchdog = &rt.state.watchdog.?;
+    var report: Report = .{};
+    try awaitReport(io, watchdog, 0, &report);
+    try testing.expect(std.mem.indexOf(u8, report.text, "computeInlineForStallTest") != null);
+    try awaitReport(io, watchdog, 1, &report);
+    try testing.expect(std.mem.startsWith(u8, report.text, "stall ended: task 0x"));
 }
 
 /// A pipe read by a task whose executor the main task then holds for up to 300 ms, written
