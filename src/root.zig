@@ -150,8 +150,8 @@ test {
     _ = @import("os/memory_limits.zig");
     _ = @import("os/thread.zig");
     _ = @import("sched/LiveTasks.zig");
-    _ = @import("sched/RunQueue.zig");
     _ = @import("sched/Reporter.zig");
+    _ = @import("sched/RunQueue.zig");
     _ = @import("sched/Scheduler.zig");
     _ = @import("sched/Task.zig");
     _ = @import("sched/Timers.zig");
