@@ -82,7 +82,9 @@ test "stall: 200 ms computed on the main task is reported once, with its stack, 
     try testing.expect(std.mem.indexOf(u8, report.text, "on executor 0 for ") != null);
     try testing.expect(std.mem.indexOf(u8, report.text, "rt.compute") != null);
     if (stacks_taken) {
-        try testing.expect(std.mem.indexOf(u8, report.text, "computeInlineForStallTest") != null);
+        const named = std.mem.indexOf(u8, report.text, "computeInlineForStallTest") != null;
+        if (!named) std.debug.print("the report:\n{s}\n", .{report.text});
+        try testing.expect(named);
     }
     try testing.expectEqual(@as(u64, 1), rt.metrics().stalls);
 
