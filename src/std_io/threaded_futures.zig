@@ -45,6 +45,12 @@ pub fn isThreadedIo(io_any: Io) bool {
     return io_any.vtable == &vtable;
 }
 
+/// Whether each task of `io_any` is an OS thread: std.Io.Threaded's, bare or with these
+/// futures (the threaded runtime's).
+pub fn tasksAreThreads(io_any: Io) bool {
+    return io_any.vtable == Io.Threaded.io(undefined).vtable or isThreadedIo(io_any);
+}
+
 const awaiter_finished = Waiter.awaiter_finished;
 
 /// The awaiter slot of a future of this `Io` (`isThreadedIo`).
@@ -209,6 +215,7 @@ test "threaded futures: results come through the wrap, and a cancel reaches the 
     const weft_io = io(&threaded);
     try std.testing.expect(isThreadedIo(weft_io));
     try std.testing.expect(!isThreadedIo(threaded.io()));
+    try std.testing.expect(tasksAreThreads(weft_io) and tasksAreThreads(threaded.io()));
 
     const Double = struct {
         fn call(value: u64, context_padding: [40]u8) u64 {

@@ -99,14 +99,7 @@ const weft_vtable: ?*const Io.VTable = if (platform.fibers_supported)
     &@import("../std_io/vtable.zig").vtable
 else
     null;
-const threaded_vtable = Io.Threaded.io(undefined).vtable;
 const threaded_futures = @import("../std_io/threaded_futures.zig");
-
-/// Whether each task of `io` is an OS thread: std.Io.Threaded's, bare or under the threaded
-/// runtime's futures.
-fn isThreadedIo(io: Io) bool {
-    return io.vtable == threaded_vtable or threaded_futures.isThreadedIo(io);
-}
 
 /// A registered resource's name: its slot and the slot's generation when it was registered.
 pub const Id = enum(u64) {
@@ -232,11 +225,11 @@ const holder_unknown: usize = 0;
 /// thread with a false `Deadlock`.)
 fn callerOf(io: Io) usize {
     if (!platform.fibers_supported) {
-        return if (isThreadedIo(io)) threadId() else holder_unknown;
+        return if (threaded_futures.tasksAreThreads(io)) threadId() else holder_unknown;
     }
     if (Executor.currentTask() != null) return Executor.callerId();
-    if (io.vtable == weft_vtable or isThreadedIo(io)) return Executor.callerId();
-    return holder_unknown;
+    const on_thread = io.vtable == weft_vtable or threaded_futures.tasksAreThreads(io);
+    return if (on_thread) Executor.callerId() else holder_unknown;
 }
 
 /// The calling OS thread, as a number no two live threads share: a thread-local's address
