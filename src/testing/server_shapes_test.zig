@@ -16,9 +16,10 @@ const platform = @import("../platform.zig");
 const Server = @import("../server/Server.zig");
 const os = @import("../os/host.zig");
 const wine = @import("wine.zig");
+const stop_download = @import("stop_download.zig");
 
 const hello = Server.http.Fixed("Hello World");
-const request_get = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+const request_get = stop_download.request_get;
 const response_body = "Hello World";
 /// Far above what a stop takes (milliseconds past the drain): a hang guard.
 const stop_limit_ns = 10 * std.time.ns_per_s;
@@ -34,13 +35,17 @@ const Running = struct {
     finished: bool = false,
 
     fn start(running: *Running, options: Server.Options) !void {
-        running.* = .{ .server = try Server.init(testing.allocator, options) };
-        errdefer running.server.deinit();
-        running.thread = try std.Thread.spawn(.{}, main, .{running});
+        return running.startWith(options, Server.http.handler(&hello.http_handler));
     }
 
-    fn main(running: *Running) void {
-        running.result = running.server.run(Server.http.handler(&hello.http_handler));
+    fn startWith(running: *Running, options: Server.Options, handler: Server.Handler) !void {
+        running.* = .{ .server = try Server.init(testing.allocator, options) };
+        errdefer running.server.deinit();
+        running.thread = try std.Thread.spawn(.{}, main, .{ running, handler });
+    }
+
+    fn main(running: *Running, handler: Server.Handler) void {
+        running.result = running.server.run(handler);
         running.done.store(1, .release);
         os.futexWake(&running.done, 1);
     }
@@ -83,10 +88,14 @@ const Client = struct {
         client.writer = client.stream.writer(io, &client.write_buffer);
     }
 
+    pub fn send(client: *Client, bytes: []const u8) !void {
+        try client.writer.interface.writeAll(bytes);
+        try client.writer.interface.flush();
+    }
+
     /// Sends a GET and reads its response through the body (`Content-Length: 11`).
     fn get(client: *Client) !void {
-        try client.writer.interface.writeAll(request_get);
-        try client.writer.interface.flush();
+        try client.send(request_get);
         const in = &client.reader.interface;
         const status = try in.takeDelimiterInclusive('\n');
         try testing.expect(std.mem.startsWith(u8, status, "HTTP/1.1 200"));
@@ -170,6 +179,42 @@ test "server shapes: a stop closes an idle keep-alive connection at the drain" {
     try client.expectClosed();
     try testing.expectEqual(@as(u64, 1), report.workers.requests);
     try testing.expectEqual(@as(u64, 1), report.workers.closed_idle_at_drain);
+}
+
+test "server shapes: a response partly written when the stop comes arrives whole, byte for byte" {
+    try wine.skipUnderWine(.afd_sockets, @src());
+    var client_io: Io.Threaded = .init(testing.allocator, .{});
+    defer client_io.deinit();
+    const io = client_io.io();
+    // server_stop_test.zig stops more downloads, on the fiber runtime; these are the shapes'.
+    const stops = 20;
+    const body_buffer = try testing.allocator.alloc(u8, stop_download.bufferBytes(stops));
+    defer testing.allocator.free(body_buffer);
+    const shapes = [_]Server.Shape{ .single, .{ .threaded = 2 } };
+    for (shapes) |shape| for (0..stops) |stop| {
+        var download = stop_download.forStop(body_buffer, stop);
+        const http_handler: Server.http.Handler = .{
+            .context = &download,
+            .respondFn = &stop_download.Download.respond,
+        };
+        var running: Running = undefined;
+        try running.startWith(.{
+            .address = .{ .ip4 = .loopback(0) },
+            .shape = shape,
+            .listeners = .shared,
+        }, Server.http.handler(&http_handler));
+        errdefer _ = running.finish() catch {};
+        var client: Client = undefined;
+        try client.connect(io, running.address());
+        defer client.close(io);
+        try client.send(request_get);
+        try stop_download.awaitSending(io, &download.connection);
+        running.server.stop();
+        try stop_download.expectWholeAcrossStop(&client, &download);
+        const report = try running.finish();
+        try testing.expectEqual(@as(u64, 0), report.workers.cut_at_drain);
+        try testing.expect(report.workers.requests >= 2);
+    };
 }
 
 test "server shapes: on the threaded runtime, the fiber runtime's shapes are InvalidOptions" {

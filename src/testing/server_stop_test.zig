@@ -12,74 +12,21 @@ const net = Io.net;
 const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
 const testing = std.testing;
 const os = @import("../os/linux.zig");
-const socket = @import("../net/socket.zig");
 const Runtime = @import("../Runtime.zig");
 const Server = @import("../server/Server.zig");
 const config = @import("../config.zig");
 const server_test = @import("server_test.zig");
+const stop_download = @import("stop_download.zig");
 
 const Running = server_test.Running;
 const Client = server_test.Client;
-const request_get = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
-
-/// One response as a client reads it: its status, whether its head says `Connection: close`,
-/// and its body (in `Response.body_buffer`, or checked against an expected body as it is
-/// read).
-const Response = struct {
-    status: u16,
-    close: bool,
-    content_length: usize,
-};
-
-/// Reads a response's head and returns it; the body is left to the caller. Any framing it
-/// cannot read is an error, as it would be for a real client.
-fn readHead(in: *Io.Reader) !Response {
-    const status_line = try in.takeDelimiterInclusive('\n');
-    if (!std.mem.startsWith(u8, status_line, "HTTP/1.1 ")) return error.TestBadStatusLine;
-    var response: Response = .{
-        .status = try std.fmt.parseInt(u16, status_line[9..12], 10),
-        .close = false,
-        .content_length = 0,
-    };
-    var has_length = false;
-    while (true) {
-        const line = try in.takeDelimiterInclusive('\n');
-        if (std.mem.eql(u8, line, "\r\n")) break;
-        const colon = std.mem.indexOfScalar(u8, line, ':') orelse return error.TestBadHeader;
-        const name = line[0..colon];
-        const value = std.mem.trim(u8, line[colon + 1 ..], " \r\n");
-        if (std.ascii.eqlIgnoreCase(name, "content-length")) {
-            if (has_length) return error.TestDuplicateLength;
-            has_length = true;
-            response.content_length = try std.fmt.parseInt(usize, value, 10);
-        } else if (std.ascii.eqlIgnoreCase(name, "connection")) {
-            response.close = std.ascii.eqlIgnoreCase(value, "close");
-        }
-    }
-    if (!has_length) return error.TestNoLength;
-    return response;
-}
-
-/// Reads `expected.len` body bytes and fails at the first that differs.
-fn expectBody(in: *Io.Reader, expected: []const u8) !void {
-    var offset: usize = 0;
-    while (offset < expected.len) {
-        const chunk = try in.take(@min(expected.len - offset, in.buffer.len));
-        if (!std.mem.eql(u8, chunk, expected[offset..][0..chunk.len])) {
-            const at = std.mem.indexOfDiff(u8, chunk, expected[offset..][0..chunk.len]).?;
-            std.debug.print("body differs at byte {d} of {d}\n", .{ offset + at, expected.len });
-            return error.TestBodyAltered;
-        }
-        offset += chunk.len;
-    }
-}
-
-/// Expects the server to have closed the connection: end of stream (or a reset).
-fn expectEnd(in: *Io.Reader) !void {
-    if (in.takeByte()) |_| return error.TestUnexpectedData else |err| switch (err) {
-        error.EndOfStream, error.ReadFailed => {},
-    }
-}
+const request_get = stop_download.request_get;
+const Download = stop_download.Download;
+const Response = stop_download.Response;
+const readHead = stop_download.readHead;
+const expectBody = stop_download.expectBody;
+const expectEnd = stop_download.expectEnd;
+const awaitSending = stop_download.awaitSending;
 
 /// How a test stops the server it drives: `Server.stop` in this process, or SIGTERM to a
 /// forked supervisor.
@@ -94,67 +41,6 @@ const Stopper = union(enum) {
         }
     }
 };
-
-/// A handler answering with `body`, its socket's send buffer made small so that the response
-/// stays partly written while the client does not read. It publishes its connection, whose
-/// phase tells the client when the server is waiting to write. With `piece_bytes` it streams
-/// the body in pieces of that size (`respondStreaming`, as a handler copying a file does), so
-/// that body bytes sit in the connection's write buffer whenever a write waits; else it hands
-/// std the whole body (`respond`).
-const Download = struct {
-    body: []const u8,
-    piece_bytes: ?usize,
-    connection: std.atomic.Value(?*Server.Connection) = .init(null),
-
-    fn respond(
-        context: ?*anyopaque,
-        connection: *Server.Connection,
-        request: *Server.http.Request,
-    ) Server.http.RespondError!void {
-        const download: *Download = @ptrCast(@alignCast(context.?));
-        const fd = connection.stream.socket.handle;
-        socket.setOption(fd, linux.SOL.SOCKET, linux.SO.SNDBUF, 4096) catch {};
-        download.connection.store(connection, .release);
-        const piece_bytes = download.piece_bytes orelse
-            return request.respond(download.body, .{});
-        var buffer: [512]u8 = undefined;
-        var response = try request.respondStreaming(&buffer, .{
-            .content_length = download.body.len,
-        });
-        var offset: usize = 0;
-        while (offset < download.body.len) {
-            const piece = download.body[offset..][0..@min(piece_bytes, download.body.len - offset)];
-            try response.writer.writeAll(piece);
-            offset += piece.len;
-        }
-        try response.end();
-    }
-};
-
-/// Polls until `connection` waits for the client to take response bytes (`send`), for at most
-/// a few seconds.
-fn awaitSending(io: Io, published: *std.atomic.Value(?*Server.Connection)) !void {
-    for (0..5_000) |_| {
-        if (published.load(.acquire)) |connection| {
-            if (connection.phase.load(.acquire) == .send) return;
-        }
-        try io.sleep(.fromMilliseconds(1), .awake);
-    }
-    return error.TestNeverSending;
-}
-
-/// A body of `len` bytes whose `\r\n` lines and `\r\n\r\n` blank lines fall at offsets that
-/// move with `shift`: what a server that looked for a response head in body bytes would take
-/// for one.
-fn fillBody(body: []u8, shift: usize) void {
-    for (body, 0..) |*byte, i| byte.* = 'a' + @as(u8, @intCast((i + shift) % 26));
-    var i: usize = shift % 61;
-    while (i + 4 <= body.len) : (i += 61 + (i % 7)) {
-        const blank = (i / 61 + shift) % 3 == 0;
-        @memcpy(body[i..][0..2], "\r\n");
-        if (blank) @memcpy(body[i + 2 ..][0..2], "\r\n");
-    }
-}
 
 /// Polls until the client's socket `fd` holds at least 16 KiB unread and the count stopped
 /// growing (for 3 polls 2 ms apart): the server, in another process, waits to write. For at
@@ -188,26 +74,7 @@ fn downloadAcrossStop(io: Io, port: u16, download: *Download, stopper: Stopper) 
         .pid => try awaitClientQueue(io, client.stream.socket.handle),
     }
     stopper.stop();
-    const in = &client.reader.interface;
-    const response = try readHead(in);
-    try testing.expectEqual(200, response.status);
-    try testing.expectEqual(download.body.len, response.content_length);
-    try expectBody(in, download.body);
-    // Its head went out before the stop: the connection still answers what comes next. The
-    // stop reaches the worker a moment after `stopper.stop()` returns (its accept ends, or a
-    // forked worker reads its eventfd), so a request sent meanwhile may still be answered
-    // keep-alive; one sent after is answered `Connection: close`, as the connection's last.
-    var closed = response.close;
-    var requests: u32 = 1;
-    while (!closed) : (requests += 1) {
-        if (requests == 50) return error.TestNeverClosed;
-        try client.send(request_get);
-        const next = try readHead(in);
-        try testing.expectEqual(200, next.status);
-        try expectBody(in, download.body);
-        closed = next.close;
-    }
-    try expectEnd(in);
+    try stop_download.expectWholeAcrossStop(&client, download);
 }
 
 /// Serves `download` in `shape` (in this process) while `client(io, port, download,
@@ -232,29 +99,17 @@ fn serveDownload(
 
 const download_stops = 200;
 
-/// The body of stop `stop`: its length moves across the write buffer's boundary by 37 bytes
-/// per stop, and odd stops stream it in pieces of 700 to 1,012 bytes.
-fn downloadOf(body_buffer: []u8, stop: usize) Download {
-    // Large enough that the server waits for the client more than once.
-    const body = body_buffer[0 .. download_len_base + stop * 37];
-    fillBody(body, stop);
-    const piece_bytes: ?usize = if (stop % 2 == 1) 700 + (stop * 13) % 313 else null;
-    return .{ .body = body, .piece_bytes = piece_bytes };
-}
-
-const download_len_base = 96 * 1024;
-
 test "Server stop: a response partly written when the stop comes arrives whole, byte for byte" {
     var rt = try Runtime.init(testing.allocator, .{});
     defer rt.deinit();
     const io = rt.io();
-    const body_buffer = try testing.allocator.alloc(u8, download_len_base + download_stops * 37);
+    const body_buffer = try testing.allocator.alloc(u8, stop_download.bufferBytes(download_stops));
     defer testing.allocator.free(body_buffer);
     for ([_]Server.Shape{ .single, .{ .threaded = 2 } }) |shape| {
         // Fewer for .threaded: the shapes share the writer; its listeners and threads differ.
         const stops: usize = if (shape == .single) download_stops else download_stops / 4;
         for (0..stops) |stop| {
-            var download = downloadOf(body_buffer, stop);
+            var download = stop_download.forStop(body_buffer, stop);
             const report = try serveDownload(io, shape, &download, downloadAcrossStop);
             try testing.expectEqual(0, report.workers.cut_at_drain);
             try testing.expect(report.workers.requests >= 2);
@@ -264,11 +119,11 @@ test "Server stop: a response partly written when the stop comes arrives whole, 
 
 test "Server stop: a response partly written when SIGTERM comes arrives whole, .forked" {
     if (builtin.sanitize_thread) return os.skipTest(@src(), server_test.tsan_fork);
-    const body_buffer = try testing.allocator.alloc(u8, download_len_base + download_stops * 37);
+    const body_buffer = try testing.allocator.alloc(u8, stop_download.bufferBytes(download_stops));
     defer testing.allocator.free(body_buffer);
     for (0..download_stops / 10) |stop| {
         // Filled before the fork: the workers serve their copy.
-        var download = downloadOf(body_buffer, stop);
+        var download = stop_download.forStop(body_buffer, stop);
         const http_handler: Server.http.Handler = .{
             .context = &download,
             .respondFn = &Download.respond,
