@@ -288,21 +288,26 @@ test "stall: ready tasks queued behind a stalled task run on another executor me
     }
 }
 
+/// A task that sleeps `sleep_ms_` and notes when it woke.
+fn SleeperFor(comptime sleep_ms_: u64) type {
+    return struct {
+        woken_ns: std.atomic.Value(u64) = .init(0),
+
+        const sleep_ms = sleep_ms_;
+
+        fn sleep(sleeper: *@This(), io: Io) Io.Cancelable!void {
+            try io.sleep(.fromMilliseconds(sleep_ms), .awake);
+            sleeper.woken_ns.store(os.monotonicNs(), .release);
+        }
+    };
+}
+
 test "stall: a sleeper's timer on a held executor fires on time, and it runs on another one" {
     if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
     var rt = try Runtime.init(testing.allocator, .{ .executors = 2 });
     defer rt.deinit();
     const io = rt.io();
-    const Sleeper = struct {
-        woken_ns: std.atomic.Value(u64) = .init(0),
-
-        const sleep_ms = 20;
-
-        fn sleep(sleeper: *@This(), io_: Io) Io.Cancelable!void {
-            try io_.sleep(.fromMilliseconds(sleep_ms), .awake);
-            sleeper.woken_ns.store(os.monotonicNs(), .release);
-        }
-    };
+    const Sleeper = SleeperFor(20);
     var sleeper: Sleeper = .{};
     // `async` runs the child first, here: its timer is armed on this executor, which the main
     // task (bound here) then holds for 300 ms.
@@ -331,17 +336,8 @@ test "stall: while a report's symbols load, the watchdog goes on firing a held e
     var rt = try Runtime.init(testing.allocator, .{ .executors = 2 });
     defer rt.deinit();
     const io = rt.io();
-    const Sleeper = struct {
-        woken_ns: std.atomic.Value(u64) = .init(0),
-
-        /// Due well after the stall is found (the default threshold, 50 ms, and a look).
-        const sleep_ms = 150;
-
-        fn sleep(sleeper: *@This(), io_: Io) Io.Cancelable!void {
-            try io_.sleep(.fromMilliseconds(sleep_ms), .awake);
-            sleeper.woken_ns.store(os.monotonicNs(), .release);
-        }
-    };
+    // Due well after the stall is found (the default threshold, 50 ms, and a look).
+    const Sleeper = SleeperFor(150);
     var sleeper: Sleeper = .{};
     // The first load of the debug information holds the lookups for seconds: held here for
     // the whole stall. The stall's report waits for it; the watchdog must not.
