@@ -68,11 +68,9 @@ pub const Named = struct {
     what: []const u8,
     /// The option that sizes its stack, named in an overflow's message.
     option: []const u8,
-    /// A frame address taken as the thread started: inside its stack's mapping, near the top.
+    /// A frame address taken as the thread started: inside its stack's mapping, near the top
+    /// (`mappingOf` reads where that mapping lies).
     start_address: usize,
-    /// The stack size asked of the thread library: the mapping is about this far below
-    /// `start_address` (`stackMapping` reads where exactly).
-    stack_bytes: usize,
 };
 
 /// Set as the thread starts, with no system call (the thread must take no descriptor behind
@@ -104,20 +102,18 @@ pub fn spawn(
         fn run(
             what_: []const u8,
             option_: []const u8,
-            stack_bytes_: usize,
             args_: @TypeOf(args),
         ) @typeInfo(@TypeOf(function)).@"fn".return_type.? {
             if (builtin.os.tag == .linux) named = .{
                 .what = what_,
                 .option = option_,
                 .start_address = @frameAddress(),
-                .stack_bytes = stack_bytes_,
             };
             return @call(.auto, function, args_);
         }
     };
     const config: std.Thread.SpawnConfig = .{ .stack_size = stack_bytes, .allocator = gpa };
-    return std.Thread.spawn(config, Entry.run, .{ what, option, stack_bytes, args }) catch |err| {
+    return std.Thread.spawn(config, Entry.run, .{ what, option, args }) catch |err| {
         log.err("cannot start {s} thread: {t} (stack {d} bytes: {d} for its work, {d} of " ++
             "static TLS; raise ulimit -u or free memory)", .{
             what, err, stack_bytes, work_stack_bytes, staticTlsBytes(),
@@ -188,7 +184,6 @@ test "thread: a small work stack is enough in any program, libc or not" {
     // and at least the work size.
     const record = seen.record.?;
     try std.testing.expectEqualStrings("test", record.what);
-    try std.testing.expectEqual(stackBytes(16 * 1024), record.stack_bytes);
     const stack = seen.start.?;
     try std.testing.expectEqual(stack, seen.deep.?);
     try std.testing.expect(stack[1] - stack[0] >= 16 * 1024);
