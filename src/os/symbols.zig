@@ -26,7 +26,8 @@ pub fn writeReturnAddresses(w: *Io.Writer, addresses: []const usize) Io.Writer.E
 }
 
 const symbol_cache_len = 256;
-const symbol_text_bytes_max = 256;
+/// The longest name written for an address (`function (file:line:column)`, cut there).
+pub const symbol_text_bytes_max = 256;
 
 /// Names looked up once per process, direct-mapped by address (a collision looks the name up
 /// again). Under `lock`, which also serialises the lookups themselves (`self_info` is one per

@@ -2,11 +2,12 @@
 //! and logs the report, so that the watchdog never waits for either.
 //!
 //! The first frame named loads the process's debug information (seconds in a Debug build, with
-//! libc's separate debug file: os/symbols.zig), and a log line waits for stderr. A watchdog
-//! that did both itself made no look meanwhile: no timer of a held executor fired, no I/O of
-//! one was delivered, no work was handed over, no other stall was found, at the very moment a
-//! stall made them matter. Now the watchdog queues what it found (the words, the return
-//! addresses) and goes back to looking.
+//! libc's separate debug file: os/symbols.zig), and a log line waits for stderr, for as long as
+//! whoever reads it lets it (a full pipe: forever). A watchdog that did both itself made no look
+//! meanwhile: no timer of a held executor fired, no I/O of one was delivered, no work was
+//! handed over, no other stall was found, at the very moment a stall made them matter. Now the
+//! watchdog queues what it found (the words, the return addresses; a schedule trace line
+//! whole) and goes back to looking.
 //!
 //! Reports are logged in the order they were queued: a stall's end after its start. The
 //! thread starts with the first report (a thread start takes no descriptor: os/thread.zig);
@@ -28,21 +29,24 @@ const log = std.log.scoped(.weft);
 
 /// Reports queued at most: a stall and its end per executor for a few looks.
 pub const queue_len = 16;
-/// The words of one report, before its frames.
-pub const text_bytes_max = 1024;
+/// The words of one report, before its frames; a schedule trace line whole.
+pub const text_bytes_max = 4096;
 /// Frames of one report at most.
 pub const frames_max = 32;
 /// Room for one report as logged, frames named.
 pub const report_bytes_max = 16 * 1024;
+/// A named frame's line at most: `    0x` and 16 digits, ` in `, the name and a newline.
+const frame_line_bytes_max = 4 + 2 + 16 + 4 + symbols.symbol_text_bytes_max + 1;
 
 comptime {
     assert(config.task_name_bytes_max + 512 <= text_bytes_max); // a stall's words, its name
-    assert(text_bytes_max + frames_max * 400 <= report_bytes_max); // a frame's line, at most
+    assert(text_bytes_max + frames_max * frame_line_bytes_max <= report_bytes_max);
 }
 
 /// One report: its words, then the frames named a line each, then "(more frames)" if the walk
-/// stopped short of the outermost one.
+/// stopped short of the outermost one. Or a line of the schedule trace (`kind = .trace`).
 pub const Entry = struct {
+    kind: Kind = .report,
     text: [text_bytes_max]u8 = undefined,
     text_len: u16 = 0,
     /// Return addresses, innermost first.
@@ -59,6 +63,13 @@ pub const Entry = struct {
     pub fn setText(entry: *Entry, text_writer: *const std.Io.Writer) void {
         entry.text_len = @intCast(text_writer.end);
     }
+
+    pub const Kind = enum {
+        /// Logged (`std.log`, scope `.weft`, level warn), frames named, kept for the tests.
+        report,
+        /// Written to stderr as it is, a line of its own, neither logged nor kept.
+        trace,
+    };
 
     pub fn setFrames(entry: *Entry, addresses: []const usize, more_frames: bool) void {
         const len = @min(addresses.len, frames_max);
@@ -174,6 +185,7 @@ fn run(reporter: *Reporter) void {
 /// Names the frames and logs the report; on the reporter's thread (or the pusher's, where it
 /// has none). `dropped`: reports dropped just before this one.
 fn write(reporter: *Reporter, entry: *const Entry, dropped: u32) void {
+    if (entry.kind == .trace) return writeTrace(entry.text[0..entry.text_len], dropped);
     var buffer: [report_bytes_max]u8 = undefined;
     var writer: std.Io.Writer = .fixed(&buffer);
     // A report too long for the buffer is cut.
@@ -188,6 +200,18 @@ fn write(reporter: *Reporter, entry: *const Entry, dropped: u32) void {
     const report = std.mem.trimEnd(u8, writer.buffered(), "\n");
     log.warn("{s}", .{report});
     reporter.keep(report);
+}
+
+fn writeTrace(line: []const u8, dropped: u32) void {
+    const stderr = std.debug.lockStderr(&.{});
+    defer std.debug.unlockStderr();
+    const out = &stderr.file_writer.interface;
+    if (dropped > 0) {
+        out.print("weft: {d} report{s} or trace line{s} dropped: the reporter was behind\n", .{
+            dropped, if (dropped == 1) "" else "s", if (dropped == 1) "" else "s",
+        }) catch {};
+    }
+    out.writeAll(line) catch {};
 }
 
 fn keep(reporter: *Reporter, report: []const u8) void {

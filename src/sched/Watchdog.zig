@@ -897,18 +897,17 @@ const TraceFigures = struct {
     idle_ns: u64 = 0,
 };
 
+/// Queues a trace line for the reporter to write: stderr may block (a full pipe), and the
+/// watchdog must not.
 fn writeTrace(watchdog: *Watchdog, now_ns: u64) void {
-    const scheduler = watchdog.scheduler;
     const interval_ns = now_ns -| watchdog.trace_last_ns;
     watchdog.trace_last_ns = now_ns;
-    var buffer: [4096]u8 = undefined;
-    var writer: std.Io.Writer = .fixed(&buffer);
+    var entry: Reporter.Entry = .{ .kind = .trace };
+    var writer = entry.writer();
     watchdog.writeTraceLine(&writer, now_ns, interval_ns) catch {}; // a long line is cut
-    if (writer.end == buffer.len) buffer[buffer.len - 1] = '\n';
-    const stderr = std.debug.lockStderr(&.{});
-    defer std.debug.unlockStderr();
-    stderr.file_writer.interface.writeAll(writer.buffered()) catch {};
-    _ = scheduler;
+    if (writer.end == entry.text.len) entry.text[entry.text.len - 1] = '\n';
+    entry.setText(&writer);
+    watchdog.reporter.push(&entry);
 }
 
 pub fn writeTraceLine(

@@ -7,6 +7,7 @@ const Io = std.Io;
 const testing = std.testing;
 const Runtime = @import("../Runtime.zig");
 const Watchdog = @import("../sched/Watchdog.zig");
+const Reporter = @import("../sched/Reporter.zig");
 const Metrics = @import("../Metrics.zig");
 const os = @import("../os/linux.zig");
 const parked = @import("parked.zig");
@@ -370,6 +371,126 @@ test "stall: while a report's symbols load, the watchdog goes on firing a held e
     try testing.expect(std.mem.indexOf(u8, report.text, "computeInlineForStallTest") != null);
     try awaitReport(io, watchdog, 1, &report);
     try testing.expect(std.mem.startsWith(u8, report.text, "stall ended: task 0x"));
+}
+
+/// The process's stderr replaced by a pipe already full, as when whoever reads it stops: a
+/// write to it blocks until `unblock` (stderr is /dev/null then, and a write still blocked
+/// fails) or `end` (stderr is back). Nothing may print meanwhile, the test included.
+const BlockedStderr = struct {
+    saved: linux.fd_t,
+    read_end: ?linux.fd_t,
+
+    const linux = if (builtin.os.tag == .linux) std.os.linux else struct {};
+
+    fn start() !BlockedStderr {
+        var fds: [2]linux.fd_t = undefined;
+        const pipe_rc = linux.pipe2(&fds, .{ .CLOEXEC = true, .NONBLOCK = true });
+        if (linux.errno(pipe_rc) != .SUCCESS) return error.TestNoPipe;
+        errdefer for (fds) |fd| {
+            _ = linux.close(fd);
+        };
+        const filler: [4096]u8 = @splat('x');
+        while (true) {
+            const rc = linux.write(fds[1], &filler, filler.len);
+            if (linux.errno(rc) == .AGAIN) break;
+            if (linux.errno(rc) != .SUCCESS) return error.TestPipeWrite;
+        }
+        // Blocking from now on, as a pipe stderr is.
+        const flags = linux.fcntl(fds[1], linux.F.GETFL, 0);
+        const blocking = flags & ~@as(usize, @as(u32, @bitCast(linux.O{ .NONBLOCK = true })));
+        if (linux.errno(linux.fcntl(fds[1], linux.F.SETFL, blocking)) != .SUCCESS) {
+            return error.TestFcntl;
+        }
+        const saved_rc = linux.fcntl(2, linux.F.DUPFD_CLOEXEC, 3);
+        if (linux.errno(saved_rc) != .SUCCESS) return error.TestDup;
+        const saved: linux.fd_t = @intCast(saved_rc);
+        if (linux.errno(linux.dup2(fds[1], 2)) != .SUCCESS) {
+            _ = linux.close(saved);
+            return error.TestDup;
+        }
+        _ = linux.close(fds[1]);
+        return .{ .saved = saved, .read_end = fds[0] };
+    }
+
+    /// Writes to stderr go nowhere from now on, and one still blocked fails.
+    fn unblock(blocked: *BlockedStderr) void {
+        const read_end = blocked.read_end orelse return;
+        const null_rc = linux.open("/dev/null", .{ .ACCMODE = .WRONLY, .CLOEXEC = true }, 0);
+        if (linux.errno(null_rc) == .SUCCESS) {
+            _ = linux.dup2(@intCast(null_rc), 2);
+            _ = linux.close(@intCast(null_rc));
+        } else {
+            _ = linux.dup2(blocked.saved, 2);
+        }
+        _ = linux.close(read_end);
+        blocked.read_end = null;
+    }
+
+    fn end(blocked: *BlockedStderr) void {
+        blocked.unblock();
+        _ = linux.dup2(blocked.saved, 2);
+        _ = linux.close(blocked.saved);
+    }
+};
+
+test "stall: with stderr blocked, the watchdog goes on firing a held executor's timers" {
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 2 });
+    defer rt.deinit();
+    const io = rt.io();
+    const Sleeper = SleeperFor(150);
+    var sleeper: Sleeper = .{};
+    // The stall's report waits for stderr until `end`; the watchdog must not.
+    var blocked: BlockedStderr = try .start();
+    var stderr_blocked = true;
+    defer if (stderr_blocked) blocked.end();
+    const start_ns = os.monotonicNs();
+    var future = io.async(Sleeper.sleep, .{ &sleeper, io });
+    defer future.cancel(io) catch {};
+    computeInlineForStallTest(400 * std.time.ns_per_ms);
+    try future.await(io);
+    const stalls = rt.metrics().stalls;
+    blocked.end();
+    stderr_blocked = false;
+    const woken_ms = (sleeper.woken_ns.load(.acquire) - start_ns) / std.time.ns_per_ms;
+    // A watchdog that logged the report itself waited for stderr from the stall's start, and
+    // the timer fired when the hold ended, at 400 ms.
+    if (woken_ms < Sleeper.sleep_ms or woken_ms > 300) {
+        std.debug.print("the sleeper woke after {d} ms; timers fired by the watchdog: {d}\n", .{
+            woken_ms, rt.metrics().stall_timers_fired,
+        });
+        return error.TestUnexpectedResult;
+    }
+    try testing.expectEqual(@as(u64, 1), stalls);
+}
+
+test "stall: with stderr blocked, the schedule trace's lines queue, then drop; none waits" {
+    if (!Metrics.enabled) return os.skipTest(@src(), "-Dmetrics=false: no stall detector");
+    var rt = try Runtime.init(testing.allocator, .{ .executors = 1, .stall_threshold_ns = null });
+    defer rt.deinit();
+    const io = rt.io();
+    // A trace of the test's own every millisecond (WEFT_TRACE is the process's environment).
+    var watchdog: Watchdog = .init(&rt.state.scheduler, .{
+        .stall_threshold_ns = null,
+        .trace_interval_ns = std.time.ns_per_ms,
+    });
+    var blocked: BlockedStderr = try .start();
+    defer blocked.end();
+    try watchdog.start();
+    defer watchdog.stop();
+    // The lines queued behind the blocked one go to /dev/null as the watchdog stops.
+    defer blocked.unblock();
+    try io.sleep(.fromMilliseconds(100), .awake);
+    const reporter = &watchdog.reporter;
+    reporter.lock.lock();
+    const queued = reporter.len;
+    const dropped = reporter.dropped;
+    reporter.lock.unlock();
+    // Before any check prints: a watchdog that wrote to stderr itself holds its lock.
+    blocked.unblock();
+    // A watchdog that wrote its trace itself waited at its first line, and queued none.
+    try testing.expectEqual(@as(u32, Reporter.queue_len), queued);
+    try testing.expect(dropped > 0);
 }
 
 /// A pipe read by a task whose executor the main task then holds for up to 300 ms, written
