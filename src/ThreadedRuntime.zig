@@ -22,6 +22,7 @@ const CpuLane = @import("lanes/CpuLane.zig");
 const Metrics = @import("Metrics.zig");
 const options_mod = @import("options.zig");
 const threaded_futures = @import("std_io/threaded_futures.zig");
+const Mutex = @import("os/Mutex.zig");
 
 state: *State,
 
@@ -32,7 +33,28 @@ const State = struct {
     /// The executors the options asked for: the calling thread and the pool's threads.
     executors: usize,
     started_ns: u64,
+    /// The next runtime of `live` (under `live_lock`).
+    next_live: ?*State = null,
+
+    /// The runtime behind `io_any`, if it is a live one's `io()`: its userdata is the
+    /// runtime's std.Io.Threaded, which only the list of live runtimes tells from any other
+    /// (threaded_futures makes such an Io for a std.Io.Threaded of anyone's).
+    fn of(io_any: Io) ?*State {
+        if (!threaded_futures.isThreadedIo(io_any)) return null;
+        live_lock.lock();
+        defer live_lock.unlock();
+        var cursor = live;
+        while (cursor) |state| : (cursor = state.next_live) {
+            if (@as(*anyopaque, &state.threaded) == io_any.userdata) return state;
+        }
+        return null;
+    }
 };
+
+/// Every runtime between `init` and `deinit`, for `metricsOf` and its kin: a handful in a
+/// process (one per server worker at most), so a list walked under a lock.
+var live_lock: Mutex = .{};
+var live: ?*State = null;
 
 /// The fiber runtime's options, so that one `Options` value builds on every OS; what each
 /// means here is in this file's comment and in docs/RUNTIME.md.
@@ -84,6 +106,10 @@ pub fn init(gpa: std.mem.Allocator, options: Options) InitError!ThreadedRuntime 
         .executors = executors,
         .started_ns = os.monotonicNs(),
     };
+    live_lock.lock();
+    defer live_lock.unlock();
+    state.next_live = live;
+    live = state;
     return .{ .state = state };
 }
 
@@ -111,6 +137,15 @@ fn refuseFiberOnly(options: Options, loop: options_mod.LoopChoice) error{Invalid
 /// the thread that called `init`.
 pub fn deinit(rt: ThreadedRuntime) void {
     const state = rt.state;
+    {
+        live_lock.lock();
+        defer live_lock.unlock();
+        var link = &live;
+        while (link.*) |listed| : (link = &listed.next_live) {
+            if (listed == state) break;
+        } else unreachable; // every runtime is listed from `init` to here
+        link.* = state.next_live;
+    }
     state.cpu.deinit(state.threaded.io());
     state.threaded.deinit();
     state.gpa.destroy(state);
@@ -142,12 +177,12 @@ pub fn metrics(rt: ThreadedRuntime) Metrics {
     return .collectLanesOnly(rt.state.started_ns, rt.state.cpu.figures());
 }
 
-/// Null: an `Io` is not resolved to its runtime here (its userdata is std.Io.Threaded's, and
-/// only the threaded futures' VTable marks it as weft's). Code that has the runtime calls
-/// `metrics()`.
+/// `metrics()` of the runtime behind `io`, or null when `io` is not a weft runtime's (such as
+/// a bare `std.Io.Threaded`'s): for code handed only an `Io`, like a request handler.
 pub fn metricsOf(io_any: Io) ?Metrics {
-    _ = io_any;
-    return null;
+    const state = State.of(io_any) orelse return null;
+    const rt: ThreadedRuntime = .{ .state = state };
+    return rt.metrics();
 }
 
 /// 0: no fiber stacks (each thread's stack is the OS's).
@@ -156,19 +191,26 @@ pub fn stacksCommittedBytes(rt: ThreadedRuntime) u64 {
     return 0;
 }
 
-/// Null, as `metricsOf`.
+/// 0 for a weft runtime's `io` (as `stacksCommittedBytes`), else null.
 pub fn stacksCommittedBytesOf(io_any: Io) Io.Cancelable!?u64 {
-    _ = io_any;
-    return null;
+    _ = State.of(io_any) orelse return null;
+    return 0;
 }
 
 pub const PrometheusTextError = error{OutOfMemory} || Io.Cancelable;
 
-/// Null, as `metricsOf`.
+/// The Prometheus text (`Metrics.writePrometheus`) of the runtime behind `io`, in memory from
+/// `gpa` that the caller frees; null when `io` is not a weft runtime's. Made on the calling
+/// thread, which is an OS thread here with a stack of its own (a `Metrics` snapshot is about
+/// 100 KiB); it waits for nothing. `weft.Server.http.WithMetrics` answers its scrapes with it.
 pub fn prometheusTextOf(io_any: Io, gpa: std.mem.Allocator) PrometheusTextError!?[]u8 {
-    _ = io_any;
-    _ = gpa;
-    return null;
+    const state = State.of(io_any) orelse return null;
+    const rt: ThreadedRuntime = .{ .state = state };
+    const snapshot = rt.metrics();
+    var text: Io.Writer.Allocating = .init(gpa);
+    defer text.deinit();
+    snapshot.writePrometheus(&text.writer) catch return error.OutOfMemory;
+    return try text.toOwnedSlice();
 }
 
 /// Always `.threaded`.
@@ -218,7 +260,7 @@ test "ThreadedRuntime: refuses what it cannot honour" {
     }));
 }
 
-test "ThreadedRuntime: runs tasks, compute and yields; no task dump, no metrics by Io" {
+test "ThreadedRuntime: runs tasks, compute and yields; no task dump" {
     const gpa = std.testing.allocator;
     var buffer: [32]u8 = undefined;
     if (os.getEnv("WEFT_BACKEND", &buffer)) |value| {
@@ -258,5 +300,43 @@ test "ThreadedRuntime: runs tasks, compute and yields; no task dump, no metrics 
     var writer: Io.Writer = .fixed(&dump);
     try rt.dumpTasks(&writer);
     try std.testing.expect(std.mem.indexOf(u8, writer.buffered(), "no task dump") != null);
-    try std.testing.expectEqual(@as(?Metrics, null), metricsOf(rt_io));
+}
+
+test "ThreadedRuntime: metrics by Io for its own Io only, the lanes' and the uptime" {
+    const gpa = std.testing.allocator;
+    var buffer: [32]u8 = undefined;
+    if (os.getEnv("WEFT_BACKEND", &buffer)) |value| {
+        if (!std.mem.eql(u8, value, "auto")) {
+            return os.skipTest(@src(), "WEFT_BACKEND names a loop, refused here (as it must be)");
+        }
+    }
+    var first = try init(gpa, .{});
+    defer first.deinit();
+    var second = try init(gpa, .{});
+    const second_io = second.io();
+    // Each runtime's Io finds its own runtime: the CPU lane's threads are that runtime's.
+    const Double = struct {
+        fn double(x: u64) u64 {
+            return 2 * x;
+        }
+    };
+    try std.testing.expectEqual(@as(u64, 98), try second.compute(second_io, Double.double, .{49}));
+    // The lanes are the blocking one, then the CPU lane (Metrics.lanes).
+    const of_second = metricsOf(second_io) orelse return error.TestExpectedMetrics;
+    try std.testing.expectEqualStrings("cpu", of_second.lanesSlice()[1].name.slice());
+    try std.testing.expectEqual(@as(u64, 1), of_second.lanesSlice()[1].figures.completed);
+    const of_first = metricsOf(first.io()) orelse return error.TestExpectedMetrics;
+    try std.testing.expectEqual(@as(u64, 0), of_first.lanesSlice()[1].figures.completed);
+    try std.testing.expectEqual(@as(?u64, 0), try stacksCommittedBytesOf(second_io));
+    const text = (try prometheusTextOf(second_io, gpa)) orelse return error.TestExpectedText;
+    defer gpa.free(text);
+    try std.testing.expect(std.mem.indexOf(u8, text, "weft_uptime_seconds") != null);
+    // Not a weft runtime's: a bare std.Io.Threaded, the same wrapped, and one ended.
+    var threaded: Io.Threaded = .init(gpa, .{});
+    defer threaded.deinit();
+    try std.testing.expectEqual(@as(?Metrics, null), metricsOf(threaded.io()));
+    try std.testing.expectEqual(@as(?Metrics, null), metricsOf(threaded_futures.io(&threaded)));
+    second.deinit();
+    try std.testing.expectEqual(@as(?Metrics, null), metricsOf(second_io));
+    try std.testing.expect((try prometheusTextOf(second_io, gpa)) == null);
 }

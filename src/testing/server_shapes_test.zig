@@ -217,6 +217,36 @@ test "server shapes: a response partly written when the stop comes arrives whole
     };
 }
 
+test "server shapes: /metrics answers with the worker runtime's figures" {
+    try wine.skipUnderWine(.afd_sockets, @src());
+    var client_io: Io.Threaded = .init(testing.allocator, .{});
+    defer client_io.deinit();
+    const io = client_io.io();
+    const metered: Server.http.WithMetrics = .{ .inner = &hello.http_handler };
+    const metered_handler = metered.httpHandler();
+    var running: Running = undefined;
+    try running.startWith(
+        .{ .address = .{ .ip4 = .loopback(0) } },
+        Server.http.handler(&metered_handler),
+    );
+    errdefer _ = running.finish() catch {};
+    var client: Client = undefined;
+    try client.connect(io, running.address());
+    defer client.close(io);
+    try client.get(); // any other path: the inner handler
+    try client.send("GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
+    const in = &client.reader.interface;
+    const response = try stop_download.readHead(in);
+    try testing.expectEqual(200, response.status);
+    var body: [64 * 1024]u8 = undefined;
+    try in.readSliceAll(body[0..response.content_length]);
+    const text = body[0..response.content_length];
+    // On every runtime: the uptime and the lanes; on the fiber runtime its tasks too.
+    try testing.expect(std.mem.indexOf(u8, text, "\nweft_uptime_seconds ") != null);
+    try testing.expect(std.mem.indexOf(u8, text, "lane=\"cpu\"") != null);
+    _ = try running.finish();
+}
+
 test "server shapes: on the threaded runtime, the fiber runtime's shapes are InvalidOptions" {
     if (platform.fibers) return os.skipTest(@src(), "the fiber runtime serves every shape");
     const address: net.IpAddress = .{ .ip4 = .loopback(0) };
