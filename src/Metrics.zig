@@ -491,6 +491,18 @@ fn executorColumns() []const Column {
     return &final;
 }
 
+/// `writePrometheus` into memory from `gpa`, which the caller frees: what
+/// `Runtime.prometheusTextOf` answers with, on either runtime.
+pub fn prometheusTextAlloc(
+    metrics: *const Metrics,
+    gpa: std.mem.Allocator,
+) error{OutOfMemory}![]u8 {
+    var text: Io.Writer.Allocating = .init(gpa);
+    defer text.deinit();
+    metrics.writePrometheus(&text.writer) catch return error.OutOfMemory;
+    return text.toOwnedSlice();
+}
+
 /// The snapshot in the Prometheus text exposition format (version 0.0.4): every series named
 /// `weft_*` with its unit in the name, counters ending in `_total`, per-executor series
 /// labelled `executor="N"`, each with its HELP and TYPE lines.

@@ -319,10 +319,7 @@ fn writePrometheusText(state: *State, gpa: std.mem.Allocator) error{OutOfMemory}
     const rt: Runtime = .{ .state = state };
     var snapshot = rt.metrics();
     snapshot.stacks_committed_bytes = walkStacks(state);
-    var text: Io.Writer.Allocating = .init(gpa);
-    defer text.deinit();
-    snapshot.writePrometheus(&text.writer) catch return error.OutOfMemory;
-    return text.toOwnedSlice();
+    return snapshot.prometheusTextAlloc(gpa);
 }
 
 fn walkStacks(state: *State) u64 {

@@ -207,10 +207,7 @@ pub fn prometheusTextOf(io_any: Io, gpa: std.mem.Allocator) PrometheusTextError!
     const state = State.of(io_any) orelse return null;
     const rt: ThreadedRuntime = .{ .state = state };
     const snapshot = rt.metrics();
-    var text: Io.Writer.Allocating = .init(gpa);
-    defer text.deinit();
-    snapshot.writePrometheus(&text.writer) catch return error.OutOfMemory;
-    return try text.toOwnedSlice();
+    return try snapshot.prometheusTextAlloc(gpa);
 }
 
 /// Always `.threaded`.
