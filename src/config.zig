@@ -213,8 +213,9 @@ pub const task_dump_frames_max = 48;
 /// the search loop, timer expiry and I/O completion callbacks, never a task.
 pub const executor_thread_stack_size_bytes = 256 * 1024;
 
-/// Stack of the watchdog's thread (sched/Watchdog.zig; virtual, committed when touched): it
-/// symbolizes stalling stacks, and std.debug's first load of the debug information is deep.
+/// Stack of the watchdog's threads (sched/Watchdog.zig and its sched/Reporter.zig; virtual,
+/// committed when touched): the reporter symbolizes stalling stacks, and the first load of the
+/// debug information is deep.
 pub const watchdog_thread_stack_size_bytes = 2 * 1024 * 1024;
 
 /// Alternate signal stack an executor maps for its thread when the thread has none (std gives

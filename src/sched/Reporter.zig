@@ -100,7 +100,8 @@ kept: if (builtin.is_test) [kept_max]Kept else void = undefined,
 /// Reports logged so far.
 logged: u32 = 0,
 
-const kept_max = 4;
+/// Reports kept for the tests (`keptReport`).
+pub const kept_max = 4;
 
 const Kept = struct { bytes: [report_bytes_max]u8, len: usize };
 

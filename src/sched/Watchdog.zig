@@ -729,7 +729,7 @@ fn reportEnd(watchdog: *Watchdog, executor_index: u32, seen: Seen, end_ns: u64) 
 }
 
 /// For tests: how many reports were logged so far, and a copy of report `index` (from 0,
-/// below 4) into `buffer` if there was one.
+/// below `Reporter.kept_max`) into `buffer` if there was one.
 pub fn keptReport(
     watchdog: *Watchdog,
     index: u32,
